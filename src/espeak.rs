@@ -1,0 +1,1 @@
+//! libespeak-ng bindings.

@@ -1,0 +1,3 @@
+//! VITS inference in candle (the model behind Piper voices).
+
+pub mod conv;
