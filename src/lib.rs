@@ -1,11 +1,19 @@
 //! omnivoice-server: an OpenAI-compatible text-to-speech server.
 //!
-//! The modules follow the request path: `api` (HTTP) → `cache` → `batch` → `engine`
-//! (`vits` is the neural model behind the Piper engine, `text` prepares its input) → `audio`
-//! (encoders). `config` and `metrics` are read by all of them.
+//! The modules follow the request path: `api` (HTTP) → `speech` (the pipeline) → `cache` →
+//! `batch` → `engine` (`vits` is the neural model behind the Piper engine, `text` prepares its
+//! input) → `audio` (encoders). `config` and `metrics` are read by all of them; `server`
+//! assembles the parts.
 
+pub mod api;
 pub mod audio;
+pub mod batch;
+pub mod cache;
+pub mod config;
 pub mod engine;
 pub mod espeak;
+pub mod metrics;
+pub mod server;
+pub mod speech;
 pub mod text;
 pub mod vits;

@@ -1,1 +1,153 @@
-fn main() {}
+//! The `omnivoice-server` binary: parse settings, set up logging and engines, serve.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use candle_core::Device;
+use clap::Parser;
+use omnivoice_server::config::{Cli, Command, DeviceChoice, LogFormat, ServeArgs, Settings};
+use omnivoice_server::engine::espeak::EspeakEngine;
+use omnivoice_server::engine::piper::PiperEngine;
+use omnivoice_server::engine::Engine;
+use omnivoice_server::server;
+
+/// Exit code for unusable settings, as clap uses for bad flags.
+const EXIT_CONFIG: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::ConvertVoice { input, output }) => convert_voice(&input, &output),
+        Some(Command::Serve(args)) => serve(args),
+        None => serve(cli.serve),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let settings = match Settings::resolve(&args) {
+        Ok(settings) => settings,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    init_logging(&settings);
+    let device = match select_device(settings.device) {
+        Ok(device) => device,
+        Err(e) => {
+            eprintln!("error: invalid setting 'device': {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    let device_name = describe(&device);
+    let piper = PiperEngine::new(&settings.voices_dir, device);
+    let engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
+    if !engines.iter().any(|e| e.id() == settings.default_engine) {
+        let ids: Vec<&str> = engines.iter().map(|e| e.id()).collect();
+        eprintln!(
+            "error: invalid setting 'default-engine': '{}' is not an engine (engines: {})",
+            settings.default_engine,
+            ids.join(", ")
+        );
+        return ExitCode::from(EXIT_CONFIG);
+    }
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    runtime.block_on(async move {
+        let address = (settings.host, settings.port);
+        let listener = match tokio::net::TcpListener::bind(address).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                eprintln!("error: invalid setting 'port': cannot listen on {}:{}: {e}", settings.host, settings.port);
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        };
+        let local = listener.local_addr().expect("bound address");
+        tracing::info!(address = %local, device = %device_name, "listening");
+        // Tests and scripts read this line to find an ephemeral port.
+        println!("omnivoice-server listening on http://{local}");
+        match server::run(settings, engines, device_name, listener, shutdown_signal()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "server failed");
+                ExitCode::FAILURE
+            }
+        }
+    })
+}
+
+fn init_logging(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match settings.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn select_device(choice: DeviceChoice) -> candle_core::Result<Device> {
+    match choice {
+        DeviceChoice::Cpu => Ok(Device::Cpu),
+        DeviceChoice::Cuda => Device::new_cuda(0),
+        DeviceChoice::Metal => Device::new_metal(0),
+        DeviceChoice::Auto => {
+            if candle_core::utils::cuda_is_available() {
+                Device::new_cuda(0)
+            } else if candle_core::utils::metal_is_available() {
+                Device::new_metal(0)
+            } else {
+                Ok(Device::Cpu)
+            }
+        }
+    }
+}
+
+fn describe(device: &Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(_) => "cuda:0".into(),
+        Device::Metal(_) => "metal:0".into(),
+    }
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+}
+
+fn convert_voice(input: &std::path::Path, output: &std::path::Path) -> ExitCode {
+    let json_path = input.with_extension("onnx.json");
+    let result = std::fs::read_to_string(&json_path)
+        .map_err(|e| format!("cannot read {}: {e}", json_path.display()))
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json_path.display())))
+        .and_then(|config: serde_json::Value| {
+            let started = std::time::Instant::now();
+            let model = omnivoice_server::vits::Vits::from_onnx(input, &config, &Device::Cpu).map_err(|e| e.to_string())?;
+            model.save_safetensors(output).map_err(|e| e.to_string())?;
+            Ok(started.elapsed())
+        });
+    match result {
+        Ok(elapsed) => {
+            println!("wrote {} in {:.2} s", output.display(), elapsed.as_secs_f64());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -10,6 +10,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+pub mod espeak;
+pub mod piper;
+pub mod registry;
+
 /// Why an engine could not produce audio.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -100,4 +104,14 @@ pub trait Engine: Send + Sync {
 
     /// Loads a voice. Expensive: callers cache the result.
     fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError>;
+
+    /// The voice with this exact id, if the engine offers it.
+    fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
+        self.voices().into_iter().find(|v| v.id == voice)
+    }
+
+    /// Identifies the voice's model content, so cached audio never outlives a changed model.
+    fn fingerprint(&self, _voice: &str) -> String {
+        String::new()
+    }
 }

@@ -1,0 +1,156 @@
+//! The one error type every HTTP answer goes through, in OpenAI's shape.
+//!
+//! OpenAI clients parse `{"error":{"message","type","param","code"}}`; anything else (axum's
+//! plain-text rejections included) makes them throw unhelpful exceptions. Handlers and
+//! extractors return [`ApiError`]; nothing else builds an error response.
+
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+    pub kind: &'static str,
+    pub param: Option<String>,
+    pub code: Option<&'static str>,
+    retry_after: Option<Duration>,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    param: Option<&'a str>,
+    code: Option<&'a str>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
+        Self { status, message: message.into(), kind, param: None, code: None, retry_after: None }
+    }
+
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    /// 400 for a request the client must change.
+    pub fn invalid(param: &str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+            .with_param(param)
+            .with_code("invalid_value")
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "invalid_request_error",
+            "Incorrect or missing API key. Send it as 'Authorization: Bearer <key>'.",
+        )
+        .with_code("invalid_api_key")
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "invalid_request_error", message).with_code("not_found")
+    }
+
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "invalid_request_error",
+            "Method not allowed on this route.",
+        )
+        .with_code("method_not_allowed")
+    }
+
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            format!("Request body is larger than the limit of {limit} bytes."),
+        )
+        .with_code("payload_too_large")
+    }
+
+    pub fn unsupported_media_type() -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            "Expected a JSON body with 'Content-Type: application/json'.",
+        )
+        .with_code("unsupported_media_type")
+    }
+
+    /// 429: the queue is full; the client should come back later.
+    pub fn overloaded(retry_after: Duration) -> Self {
+        let mut e = Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limit_error",
+            "The server is at capacity: too many requests are waiting. Retry shortly.",
+        )
+        .with_code("rate_limit_exceeded");
+        e.retry_after = Some(retry_after);
+        e
+    }
+
+    pub fn timeout(seconds: u64) -> Self {
+        Self::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            "timeout_error",
+            format!("Speech synthesis did not finish within {seconds} s."),
+        )
+        .with_code("timeout")
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message).with_code("unavailable")
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
+            .with_code("internal_error")
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status.as_u16(), self.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = Body {
+            error: Inner {
+                message: &self.message,
+                kind: self.kind,
+                param: self.param.as_deref(),
+                code: self.code,
+            },
+        };
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(after) = self.retry_after {
+            let secs = after.as_secs().max(1).to_string();
+            if let Ok(value) = HeaderValue::from_str(&secs) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+        }
+        response
+    }
+}

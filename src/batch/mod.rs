@@ -1,0 +1,179 @@
+//! The dynamic batcher: turns concurrent utterances into batched forward passes.
+//!
+//! One task owns the queue ([`queue::State`]) and is fed by a command channel, so no lock guards
+//! the batching decision. It hands batches to at most `workers` blocking threads at a time; each
+//! utterance gets its audio (or its batch's error) back on its own oneshot channel. A caller
+//! that stops waiting (client gone, request timed out) drops its receiver, and the entry is
+//! dropped before it is computed.
+
+mod queue;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::config::BatchSettings;
+use crate::engine::{SynthesisItem, Voice};
+use crate::metrics as m;
+pub use queue::{BatchError, Reply};
+use queue::{Entry, State};
+
+/// Handle to the batcher task; cheap to clone.
+#[derive(Clone)]
+pub struct Batcher {
+    commands: mpsc::UnboundedSender<Vec<Entry>>,
+    depth: Arc<AtomicUsize>,
+    capacity: usize,
+    in_flight: Arc<AtomicUsize>,
+}
+
+/// The queue had no room for the request.
+#[derive(Debug, thiserror::Error)]
+#[error("the queue is full")]
+pub struct QueueFull;
+
+impl Batcher {
+    /// Starts the batcher task on the current runtime.
+    pub fn start(settings: &BatchSettings, workers: usize) -> Self {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let depth = Arc::new(AtomicUsize::new(0));
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let state = State::new(settings.max_size, Duration::from_millis(settings.timeout_ms));
+        tokio::spawn(run(state, rx, workers.max(1), depth.clone(), in_flight.clone()));
+        Self { commands: tx, depth, capacity: settings.queue_size, in_flight }
+    }
+
+    /// Queues the utterances of one request together (so they can share batches) and returns
+    /// one receiver per utterance, in order. All or nothing: a request that doesn't fit is
+    /// refused whole.
+    pub fn submit(
+        &self,
+        voice_key: &str,
+        voice: &Arc<dyn Voice>,
+        items: Vec<SynthesisItem>,
+    ) -> Result<Vec<oneshot::Receiver<Reply>>, QueueFull> {
+        let n = items.len();
+        let capacity = self.capacity;
+        self.depth
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |d| (d + n <= capacity).then_some(d + n))
+            .map_err(|_| QueueFull)?;
+        let now = Instant::now();
+        let mut receivers = Vec::with_capacity(n);
+        let entries = items
+            .into_iter()
+            .map(|item| {
+                let (respond, rx) = oneshot::channel();
+                receivers.push(rx);
+                Entry { voice_key: voice_key.to_string(), voice: voice.clone(), item, respond, queued_at: now }
+            })
+            .collect();
+        if self.commands.send(entries).is_err() {
+            self.depth.fetch_sub(n, Ordering::SeqCst);
+            return Err(QueueFull);
+        }
+        metrics::gauge!(m::QUEUE_DEPTH).set(self.depth.load(Ordering::SeqCst) as f64);
+        Ok(receivers)
+    }
+
+    /// Utterances waiting for a worker.
+    pub fn queue_depth(&self) -> usize {
+        self.depth.load(Ordering::SeqCst)
+    }
+
+    /// Batches being computed right now.
+    pub fn batches_in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+}
+
+async fn run(
+    mut state: State,
+    mut commands: mpsc::UnboundedReceiver<Vec<Entry>>,
+    workers: usize,
+    depth: Arc<AtomicUsize>,
+    in_flight: Arc<AtomicUsize>,
+) {
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<()>();
+    let mut running = 0usize;
+    let mut open = true;
+    loop {
+        while running < workers {
+            let decision = state.next_batch(Instant::now(), running == 0);
+            let left = decision.abandoned + decision.batch.len();
+            if left > 0 {
+                depth.fetch_sub(left, Ordering::SeqCst);
+                metrics::gauge!(m::QUEUE_DEPTH).set(depth.load(Ordering::SeqCst) as f64);
+            }
+            if decision.abandoned > 0 {
+                metrics::counter!(m::REJECTED, "reason" => "abandoned").increment(decision.abandoned as u64);
+            }
+            if decision.batch.is_empty() {
+                break;
+            }
+            running += 1;
+            in_flight.store(running, Ordering::SeqCst);
+            let done = done_tx.clone();
+            tokio::task::spawn_blocking(move || {
+                compute(decision.batch);
+                let _ = done.send(());
+            });
+        }
+        if !open && state.is_empty() && running == 0 {
+            return;
+        }
+        let deadline = state.next_deadline().filter(|_| running < workers);
+        tokio::select! {
+            command = commands.recv(), if open => match command {
+                Some(entries) => entries.into_iter().for_each(|e| state.append(e)),
+                None => open = false,
+            },
+            Some(()) = done_rx.recv() => {
+                running -= 1;
+                in_flight.store(running, Ordering::SeqCst);
+            }
+            _ = sleep_until(deadline), if deadline.is_some() => {}
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    if let Some(at) = deadline {
+        tokio::time::sleep_until(at.into()).await;
+    }
+}
+
+/// Runs one batch on the calling (blocking) thread and answers every entry. A panic inside the
+/// engine fails this batch only.
+fn compute(batch: Vec<Entry>) {
+    let started = Instant::now();
+    for entry in &batch {
+        metrics::histogram!(m::QUEUE_WAIT_SECONDS)
+            .record(started.duration_since(entry.queued_at).as_secs_f64());
+    }
+    metrics::histogram!(m::BATCH_SIZE).record(batch.len() as f64);
+    metrics::counter!(m::BATCHES_TOTAL).increment(1);
+
+    let voice = batch[0].voice.clone();
+    let items: Vec<SynthesisItem> = batch.iter().map(|e| e.item.clone()).collect();
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| voice.synthesize(&items)));
+    metrics::histogram!(m::INFERENCE_SECONDS).record(started.elapsed().as_secs_f64());
+
+    let results: Vec<Reply> = match outcome {
+        Ok(Ok(audio)) if audio.len() == batch.len() => audio.into_iter().map(Ok).collect(),
+        Ok(Ok(audio)) => {
+            let why = format!("engine returned {} results for {} items", audio.len(), batch.len());
+            vec![Err(BatchError::Engine(why)); batch.len()]
+        }
+        Ok(Err(e)) => vec![Err(BatchError::Engine(e.to_string())); batch.len()],
+        Err(_) => {
+            tracing::error!(voice = %voice.info().id, size = batch.len(), "engine panicked");
+            vec![Err(BatchError::Panicked); batch.len()]
+        }
+    };
+    for (entry, result) in batch.into_iter().zip(results) {
+        let _ = entry.respond.send(result);
+    }
+}

@@ -1,0 +1,279 @@
+//! The batching decision, as plain data and a plain function.
+//!
+//! [`State`] holds the utterances waiting for a worker; [`State::next_batch`] decides what runs
+//! now. Nothing here is async or touches a clock of its own, so unit tests drive every rule
+//! (lone requests go at once, batches fill up to the limit, the oldest never waits longer than
+//! the timeout, similar lengths go together, abandoned entries are dropped) step by step.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+
+use crate::engine::{Pcm, SynthesisItem, Voice};
+
+/// What a queued utterance eventually receives.
+pub type Reply = Result<Pcm, BatchError>;
+
+/// Why a queued utterance produced no audio.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum BatchError {
+    #[error("{0}")]
+    Engine(String),
+    #[error("the engine panicked while synthesizing this batch")]
+    Panicked,
+    #[error("the server is shutting down")]
+    Shutdown,
+}
+
+/// One utterance waiting for a worker.
+pub struct Entry {
+    /// Which loaded voice computes it; only entries with the same key share a batch.
+    pub voice_key: String,
+    pub voice: Arc<dyn Voice>,
+    pub item: SynthesisItem,
+    pub respond: oneshot::Sender<Reply>,
+    pub queued_at: Instant,
+}
+
+impl Entry {
+    /// Padding in a batch grows with the length difference of its items; text length is a
+    /// good enough proxy for the number of phonemes.
+    fn cost(&self) -> usize {
+        self.item.text.chars().count()
+    }
+
+    fn abandoned(&self) -> bool {
+        self.respond.is_closed()
+    }
+}
+
+/// Utterances waiting for a worker, oldest first.
+pub struct State {
+    entries: VecDeque<Entry>,
+    max_size: usize,
+    max_wait: Duration,
+}
+
+/// What [`State::next_batch`] removed from the queue.
+#[derive(Default)]
+pub struct Decision {
+    /// Entries to compute together, in arrival order; empty when nothing should run yet.
+    pub batch: Vec<Entry>,
+    /// Entries dropped because their client went away (disconnect or timeout).
+    pub abandoned: usize,
+}
+
+impl State {
+    pub fn new(max_size: usize, max_wait: Duration) -> Self {
+        Self { entries: VecDeque::new(), max_size: max_size.max(1), max_wait }
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn append(&mut self, entry: Entry) {
+        self.entries.push_back(entry);
+    }
+
+    /// When the oldest entry will have waited `max_wait`: the latest moment to look again.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.entries.front().map(|e| e.queued_at + self.max_wait)
+    }
+
+    /// Picks the next batch, assuming a worker is free. `idle` says no batch is running at all:
+    /// then waiting for companions only adds latency, so whatever waits goes at once.
+    ///
+    /// Otherwise a voice's entries run once there are `max_size` of them or the oldest has
+    /// waited `max_wait`. A batch always contains the oldest entry of its voice; the rest are
+    /// the entries closest to it in length.
+    pub fn next_batch(&mut self, now: Instant, idle: bool) -> Decision {
+        let before = self.entries.len();
+        self.entries.retain(|e| !e.abandoned());
+        let abandoned = before - self.entries.len();
+
+        let Some(key) = self.ready_voice(now, idle) else {
+            return Decision { batch: Vec::new(), abandoned };
+        };
+        let members: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| self.entries[i].voice_key == key)
+            .collect();
+        let oldest = members[0];
+        let target = self.entries[oldest].cost();
+        let mut others: Vec<usize> = members[1..].to_vec();
+        others.sort_by_key(|&i| (self.entries[i].cost().abs_diff(target), i));
+        let mut chosen: Vec<usize> = std::iter::once(oldest)
+            .chain(others.into_iter().take(self.max_size - 1))
+            .collect();
+        chosen.sort_unstable();
+
+        let mut batch = Vec::with_capacity(chosen.len());
+        for (removed, index) in chosen.into_iter().enumerate() {
+            batch.extend(self.entries.remove(index - removed));
+        }
+        Decision { batch, abandoned }
+    }
+
+    /// The voice whose entries should run now, checking voices in the order of their oldest entry.
+    fn ready_voice(&self, now: Instant, idle: bool) -> Option<String> {
+        let mut seen: Vec<&str> = Vec::new();
+        for entry in &self.entries {
+            let key = entry.voice_key.as_str();
+            if seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            let waited = now.saturating_duration_since(entry.queued_at);
+            let count = self.entries.iter().filter(|e| e.voice_key == key).count();
+            if idle || count >= self.max_size || waited >= self.max_wait {
+                return Some(key.to_string());
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{EngineError, VoiceInfo};
+
+    struct Silent(VoiceInfo);
+
+    impl Voice for Silent {
+        fn info(&self) -> &VoiceInfo {
+            &self.0
+        }
+        fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
+            Ok(batch.iter().map(|_| Pcm { samples: vec![], sample_rate: 1 }).collect())
+        }
+    }
+
+    fn voice() -> Arc<dyn Voice> {
+        Arc::new(Silent(VoiceInfo {
+            id: "v".into(),
+            engine: "fake".into(),
+            language: "en".into(),
+            sample_rate: 1,
+            speakers: vec![],
+        }))
+    }
+
+    struct Harness {
+        state: State,
+        receivers: Vec<oneshot::Receiver<Reply>>,
+        t0: Instant,
+    }
+
+    impl Harness {
+        fn new(max_size: usize, wait_ms: u64) -> Self {
+            Self {
+                state: State::new(max_size, Duration::from_millis(wait_ms)),
+                receivers: Vec::new(),
+                t0: Instant::now(),
+            }
+        }
+
+        fn push(&mut self, key: &str, text: &str, at_ms: u64) {
+            let (tx, rx) = oneshot::channel();
+            self.receivers.push(rx);
+            self.state.append(Entry {
+                voice_key: key.into(),
+                voice: voice(),
+                item: SynthesisItem::new(text),
+                respond: tx,
+                queued_at: self.t0 + Duration::from_millis(at_ms),
+            });
+        }
+
+        fn next(&mut self, at_ms: u64, idle: bool) -> Vec<String> {
+            let now = self.t0 + Duration::from_millis(at_ms);
+            self.state.next_batch(now, idle).batch.into_iter().map(|e| e.item.text).collect()
+        }
+    }
+
+    #[test]
+    fn a_lone_request_on_an_idle_server_runs_at_once() {
+        let mut h = Harness::new(8, 20);
+        h.push("v", "hello", 0);
+        assert_eq!(h.next(0, true), vec!["hello"]);
+        assert!(h.state.is_empty());
+    }
+
+    #[test]
+    fn while_busy_entries_wait_for_companions_until_the_timeout() {
+        let mut h = Harness::new(8, 20);
+        h.push("v", "a", 0);
+        h.push("v", "b", 5);
+        assert!(h.next(10, false).is_empty(), "not full, not timed out");
+        assert_eq!(h.state.next_deadline(), Some(h.t0 + Duration::from_millis(20)));
+        assert_eq!(h.next(20, false), vec!["a", "b"]);
+    }
+
+    #[test]
+    fn a_full_batch_goes_without_waiting_and_respects_the_limit() {
+        let mut h = Harness::new(3, 1000);
+        for (i, t) in ["a", "b", "c", "d"].iter().enumerate() {
+            h.push("v", t, i as u64);
+        }
+        assert_eq!(h.next(4, false), vec!["a", "b", "c"]);
+        assert_eq!(h.state.len(), 1);
+        assert!(h.next(5, false).is_empty());
+    }
+
+    #[test]
+    fn voices_are_never_mixed_in_one_batch() {
+        let mut h = Harness::new(8, 20);
+        h.push("x", "x1", 0);
+        h.push("y", "y1", 1);
+        h.push("x", "x2", 2);
+        assert_eq!(h.next(3, true), vec!["x1", "x2"]);
+        assert_eq!(h.next(3, true), vec!["y1"]);
+    }
+
+    #[test]
+    fn a_full_voice_runs_even_if_an_older_voice_is_still_waiting() {
+        let mut h = Harness::new(2, 100);
+        h.push("x", "x1", 0);
+        h.push("y", "y1", 1);
+        h.push("y", "y2", 2);
+        assert_eq!(h.next(3, false), vec!["y1", "y2"]);
+    }
+
+    #[test]
+    fn companions_are_chosen_by_similar_length() {
+        let mut h = Harness::new(2, 0);
+        h.push("v", "medium text", 0);
+        h.push("v", "a much much longer piece of text", 1);
+        h.push("v", "medium txt!", 2);
+        assert_eq!(h.next(3, false), vec!["medium text", "medium txt!"]);
+    }
+
+    #[test]
+    fn abandoned_entries_are_dropped_before_they_are_computed() {
+        let mut h = Harness::new(8, 0);
+        h.push("v", "gone", 0);
+        h.push("v", "kept", 1);
+        drop(h.receivers.remove(0));
+        let decision = h.state.next_batch(h.t0 + Duration::from_millis(2), true);
+        assert_eq!(decision.abandoned, 1);
+        let texts: Vec<_> = decision.batch.into_iter().map(|e| e.item.text).collect();
+        assert_eq!(texts, vec!["kept"]);
+    }
+
+    #[test]
+    fn batch_size_one_means_no_batching() {
+        let mut h = Harness::new(1, 0);
+        h.push("v", "a", 0);
+        h.push("v", "b", 0);
+        assert_eq!(h.next(0, false), vec!["a"]);
+        assert_eq!(h.next(0, false), vec!["b"]);
+    }
+}

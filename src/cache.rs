@@ -1,0 +1,349 @@
+//! The in-memory cache of finished audio, in front of the batcher.
+//!
+//! Agents and chat apps repeat phrases; answering a repeat from memory costs microseconds
+//! instead of a forward pass. Entries are the final encoded bytes, keyed on everything that
+//! changes them (see [`CacheKey`]), bounded by bytes (moka's weigher) and by age (TTL).
+//! Identical requests that arrive while the first is still being synthesized wait for it
+//! instead of synthesizing again (single flight); a failure is handed to every waiter and
+//! never stored.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
+use moka::notification::RemovalCause;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::api::ApiError;
+use crate::config::CacheSettings;
+use crate::metrics as m;
+
+/// A finished response body and what the HTTP layer says about it.
+#[derive(Debug, Clone)]
+pub struct CachedAudio {
+    pub bytes: Bytes,
+    pub content_type: &'static str,
+    pub sample_rate: u32,
+    pub duration_s: f64,
+}
+
+/// Everything that changes the bytes of a response. Hashed, never stored.
+#[derive(Debug, Serialize)]
+pub struct CacheKey<'a> {
+    pub engine: &'a str,
+    pub voice: &'a str,
+    pub voice_fingerprint: &'a str,
+    pub speaker: Option<u32>,
+    pub input: &'a str,
+    pub response_format: &'a str,
+    pub sample_rate: u32,
+    pub speed: f32,
+    pub seed: Option<u64>,
+    pub noise_scale: Option<f32>,
+    pub noise_w: Option<f32>,
+    pub server_version: &'a str,
+}
+
+pub type KeyHash = [u8; 32];
+
+impl CacheKey<'_> {
+    pub fn hash(&self) -> KeyHash {
+        let canonical = serde_json::to_vec(self).expect("cache keys serialize");
+        Sha256::digest(&canonical).into()
+    }
+}
+
+/// How a response was produced, for the `X-Cache` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheStatus {
+    Hit,
+    Miss,
+    Coalesced,
+    Bypass,
+}
+
+impl CacheStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheStatus::Hit => "HIT",
+            CacheStatus::Miss => "MISS",
+            CacheStatus::Coalesced => "COALESCED",
+            CacheStatus::Bypass => "BYPASS",
+        }
+    }
+}
+
+type Flight = Shared<BoxFuture<'static, Result<Arc<CachedAudio>, ApiError>>>;
+type WeakFlight = WeakShared<BoxFuture<'static, Result<Arc<CachedAudio>, ApiError>>>;
+
+pub struct AudioCache {
+    store: Option<moka::future::Cache<KeyHash, Arc<CachedAudio>>>,
+    in_flight: Arc<Mutex<HashMap<KeyHash, WeakFlight>>>,
+    max_bytes: u64,
+    evictions: Arc<AtomicU64>,
+}
+
+/// Numbers for `/health` and `DELETE /v1/audio/cache`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CacheStats {
+    pub enabled: bool,
+    pub entries: u64,
+    pub bytes: u64,
+    pub max_bytes: u64,
+    pub evictions: u64,
+}
+
+impl AudioCache {
+    pub fn new(settings: &CacheSettings) -> Self {
+        let max_bytes = settings.max_mb.saturating_mul(1024 * 1024);
+        let evictions = Arc::new(AtomicU64::new(0));
+        let store = settings.enabled.then(|| {
+            let counter = evictions.clone();
+            let mut builder = moka::future::Cache::builder()
+                .max_capacity(max_bytes)
+                .weigher(|_k: &KeyHash, v: &Arc<CachedAudio>| {
+                    u32::try_from(v.bytes.len()).unwrap_or(u32::MAX)
+                })
+                .eviction_listener(move |_k, _v, cause| {
+                    if matches!(cause, RemovalCause::Size | RemovalCause::Expired) {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        metrics::counter!(m::CACHE_EVICTIONS).increment(1);
+                    }
+                });
+            if settings.ttl_s > 0 {
+                builder = builder.time_to_live(Duration::from_secs(settings.ttl_s));
+            }
+            builder.build()
+        });
+        Self { store, in_flight: Arc::default(), max_bytes, evictions }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.store.is_some()
+    }
+
+    /// The stored bytes for `key`, or the result of `synthesize` — shared with every identical
+    /// request already waiting for it. `bypass` skips reading and writing the cache.
+    pub async fn get_or_synthesize<F>(
+        &self,
+        key: KeyHash,
+        bypass: bool,
+        synthesize: F,
+    ) -> (Result<Arc<CachedAudio>, ApiError>, CacheStatus)
+    where
+        F: std::future::Future<Output = Result<CachedAudio, ApiError>> + Send + 'static,
+    {
+        let Some(store) = self.store.as_ref().filter(|_| !bypass) else {
+            return (synthesize.await.map(Arc::new), CacheStatus::Bypass);
+        };
+        if let Some(hit) = store.get(&key).await {
+            metrics::counter!(m::CACHE_HITS).increment(1);
+            metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+            return (Ok(hit), CacheStatus::Hit);
+        }
+        let (flight, status) = {
+            let mut in_flight = self.in_flight.lock().expect("cache lock");
+            match in_flight.get(&key).and_then(WeakShared::upgrade) {
+                Some(flight) => (flight, CacheStatus::Coalesced),
+                None => {
+                    let flight = self.leader(key, store.clone(), synthesize);
+                    in_flight.insert(key, flight.downgrade().expect("flight is pending"));
+                    (flight, CacheStatus::Miss)
+                }
+            }
+        };
+        match status {
+            CacheStatus::Coalesced => {
+                metrics::counter!(m::CACHE_COALESCED).increment(1);
+                metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+            }
+            _ => metrics::counter!(m::CACHE_MISSES).increment(1),
+        }
+        (flight.await, status)
+    }
+
+    /// The shared future of the first request for a key: it synthesizes, stores a success and
+    /// leaves the in-flight table, whichever of its waiters happens to drive it.
+    fn leader<F>(&self, key: KeyHash, store: moka::future::Cache<KeyHash, Arc<CachedAudio>>, synthesize: F) -> Flight
+    where
+        F: std::future::Future<Output = Result<CachedAudio, ApiError>> + Send + 'static,
+    {
+        let in_flight = self.in_flight.clone();
+        let max_bytes = self.max_bytes;
+        async move {
+            let result = synthesize.await.map(Arc::new);
+            if let Ok(audio) = &result {
+                if (audio.bytes.len() as u64) <= max_bytes {
+                    store.insert(key, audio.clone()).await;
+                }
+            }
+            in_flight.lock().expect("cache lock").remove(&key);
+            result
+        }
+        .boxed()
+        .shared()
+    }
+
+    /// Stores a finished response (used by streamed responses, which complete outside of
+    /// [`Self::get_or_synthesize`]).
+    pub async fn insert(&self, key: KeyHash, audio: CachedAudio) {
+        if let Some(store) = &self.store {
+            if (audio.bytes.len() as u64) <= self.max_bytes {
+                store.insert(key, Arc::new(audio)).await;
+            }
+        }
+    }
+
+    pub async fn get(&self, key: &KeyHash) -> Option<Arc<CachedAudio>> {
+        self.store.as_ref()?.get(key).await
+    }
+
+    pub async fn stats(&self) -> CacheStats {
+        let (entries, bytes) = match &self.store {
+            Some(store) => {
+                store.run_pending_tasks().await;
+                (store.entry_count(), store.weighted_size())
+            }
+            None => (0, 0),
+        };
+        metrics::gauge!(m::CACHE_ENTRIES).set(entries as f64);
+        metrics::gauge!(m::CACHE_BYTES).set(bytes as f64);
+        CacheStats {
+            enabled: self.enabled(),
+            entries,
+            bytes,
+            max_bytes: self.max_bytes,
+            evictions: self.evictions.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Empties the cache and returns what it held.
+    pub async fn clear(&self) -> CacheStats {
+        let stats = self.stats().await;
+        if let Some(store) = &self.store {
+            store.invalidate_all();
+            store.run_pending_tasks().await;
+        }
+        metrics::gauge!(m::CACHE_ENTRIES).set(0.0);
+        metrics::gauge!(m::CACHE_BYTES).set(0.0);
+        stats
+    }
+
+    /// Refreshes the entry/byte gauges; called after stores.
+    pub async fn publish_gauges(&self) {
+        let _ = self.stats().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    fn audio(n: usize) -> CachedAudio {
+        CachedAudio { bytes: Bytes::from(vec![7u8; n]), content_type: "audio/wav", sample_rate: 1, duration_s: 0.0 }
+    }
+
+    fn settings(max_mb: u64, ttl_s: u64) -> CacheSettings {
+        CacheSettings { enabled: true, max_mb, ttl_s }
+    }
+
+    #[tokio::test]
+    async fn second_lookup_is_a_hit() {
+        let cache = AudioCache::new(&settings(1, 0));
+        let (first, status) = cache.get_or_synthesize([1; 32], false, async { Ok(audio(10)) }).await;
+        assert_eq!(status, CacheStatus::Miss);
+        let (second, status) = cache.get_or_synthesize([1; 32], false, async { Ok(audio(99)) }).await;
+        assert_eq!(status, CacheStatus::Hit);
+        assert_eq!(first.unwrap().bytes, second.unwrap().bytes);
+    }
+
+    #[tokio::test]
+    async fn identical_concurrent_requests_synthesize_once() {
+        let cache = Arc::new(AudioCache::new(&settings(1, 0)));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let mut tasks = Vec::new();
+        for _ in 0..5 {
+            let (cache, calls) = (cache.clone(), calls.clone());
+            tasks.push(tokio::spawn(async move {
+                let work = async move {
+                    calls.fetch_add(1, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    Ok(audio(10))
+                };
+                cache.get_or_synthesize([2; 32], false, work).await.1
+            }));
+        }
+        let mut statuses = Vec::new();
+        for t in tasks {
+            statuses.push(t.await.unwrap());
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(statuses.iter().filter(|s| **s == CacheStatus::Miss).count(), 1);
+        assert_eq!(statuses.iter().filter(|s| **s == CacheStatus::Coalesced).count(), 4);
+    }
+
+    #[tokio::test]
+    async fn failures_reach_every_waiter_and_are_not_stored() {
+        let cache = AudioCache::new(&settings(1, 0));
+        let (result, _) = cache
+            .get_or_synthesize([3; 32], false, async { Err(ApiError::internal("boom")) })
+            .await;
+        assert!(result.is_err());
+        let (_, status) = cache.get_or_synthesize([3; 32], false, async { Ok(audio(1)) }).await;
+        assert_eq!(status, CacheStatus::Miss, "the failure was not cached");
+    }
+
+    #[tokio::test]
+    async fn an_entry_larger_than_the_budget_is_not_stored() {
+        let cache = AudioCache::new(&settings(1, 0));
+        cache.get_or_synthesize([4; 32], false, async { Ok(audio(2 * 1024 * 1024)) }).await;
+        assert!(cache.get(&[4; 32]).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn bypass_neither_reads_nor_writes() {
+        let cache = AudioCache::new(&settings(1, 0));
+        let (_, status) = cache.get_or_synthesize([5; 32], true, async { Ok(audio(1)) }).await;
+        assert_eq!(status, CacheStatus::Bypass);
+        assert!(cache.get(&[5; 32]).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn an_abandoned_flight_does_not_block_later_requests() {
+        let cache = AudioCache::new(&settings(1, 0));
+        let slow = cache.get_or_synthesize([6; 32], false, async {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(audio(1))
+        });
+        assert!(tokio::time::timeout(Duration::from_millis(20), slow).await.is_err());
+        let (result, status) = cache.get_or_synthesize([6; 32], false, async { Ok(audio(3)) }).await;
+        assert_eq!(status, CacheStatus::Miss);
+        assert_eq!(result.unwrap().bytes.len(), 3);
+    }
+
+    #[test]
+    fn keys_differ_by_format() {
+        let key = |format| CacheKey {
+            engine: "piper",
+            voice: "v",
+            voice_fingerprint: "f",
+            speaker: None,
+            input: "hi",
+            response_format: format,
+            sample_rate: 22050,
+            speed: 1.0,
+            seed: None,
+            noise_scale: None,
+            noise_w: None,
+            server_version: "0",
+        }
+        .hash();
+        assert_ne!(key("wav"), key("mp3"));
+        assert_eq!(key("wav"), key("wav"));
+    }
+}

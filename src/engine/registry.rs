@@ -1,0 +1,295 @@
+//! Which engine and voice a request means, and the loaded voices themselves.
+//!
+//! Clients name models and voices the OpenAI way (`tts-1`, `alloy`); the registry maps those
+//! names to an engine and one of its voices, and keeps loaded voices so that no request ever
+//! constructs one. Loads are single-flight (N concurrent first requests load a voice once), at
+//! most `max_loaded` voices stay resident (least recently used goes first), and a voice leaves
+//! the registry by dropping the registry's `Arc`: requests still computing with it keep theirs,
+//! so memory goes only when the last of them finishes.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::OnceCell;
+
+use super::{Engine, EngineError, Voice, VoiceInfo};
+use crate::metrics as m;
+
+/// OpenAI's model names; they all mean the default engine unless the config says otherwise.
+pub const OPENAI_MODELS: [&str; 3] = ["tts-1", "tts-1-hd", "gpt-4o-mini-tts"];
+
+/// OpenAI's voice names; they map to configured voices, by default the default voice.
+pub const OPENAI_VOICES: [&str; 13] = [
+    "alloy", "ash", "ballad", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer", "verse",
+    "marin", "cedar",
+];
+
+/// A request's model and voice, resolved to something the engines know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedVoice {
+    pub engine: String,
+    pub voice: String,
+    pub speaker: Option<u32>,
+    pub sample_rate: u32,
+}
+
+impl ResolvedVoice {
+    /// Identifies the loaded voice: entries with the same key may share a batch.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.engine, self.voice)
+    }
+}
+
+/// Why a model or voice name could not be resolved; the message lists valid choices.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("{0}")]
+    UnknownModel(String),
+    #[error("{0}")]
+    UnknownVoice(String),
+}
+
+pub struct RegistryConfig {
+    pub default_engine: String,
+    pub default_voice: String,
+    pub model_aliases: BTreeMap<String, String>,
+    pub voice_aliases: BTreeMap<String, String>,
+    pub max_loaded: usize,
+}
+
+pub struct Registry {
+    engines: BTreeMap<String, Arc<dyn Engine>>,
+    config: RegistryConfig,
+    loaded: Mutex<Loaded>,
+}
+
+#[derive(Default)]
+struct Loaded {
+    slots: BTreeMap<String, Slot>,
+    clock: u64,
+}
+
+struct Slot {
+    cell: Arc<OnceCell<Arc<dyn Voice>>>,
+    last_used: u64,
+}
+
+/// What the server can tell about a model id.
+#[derive(Debug, Clone)]
+pub struct ModelInfo {
+    pub id: String,
+    pub engine: String,
+}
+
+impl Registry {
+    pub fn new(engines: Vec<Arc<dyn Engine>>, config: RegistryConfig) -> Self {
+        let engines = engines.into_iter().map(|e| (e.id().to_string(), e)).collect();
+        Self { engines, config, loaded: Mutex::new(Loaded::default()) }
+    }
+
+    pub fn default_engine(&self) -> &str {
+        &self.config.default_engine
+    }
+
+    pub fn engine_ids(&self) -> Vec<String> {
+        self.engines.keys().cloned().collect()
+    }
+
+    /// Every model id a client may send: engines, built-in and configured aliases.
+    pub fn models(&self) -> Vec<ModelInfo> {
+        let mut models: Vec<ModelInfo> = self
+            .engines
+            .keys()
+            .map(|id| ModelInfo { id: id.clone(), engine: id.clone() })
+            .collect();
+        for alias in OPENAI_MODELS.iter().map(|s| s.to_string()).chain(self.config.model_aliases.keys().cloned()) {
+            if let Some(engine) = self.engine_for_model(&alias) {
+                if !models.iter().any(|m| m.id == alias) {
+                    models.push(ModelInfo { id: alias, engine });
+                }
+            }
+        }
+        models
+    }
+
+    pub fn engine_for_model(&self, model: &str) -> Option<String> {
+        let id = if let Some(target) = self.config.model_aliases.get(model) {
+            target.as_str()
+        } else if OPENAI_MODELS.contains(&model) {
+            self.config.default_engine.as_str()
+        } else {
+            model
+        };
+        self.engines.contains_key(id).then(|| id.to_string())
+    }
+
+    /// Every voice of every engine.
+    pub fn voices(&self) -> Vec<VoiceInfo> {
+        self.engines.values().flat_map(|e| e.voices()).collect()
+    }
+
+    /// Whether a voice is resident now.
+    pub fn is_loaded(&self, engine: &str, voice: &str) -> bool {
+        let loaded = self.loaded.lock().expect("registry lock");
+        loaded
+            .slots
+            .get(&format!("{engine}/{voice}"))
+            .is_some_and(|s| s.cell.initialized())
+    }
+
+    /// Aliases that point at `voice` (OpenAI names included).
+    pub fn aliases_of(&self, voice: &str) -> Vec<String> {
+        let mut aliases: Vec<String> = self
+            .config
+            .voice_aliases
+            .iter()
+            .filter(|(_, target)| target.as_str() == voice)
+            .map(|(alias, _)| alias.clone())
+            .collect();
+        if voice == self.config.default_voice {
+            for name in OPENAI_VOICES {
+                if !self.config.voice_aliases.contains_key(name) {
+                    aliases.push(name.to_string());
+                }
+            }
+        }
+        aliases
+    }
+
+    /// Maps a request's `model` and `voice` to an engine voice (and speaker).
+    pub fn resolve(&self, model: &str, voice: &str) -> Result<ResolvedVoice, ResolveError> {
+        let engine_id = self.engine_for_model(model).ok_or_else(|| {
+            let valid: Vec<String> = self.models().into_iter().map(|m| m.id).collect();
+            ResolveError::UnknownModel(format!(
+                "Unknown model '{model}'. Valid models: {}.",
+                valid.join(", ")
+            ))
+        })?;
+        let engine = &self.engines[&engine_id];
+
+        let requested = voice.trim();
+        let aliased = self.config.voice_aliases.get(requested).map(String::as_str).or_else(|| {
+            OPENAI_VOICES.contains(&requested).then_some(self.config.default_voice.as_str())
+        });
+        let (name, speaker) = split_speaker(aliased.unwrap_or(requested));
+        let info = engine.find_voice(name).or_else(|| {
+            // An OpenAI name aliased to a voice of another engine: use this engine's first voice
+            // rather than fail, so `model=espeak, voice=alloy` still speaks.
+            aliased.and_then(|_| engine.voices().into_iter().next())
+        });
+        let unknown = || {
+            let some: Vec<String> = engine.voices().into_iter().take(12).map(|v| v.id).collect();
+            ResolveError::UnknownVoice(format!(
+                "Unknown voice '{voice}' for model '{model}'. Valid voices include: {}.",
+                some.join(", ")
+            ))
+        };
+        let info = info.ok_or_else(unknown)?;
+        let speaker = match speaker {
+            None => None,
+            Some(s) => Some(speaker_index(&info, s).ok_or_else(|| {
+                ResolveError::UnknownVoice(format!(
+                    "Voice '{}' has no speaker '{s}'. Speakers: {}.",
+                    info.id,
+                    if info.speakers.is_empty() { "none (single-speaker voice)".to_string() } else { info.speakers.join(", ") }
+                ))
+            })?),
+        };
+        Ok(ResolvedVoice { engine: engine_id, voice: info.id, speaker, sample_rate: info.sample_rate })
+    }
+
+    /// A content fingerprint of the voice (changes when its model file changes).
+    pub fn fingerprint(&self, voice: &ResolvedVoice) -> String {
+        self.engines[&voice.engine].fingerprint(&voice.voice)
+    }
+
+    /// The loaded voice, loading it first if needed (once, however many ask at the same time).
+    pub async fn voice(&self, voice: &ResolvedVoice) -> Result<Arc<dyn Voice>, EngineError> {
+        let key = voice.key();
+        let cell = {
+            let mut loaded = self.loaded.lock().expect("registry lock");
+            loaded.clock += 1;
+            let now = loaded.clock;
+            let slot = loaded
+                .slots
+                .entry(key.clone())
+                .or_insert_with(|| Slot { cell: Arc::new(OnceCell::new()), last_used: now });
+            slot.last_used = now;
+            slot.cell.clone()
+        };
+        let engine = self.engines[&voice.engine].clone();
+        let (engine_id, voice_id) = (voice.engine.clone(), voice.voice.clone());
+        let loaded = cell
+            .get_or_try_init(|| async move {
+                let started = Instant::now();
+                let name = voice_id.clone();
+                let result = tokio::task::spawn_blocking(move || engine.load_voice(&name))
+                    .await
+                    .map_err(|e| EngineError::Load { voice: voice_id.clone(), reason: e.to_string() })??;
+                let seconds = started.elapsed().as_secs_f64();
+                tracing::info!(engine = %engine_id, voice = %voice_id, seconds, "voice loaded");
+                metrics::counter!(m::VOICE_LOADS, "engine" => engine_id.clone(), "voice" => voice_id.clone()).increment(1);
+                metrics::histogram!(m::VOICE_LOAD_SECONDS).record(seconds);
+                Ok::<_, EngineError>(result)
+            })
+            .await;
+        let voice_arc = match loaded {
+            Ok(v) => v.clone(),
+            Err(e) => {
+                // Forget the failed slot so that a later request tries again.
+                let mut loaded = self.loaded.lock().expect("registry lock");
+                if loaded.slots.get(&key).is_some_and(|s| Arc::ptr_eq(&s.cell, &cell)) {
+                    loaded.slots.remove(&key);
+                }
+                return Err(e);
+            }
+        };
+        self.evict_beyond_limit();
+        Ok(voice_arc)
+    }
+
+    /// Drops the registry's reference to the least recently used voices beyond the limit.
+    fn evict_beyond_limit(&self) {
+        let mut loaded = self.loaded.lock().expect("registry lock");
+        loop {
+            let resident: Vec<(&String, u64)> = loaded
+                .slots
+                .iter()
+                .filter(|(_, s)| s.cell.initialized())
+                .map(|(k, s)| (k, s.last_used))
+                .collect();
+            if resident.len() <= self.config.max_loaded {
+                metrics::gauge!(m::VOICES_LOADED).set(resident.len() as f64);
+                return;
+            }
+            let victim = resident.iter().min_by_key(|(_, used)| *used).map(|(k, _)| (*k).clone()).expect("non-empty");
+            loaded.slots.remove(&victim);
+            let (engine, voice) = victim.split_once('/').unwrap_or((&victim, ""));
+            tracing::info!(engine, voice, "voice unloaded (least recently used)");
+            metrics::counter!(m::VOICE_UNLOADS, "engine" => engine.to_string(), "voice" => voice.to_string()).increment(1);
+        }
+    }
+
+    /// Voices resident now, as `engine/voice` keys.
+    pub fn loaded_voices(&self) -> Vec<String> {
+        let loaded = self.loaded.lock().expect("registry lock");
+        loaded.slots.iter().filter(|(_, s)| s.cell.initialized()).map(|(k, _)| k.clone()).collect()
+    }
+}
+
+/// `voice:speaker` → (`voice`, Some(`speaker`)).
+fn split_speaker(name: &str) -> (&str, Option<&str>) {
+    match name.rsplit_once(':') {
+        Some((voice, speaker)) if !voice.is_empty() && !speaker.is_empty() => (voice, Some(speaker)),
+        _ => (name, None),
+    }
+}
+
+fn speaker_index(info: &VoiceInfo, speaker: &str) -> Option<u32> {
+    if let Some(i) = info.speakers.iter().position(|s| s == speaker) {
+        return Some(i as u32);
+    }
+    let n: u32 = speaker.parse().ok()?;
+    ((n as usize) < info.speakers.len()).then_some(n)
+}

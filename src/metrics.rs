@@ -1,0 +1,83 @@
+//! Prometheus metrics: one list of names, one recorder, one renderer.
+//!
+//! Every module records through the `metrics` facade with the names below, so a dashboard can
+//! rely on this file alone. Histograms get explicit buckets (otherwise the exporter would render
+//! summaries), sized for speech: milliseconds of queueing up to minutes of synthesis.
+
+use std::sync::OnceLock;
+
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+pub const REQUESTS_TOTAL: &str = "omnivoice_requests_total";
+pub const REQUEST_DURATION_SECONDS: &str = "omnivoice_request_duration_seconds";
+pub const AUDIO_SECONDS_TOTAL: &str = "omnivoice_audio_seconds_total";
+pub const INFERENCE_SECONDS: &str = "omnivoice_inference_seconds";
+pub const BATCH_SIZE: &str = "omnivoice_batch_size";
+pub const BATCHES_TOTAL: &str = "omnivoice_batches_total";
+pub const QUEUE_DEPTH: &str = "omnivoice_queue_depth";
+pub const QUEUE_WAIT_SECONDS: &str = "omnivoice_queue_wait_seconds";
+pub const REJECTED: &str = "omnivoice_rejected_total";
+pub const CACHE_HITS: &str = "omnivoice_cache_hits_total";
+pub const CACHE_MISSES: &str = "omnivoice_cache_misses_total";
+pub const CACHE_COALESCED: &str = "omnivoice_cache_coalesced_total";
+pub const CACHE_EVICTIONS: &str = "omnivoice_cache_evictions_total";
+pub const CACHE_ENTRIES: &str = "omnivoice_cache_entries";
+pub const CACHE_BYTES: &str = "omnivoice_cache_bytes";
+pub const BATCH_REQUESTS_AVOIDED: &str = "omnivoice_batch_requests_avoided_total";
+pub const SYNTHESES_TOTAL: &str = "omnivoice_syntheses_total";
+pub const VOICES_LOADED: &str = "omnivoice_voices_loaded";
+pub const VOICE_LOADS: &str = "omnivoice_voice_loads_total";
+pub const VOICE_UNLOADS: &str = "omnivoice_voice_unloads_total";
+pub const VOICE_LOAD_SECONDS: &str = "omnivoice_voice_load_seconds";
+pub const STREAM_ERRORS: &str = "omnivoice_stream_errors_total";
+
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0];
+
+/// Installs the global recorder once per process and returns the handle that renders it.
+pub fn install() -> PrometheusHandle {
+    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let recorder = PrometheusBuilder::new()
+                .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
+                .and_then(|b| b.set_buckets_for_metric(Matcher::Full(BATCH_SIZE.into()), BATCH_BUCKETS))
+                .expect("bucket lists are non-empty")
+                .build_recorder();
+            let handle = recorder.handle();
+            // Another recorder may already be installed (tests embedding several servers in one
+            // process); then this handle renders nothing new, which only affects those tests.
+            let _ = metrics::set_global_recorder(recorder);
+            describe();
+            handle
+        })
+        .clone()
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(REQUESTS_TOTAL, "HTTP requests by route and status code.");
+    describe_histogram!(REQUEST_DURATION_SECONDS, Unit::Seconds, "HTTP request duration.");
+    describe_counter!(AUDIO_SECONDS_TOTAL, Unit::Seconds, "Seconds of audio returned to clients.");
+    describe_histogram!(INFERENCE_SECONDS, Unit::Seconds, "Wall time of one batched forward pass.");
+    describe_histogram!(BATCH_SIZE, "Utterances per batched forward pass.");
+    describe_counter!(BATCHES_TOTAL, "Batched forward passes run.");
+    describe_gauge!(QUEUE_DEPTH, "Utterances waiting for an inference worker.");
+    describe_histogram!(QUEUE_WAIT_SECONDS, Unit::Seconds, "Time an utterance waited in the queue.");
+    describe_counter!(REJECTED, "Requests or utterances refused or dropped, by reason.");
+    describe_counter!(CACHE_HITS, "Speech requests answered from the audio cache.");
+    describe_counter!(CACHE_MISSES, "Speech requests that had to be synthesized.");
+    describe_counter!(CACHE_COALESCED, "Speech requests that waited for an identical one in flight.");
+    describe_counter!(CACHE_EVICTIONS, "Audio cache entries evicted for size or expiry.");
+    describe_gauge!(CACHE_ENTRIES, "Entries in the audio cache.");
+    describe_gauge!(CACHE_BYTES, Unit::Bytes, "Bytes held by the audio cache.");
+    describe_counter!(BATCH_REQUESTS_AVOIDED, "Requests the batcher never saw thanks to the cache.");
+    describe_counter!(SYNTHESES_TOTAL, "Speech syntheses started (one per cache miss).");
+    describe_gauge!(VOICES_LOADED, "Voices currently loaded.");
+    describe_counter!(VOICE_LOADS, "Voice loads by engine and voice.");
+    describe_counter!(VOICE_UNLOADS, "Voice unloads by engine and voice.");
+    describe_histogram!(VOICE_LOAD_SECONDS, Unit::Seconds, "Time to load a voice.");
+    describe_counter!(STREAM_ERRORS, "Streamed responses that failed after the first byte.");
+}

@@ -1,0 +1,90 @@
+//! Assembles the server from its parts and runs it until a shutdown signal.
+//!
+//! Order matters: engines, registry, batcher and cache exist before the listener accepts a
+//! connection; voices named by `--preload` load afterwards while `/health` says "starting";
+//! on shutdown the listener stops accepting, in-flight requests get `--shutdown-timeout-s` to
+//! finish, and only then does the process exit.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+use crate::api::{self, AppState};
+use crate::batch::Batcher;
+use crate::cache::AudioCache;
+use crate::config::Settings;
+use crate::engine::registry::{Registry, RegistryConfig};
+use crate::engine::Engine;
+use crate::speech::SpeechService;
+
+/// Runs the server on `listener` until `shutdown` resolves, then drains.
+pub async fn run(
+    settings: Settings,
+    engines: Vec<Arc<dyn Engine>>,
+    device: String,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let state = build(settings, engines, device);
+    let app = api::router(state.clone());
+    tokio::spawn(preload(state.clone()));
+
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app).with_graceful_shutdown(async {
+        let _ = stop_rx.await;
+    });
+    let mut server = tokio::spawn(async move { server.await });
+    tokio::select! {
+        result = &mut server => return result.unwrap_or_else(|e| Err(std::io::Error::other(e))),
+        _ = shutdown => {}
+    }
+    let grace = Duration::from_secs(state.settings.shutdown_timeout_s);
+    tracing::info!(grace_s = grace.as_secs(), "shutting down: finishing in-flight requests");
+    let _ = stop_tx.send(());
+    match tokio::time::timeout(grace, server).await {
+        Ok(_) => tracing::info!("all requests finished; bye"),
+        Err(_) => tracing::warn!("shutdown timeout reached with requests still in flight"),
+    }
+    Ok(())
+}
+
+/// The shared state of a server with these engines.
+pub fn build(settings: Settings, engines: Vec<Arc<dyn Engine>>, device: String) -> Arc<AppState> {
+    let registry = Arc::new(Registry::new(
+        engines,
+        RegistryConfig {
+            default_engine: settings.default_engine.clone(),
+            default_voice: settings.default_voice.clone(),
+            model_aliases: settings.model_aliases.clone(),
+            voice_aliases: settings.voice_aliases.clone(),
+            max_loaded: settings.max_loaded_voices,
+        },
+    ));
+    let batcher = Batcher::start(&settings.effective_batch(), settings.max_concurrent);
+    let cache = AudioCache::new(&settings.cache);
+    let speech = SpeechService::new(registry, batcher, cache, settings.seed);
+    Arc::new(AppState::new(settings, speech, crate::metrics::install(), device))
+}
+
+/// Loads the `--preload` voices, then reports ready. A voice that fails to load is logged and
+/// skipped: the server still serves every other voice.
+async fn preload(state: Arc<AppState>) {
+    let registry = state.speech.registry().clone();
+    for name in &state.settings.preload {
+        let (model, voice) = name.split_once('/').unwrap_or((registry.default_engine(), name));
+        let resolved = match registry.resolve(model, voice) {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                tracing::warn!(voice = %name, error = %e, "preload skipped");
+                continue;
+            }
+        };
+        if let Err(e) = registry.voice(&resolved).await {
+            tracing::error!(voice = %name, error = %e, "preload failed");
+        }
+    }
+    state.set_ready();
+    tracing::info!("ready");
+}

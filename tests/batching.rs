@@ -1,0 +1,214 @@
+//! Batcher behaviour over real HTTP, with a deterministic fake engine: fixed compute time per
+//! batch, and a record of every batch's composition. (The real engines are exercised by the
+//! other integration tests; timing rules are only testable with a predictable engine.)
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{openai_error, InProcess};
+use omnivoice_server::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo};
+use serde_json::json;
+
+/// Takes `compute` per batch; text containing "PANIC" panics; "SLOW" takes `slow` instead.
+struct FakeVoice {
+    info: VoiceInfo,
+    compute: Duration,
+    slow: Duration,
+    batches: Arc<Mutex<Vec<Vec<String>>>>,
+}
+
+impl Voice for FakeVoice {
+    fn info(&self) -> &VoiceInfo {
+        &self.info
+    }
+
+    fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
+        let texts: Vec<String> = batch.iter().map(|i| i.text.clone()).collect();
+        self.batches.lock().unwrap().push(texts.clone());
+        if texts.iter().any(|t| t.contains("PANIC")) {
+            panic!("fake engine asked to panic");
+        }
+        let slow = texts.iter().any(|t| t.contains("SLOW"));
+        std::thread::sleep(if slow { self.slow } else { self.compute });
+        Ok(batch.iter().map(|_| Pcm { samples: vec![0.25; 2205], sample_rate: 22050 }).collect())
+    }
+}
+
+struct FakeEngine {
+    voice: Arc<FakeVoice>,
+}
+
+impl Engine for FakeEngine {
+    fn id(&self) -> &str {
+        "fake"
+    }
+    fn voices(&self) -> Vec<VoiceInfo> {
+        vec![self.voice.info.clone()]
+    }
+    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
+        if voice == self.voice.info.id {
+            Ok(self.voice.clone())
+        } else {
+            Err(EngineError::UnknownVoice(voice.into()))
+        }
+    }
+}
+
+struct Setup {
+    server: InProcess,
+    batches: Arc<Mutex<Vec<Vec<String>>>>,
+    client: reqwest::Client,
+}
+
+async fn setup(compute_ms: u64, args: &[&str]) -> Setup {
+    let batches = Arc::new(Mutex::new(Vec::new()));
+    let voice = Arc::new(FakeVoice {
+        info: VoiceInfo {
+            id: "fake-voice".into(),
+            engine: "fake".into(),
+            language: "en".into(),
+            sample_rate: 22050,
+            speakers: vec![],
+        },
+        compute: Duration::from_millis(compute_ms),
+        slow: Duration::from_millis(2500),
+        batches: batches.clone(),
+    });
+    let mut all = vec!["--default-engine", "fake", "--default-voice", "fake-voice", "--no-cache"];
+    all.extend_from_slice(args);
+    let server = InProcess::start(&all, vec![Arc::new(FakeEngine { voice })]).await;
+    Setup { server, batches, client: reqwest::Client::new() }
+}
+
+impl Setup {
+    fn speak(&self, input: &str) -> reqwest::RequestBuilder {
+        self.client.post(format!("{}/v1/audio/speech", self.server.url)).json(&json!({
+            "model": "fake", "voice": "fake-voice", "input": input,
+            "response_format": "wav", "stream": false
+        }))
+    }
+
+    fn computed(&self) -> Vec<Vec<String>> {
+        self.batches.lock().unwrap().clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lone_request_does_not_wait_for_the_batch_timeout() {
+    let s = setup(10, &["--batch-timeout-ms", "5000", "--max-concurrent", "1"]).await;
+    let started = Instant::now();
+    let response = s.speak("alone").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    // The timeout is 5 s; a request that waited for it would take at least that long.
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert_eq!(s.computed(), vec![vec!["alone".to_string()]]);
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_form_batches_within_the_size_limit() {
+    let s = setup(200, &["--batch-max-size", "3", "--batch-timeout-ms", "50", "--max-concurrent", "1"]).await;
+    let requests: Vec<_> = (0..8).map(|i| s.speak(&format!("item {i}")).send()).collect();
+    for response in futures::future::join_all(requests).await {
+        assert_eq!(response.unwrap().status(), 200);
+    }
+    let batches = s.computed();
+    let items: usize = batches.iter().map(Vec::len).sum();
+    assert_eq!(items, 8, "every request computed exactly once: {batches:?}");
+    assert!(batches.iter().all(|b| b.len() <= 3), "size limit: {batches:?}");
+    assert!(batches.iter().any(|b| b.len() > 1), "some batching happened: {batches:?}");
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batching_disabled_runs_one_item_per_forward_pass() {
+    let s = setup(50, &["--no-batch", "--max-concurrent", "1"]).await;
+    let requests: Vec<_> = (0..4).map(|i| s.speak(&format!("item {i}")).send()).collect();
+    for response in futures::future::join_all(requests).await {
+        assert_eq!(response.unwrap().status(), 200);
+    }
+    let batches = s.computed();
+    assert_eq!(batches.len(), 4);
+    assert!(batches.iter().all(|b| b.len() == 1), "{batches:?}");
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_full_queue_answers_429_with_retry_after() {
+    let s = setup(300, &["--batch-queue-size", "2", "--batch-max-size", "1", "--max-concurrent", "1"]).await;
+    let requests: Vec<_> = (0..8).map(|i| s.speak(&format!("item {i}")).send()).collect();
+    let responses = futures::future::join_all(requests).await;
+    let mut rejected = 0;
+    for response in responses {
+        let response = response.unwrap();
+        if response.status() == 429 {
+            assert!(response.headers().contains_key("retry-after"));
+            let error = openai_error(response, 429).await;
+            assert_eq!(error["code"], "rate_limit_exceeded");
+            rejected += 1;
+        } else {
+            assert_eq!(response.status(), 200);
+        }
+    }
+    assert!(rejected > 0, "some requests must be refused");
+    assert!(rejected < 8, "some requests must be served");
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_timed_out_request_gets_504_and_is_never_computed() {
+    let s = setup(10, &["--request-timeout-s", "1", "--max-concurrent", "1", "--batch-max-size", "1"]).await;
+    let busy = tokio::spawn(s.speak("SLOW blocker").send());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let response = s.speak("doomed").send().await.unwrap();
+    let error = openai_error(response, 504).await;
+    assert_eq!(error["code"], "timeout");
+    let _ = busy.await;
+    // Give the worker time to pick up anything left in the queue.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let batches = s.computed();
+    assert!(!batches.iter().flatten().any(|t| t == "doomed"), "{batches:?}");
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_disconnected_client_is_removed_before_computation() {
+    let s = setup(10, &["--max-concurrent", "1", "--batch-max-size", "1"]).await;
+    let busy = tokio::spawn(s.speak("SLOW blocker").send());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let gone = s.speak("hung up").timeout(Duration::from_millis(300)).send().await;
+    assert!(gone.is_err(), "client gave up");
+    assert_eq!(busy.await.unwrap().unwrap().status(), 200);
+    let after = s.speak("next").send().await.unwrap();
+    assert_eq!(after.status(), 200);
+    let batches = s.computed();
+    assert!(!batches.iter().flatten().any(|t| t == "hung up"), "{batches:?}");
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_engine_panic_fails_only_its_batch() {
+    let s = setup(10, &["--max-concurrent", "1"]).await;
+    let response = s.speak("PANIC now").send().await.unwrap();
+    let error = openai_error(response, 500).await;
+    assert_eq!(error["type"], "server_error");
+    let response = s.speak("fine again").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sentences_of_one_request_share_a_batch_and_stay_in_order() {
+    let s = setup(10, &["--max-concurrent", "1", "--batch-max-size", "8"]).await;
+    let response = s.speak("First one. Second one here. Third!").send().await.unwrap();
+    assert_eq!(response.status(), 200);
+    let (_, samples) = common::read_wav(&response.bytes().await.unwrap());
+    // Three sentences of 2205 samples with two 0.2 s pauses between them.
+    assert_eq!(samples.len(), 3 * 2205 + 2 * 4410);
+    let batches = s.computed();
+    assert_eq!(batches.len(), 1, "{batches:?}");
+    assert_eq!(batches[0].len(), 3);
+    s.server.stop().await;
+}

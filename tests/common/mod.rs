@@ -1,0 +1,148 @@
+//! Helpers shared by the integration tests: a real server on an ephemeral port, either
+//! in-process (to inject a deterministic fake engine) or as the real binary.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use omnivoice_server::config::{Cli, Settings};
+use omnivoice_server::engine::Engine;
+use tokio::sync::oneshot;
+
+/// A server running inside the test process.
+pub struct InProcess {
+    pub url: String,
+    stop: Option<oneshot::Sender<()>>,
+    pub handle: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl InProcess {
+    pub async fn start(args: &[&str], engines: Vec<Arc<dyn Engine>>) -> Self {
+        let mut argv = vec!["omnivoice-server"];
+        argv.extend_from_slice(args);
+        let settings = Settings::resolve(&Cli::parse_from(argv).serve).expect("test settings");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let handle = tokio::spawn(omnivoice_server::server::run(settings, engines, "cpu".into(), listener, async {
+            let _ = stopped.await;
+        }));
+        let server = Self { url, stop: Some(stop), handle };
+        server.wait_ready().await;
+        server
+    }
+
+    async fn wait_ready(&self) {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if let Ok(r) = client.get(format!("{}/health", self.url)).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("server at {} never became ready", self.url);
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.handle).await;
+    }
+}
+
+/// The real `omnivoice-server` binary on an ephemeral port.
+pub struct Binary {
+    pub url: String,
+    pub child: Child,
+}
+
+impl Binary {
+    /// Starts the binary and returns once it listens (not necessarily ready).
+    pub fn spawn(args: &[&str]) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_omnivoice-server"))
+            .args(["--port", "0", "--log-level", "warn"])
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start omnivoice-server");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("read the listening line");
+        let url = line
+            .trim()
+            .strip_prefix("omnivoice-server listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        Self { url, child }
+    }
+
+    /// Starts the binary and waits until `/health` is 200.
+    pub async fn ready(args: &[&str]) -> Self {
+        let server = Self::spawn(args);
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            if let Ok(r) = client.get(format!("{}/health", server.url)).send().await {
+                if r.status() == 200 {
+                    return server;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("binary never became ready");
+    }
+
+    /// Sends SIGTERM and returns the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for Binary {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads a WAV body: (sample rate, samples).
+pub fn read_wav(bytes: &[u8]) -> (u32, Vec<i16>) {
+    let reader = hound::WavReader::new(std::io::Cursor::new(bytes)).expect("a valid WAV file");
+    let rate = reader.spec().sample_rate;
+    let samples = reader.into_samples::<i16>().map(|s| s.unwrap()).collect();
+    (rate, samples)
+}
+
+/// Asserts an OpenAI-shaped error body and returns its `error` object.
+pub async fn openai_error(response: reqwest::Response, status: u16) -> serde_json::Value {
+    assert_eq!(response.status().as_u16(), status, "status");
+    let content_type = response.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(content_type.starts_with("application/json"), "content type {content_type}");
+    let body: serde_json::Value = response.json().await.expect("JSON error body");
+    let error = body["error"].clone();
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "message in {body}");
+    assert!(error["type"].is_string(), "type in {body}");
+    assert!(error.get("param").is_some() && error.get("code").is_some(), "param/code in {body}");
+    error
+}
+
+/// Value of a sample in Prometheus text, e.g. `metric("omnivoice_batches_total")`.
+pub fn metric(text: &str, name_with_labels: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(name, _)| *name == name_with_labels)
+        .map(|(_, v)| v.parse::<f64>().unwrap())
+        .sum()
+}
