@@ -212,3 +212,44 @@ async fn sentences_of_one_request_share_a_batch_and_stay_in_order() {
     assert_eq!(batches[0].len(), 3);
     s.server.stop().await;
 }
+
+/// An engine whose voice takes a while to load, to watch `/health` go from starting to ready.
+struct SlowLoading(FakeEngine);
+
+impl Engine for SlowLoading {
+    fn id(&self) -> &str {
+        self.0.id()
+    }
+    fn voices(&self) -> Vec<VoiceInfo> {
+        self.0.voices()
+    }
+    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
+        std::thread::sleep(Duration::from_millis(1500));
+        self.0.load_voice(voice)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn health_is_503_starting_until_preloads_finish() {
+    let voice = Arc::new(FakeVoice {
+        info: VoiceInfo { id: "v".into(), engine: "fake".into(), language: "en".into(), sample_rate: 22050, speakers: vec![] },
+        compute: Duration::from_millis(1),
+        slow: Duration::from_millis(1),
+        batches: Arc::default(),
+    });
+    let engine = SlowLoading(FakeEngine { voice });
+    let args = ["--default-engine", "fake", "--default-voice", "v"];
+    let server = InProcess::spawn(&args, vec![Arc::new(engine)]).await;
+    let health = format!("{}/health", server.url);
+    let first = reqwest::get(&health).await.unwrap();
+    assert_eq!(first.status(), 503);
+    assert_eq!(first.json::<serde_json::Value>().await.unwrap(), json!({"status": "starting"}));
+    server.wait_ready().await;
+    let ready: serde_json::Value = reqwest::get(&health).await.unwrap().json().await.unwrap();
+    assert_eq!(ready["status"], "ok");
+    assert_eq!(ready["voices_loaded"], json!(["fake/v"]));
+    assert_eq!(ready["batch"]["settings"]["max_size"], 8);
+    assert_eq!(ready["cache"]["settings"]["enabled"], true);
+    assert!(ready["version"].is_string() && ready["uptime_s"].is_number() && ready["device"] == "cpu");
+    server.stop().await;
+}

@@ -21,6 +21,13 @@ pub struct InProcess {
 
 impl InProcess {
     pub async fn start(args: &[&str], engines: Vec<Arc<dyn Engine>>) -> Self {
+        let server = Self::spawn(args, engines).await;
+        server.wait_ready().await;
+        server
+    }
+
+    /// Starts the server without waiting for it to report ready.
+    pub async fn spawn(args: &[&str], engines: Vec<Arc<dyn Engine>>) -> Self {
         let mut argv = vec!["omnivoice-server"];
         argv.extend_from_slice(args);
         let settings = Settings::resolve(&Cli::parse_from(argv).serve).expect("test settings");
@@ -30,12 +37,10 @@ impl InProcess {
         let handle = tokio::spawn(omnivoice_server::server::run(settings, engines, "cpu".into(), listener, async {
             let _ = stopped.await;
         }));
-        let server = Self { url, stop: Some(stop), handle };
-        server.wait_ready().await;
-        server
+        Self { url, stop: Some(stop), handle }
     }
 
-    async fn wait_ready(&self) {
+    pub async fn wait_ready(&self) {
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {

@@ -1,0 +1,244 @@
+//! The HTTP contract of the real binary on a real port: OpenAI-shaped success and errors,
+//! auth, health, metrics, graceful shutdown.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{metric, openai_error, read_wav, Binary};
+use serde_json::json;
+
+fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+async fn speak(url: &str, body: serde_json::Value) -> reqwest::Response {
+    client().post(format!("{url}/v1/audio/speech")).json(&body).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn espeak_speech_is_a_wav_whose_duration_grows_with_the_text() {
+    let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
+    let mut durations = Vec::new();
+    for input in ["Hello.", "Hello there, this sentence is quite a bit longer than the first one."] {
+        let response = speak(
+            &server.url,
+            json!({"model": "espeak", "voice": "en-us", "input": input, "response_format": "wav", "stream": false}),
+        )
+        .await;
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "audio/wav");
+        let header_duration: f64 = response.headers()["x-audio-duration-s"].to_str().unwrap().parse().unwrap();
+        assert!(response.headers().contains_key("x-synthesis-latency-s"));
+        assert!(response.headers().contains_key("x-request-id"));
+        let (rate, samples) = read_wav(&response.bytes().await.unwrap());
+        assert_eq!(rate, 22050);
+        let duration = samples.len() as f64 / rate as f64;
+        assert!((duration - header_duration).abs() < 0.01, "{duration} vs header {header_duration}");
+        let peak = samples.iter().map(|s| s.unsigned_abs()).max().unwrap();
+        assert!(peak > 1000, "audible, peak {peak}");
+        durations.push(duration);
+    }
+    assert!(durations[1] > 2.0 * durations[0], "{durations:?}");
+}
+
+#[tokio::test]
+async fn bad_requests_get_openai_shaped_4xx_errors() {
+    let server = Binary::ready(&["--max-input-chars", "50", "--preload", "espeak/en-us"]).await;
+    let url = format!("{}/v1/audio/speech", server.url);
+    let ok = json!({"model": "espeak", "voice": "en-us", "input": "hi"});
+    let with = |key: &str, value: serde_json::Value| {
+        let mut body = ok.clone();
+        body[key] = value;
+        body
+    };
+    let without = |key: &str| {
+        let mut body = ok.clone();
+        body.as_object_mut().unwrap().remove(key);
+        body
+    };
+
+    let malformed = client().post(&url).header("content-type", "application/json").body("{\"model\": ").send().await.unwrap();
+    assert_eq!(openai_error(malformed, 400).await["code"], "invalid_json");
+
+    let wrong_type = client().post(&url).header("content-type", "text/plain").body(ok.to_string()).send().await.unwrap();
+    openai_error(wrong_type, 415).await;
+
+    for field in ["model", "input", "voice"] {
+        let error = openai_error(speak(&server.url, without(field)).await, 400).await;
+        assert_eq!(error["param"], field, "{error}");
+    }
+    let cases = [
+        (with("speed", json!("fast")), "speed"),
+        (with("speed", json!(0.1)), "speed"),
+        (with("speed", json!(4.5)), "speed"),
+        (with("input", json!("   ")), "input"),
+        (with("input", json!("x".repeat(51))), "input"),
+        (with("voice", json!("nobody")), "voice"),
+        (with("model", json!("tts-9")), "model"),
+        (with("response_format", json!("ogg")), "response_format"),
+        (with("stream_format", json!("websocket")), "stream_format"),
+        (with("input", json!(42)), "input"),
+    ];
+    for (body, param) in cases {
+        let error = openai_error(speak(&server.url, body.clone()).await, 400).await;
+        assert_eq!(error["param"], param, "{body} → {error}");
+    }
+    // Exactly at the limit is fine.
+    let at_limit = speak(&server.url, with("input", json!("a".repeat(50)))).await;
+    assert_eq!(at_limit.status(), 200);
+
+    let huge = json!({"model": "espeak", "voice": "en-us", "input": "x".repeat(2 * 1024 * 1024)});
+    let too_large = client().post(&url).json(&huge).send().await.unwrap();
+    openai_error(too_large, 413).await;
+
+    let unknown_route = client().get(format!("{}/v1/nothing", server.url)).send().await.unwrap();
+    openai_error(unknown_route, 404).await;
+    let wrong_method = client().get(&url).send().await.unwrap();
+    openai_error(wrong_method, 405).await;
+    let unknown_model = client().get(format!("{}/v1/models/nope", server.url)).send().await.unwrap();
+    openai_error(unknown_model, 404).await;
+}
+
+#[tokio::test]
+async fn models_and_voices_are_listed_in_openai_shape() {
+    let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
+    let models: serde_json::Value =
+        client().get(format!("{}/v1/models", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(models["object"], "list");
+    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    for id in ["piper", "espeak", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+    }
+    let model: serde_json::Value =
+        client().get(format!("{}/v1/models/tts-1", server.url)).send().await.unwrap().json().await.unwrap();
+    assert_eq!(model["object"], "model");
+    assert_eq!(model["id"], "tts-1");
+
+    let voices: serde_json::Value =
+        client().get(format!("{}/v1/audio/voices", server.url)).send().await.unwrap().json().await.unwrap();
+    let voices = voices["voices"].as_array().unwrap();
+    let en_us = voices.iter().find(|v| v["id"] == "en-us" && v["engine"] == "espeak").expect("espeak en-us");
+    assert_eq!(en_us["sample_rate"], 22050);
+    assert!(en_us["language"].is_string());
+    assert!(voices.iter().any(|v| v["id"] == "en_US-joe-medium" && v["engine"] == "piper"));
+}
+
+#[tokio::test]
+async fn api_keys_guard_v1_but_not_health_or_metrics() {
+    let server = Binary::ready(&["--api-key", "k1", "--api-key", "k2", "--preload", "espeak/en-us"]).await;
+    let models = format!("{}/v1/models", server.url);
+    let none = client().get(&models).send().await.unwrap();
+    assert_eq!(openai_error(none, 401).await["code"], "invalid_api_key");
+    let wrong = client().get(&models).bearer_auth("k3").send().await.unwrap();
+    openai_error(wrong, 401).await;
+    assert_eq!(client().get(&models).bearer_auth("k2").send().await.unwrap().status(), 200);
+    let speech = client()
+        .post(format!("{}/v1/audio/speech", server.url))
+        .json(&json!({"model": "espeak", "voice": "en-us", "input": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    openai_error(speech, 401).await;
+    assert_eq!(client().get(format!("{}/health", server.url)).send().await.unwrap().status(), 200);
+    assert_eq!(client().get(format!("{}/metrics", server.url)).send().await.unwrap().status(), 200);
+
+    let open = Binary::ready(&["--preload", "espeak/en-us"]).await;
+    assert_eq!(client().get(format!("{}/v1/models", open.url)).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn cors_allows_configured_origins() {
+    let server = Binary::ready(&["--cors-origins", "http://app.example", "--preload", "espeak/en-us"]).await;
+    let response = client()
+        .get(format!("{}/v1/models", server.url))
+        .header("origin", "http://app.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["access-control-allow-origin"], "http://app.example");
+    let other = client()
+        .get(format!("{}/v1/models", server.url))
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert!(!other.headers().contains_key("access-control-allow-origin"));
+}
+
+#[tokio::test]
+async fn metrics_count_requests_and_pass_promtool() {
+    let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
+    for _ in 0..3 {
+        let r = speak(&server.url, json!({"model": "espeak", "voice": "en-us", "input": "count me", "stream": false})).await;
+        assert_eq!(r.status(), 200);
+    }
+    let r = speak(&server.url, json!({"model": "espeak", "voice": "en-us"})).await;
+    assert_eq!(r.status(), 400);
+    let text = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
+    let ok = metric(&text, r#"omnivoice_requests_total{route="/v1/audio/speech",status="200"}"#);
+    let bad = metric(&text, r#"omnivoice_requests_total{route="/v1/audio/speech",status="400"}"#);
+    assert_eq!((ok, bad), (3.0, 1.0), "{text}");
+    for name in [
+        "omnivoice_request_duration_seconds_bucket",
+        "omnivoice_inference_seconds_bucket",
+        "omnivoice_audio_seconds_total",
+        "omnivoice_batch_size_bucket",
+        "omnivoice_queue_wait_seconds_bucket",
+    ] {
+        assert!(text.contains(name), "{name} missing from {text}");
+    }
+
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), &text).unwrap();
+    let output = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(file.path()).unwrap())
+        .output()
+        .expect("promtool is installed (see .ci/run)");
+    let problems = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+    assert!(output.status.success() && problems.trim().is_empty(), "promtool found problems: {problems}");
+}
+
+#[test]
+fn invalid_settings_exit_2_with_one_line_naming_the_setting() {
+    let bin = env!("CARGO_BIN_EXE_omnivoice-server");
+    let dir = tempfile::tempdir().unwrap();
+    let bad_toml = dir.path().join("bad.toml");
+    std::fs::write(&bad_toml, "colour = \"blue\"\n").unwrap();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--port", "99999"], "port"),
+        (vec!["--device", "tpu"], "device"),
+        (vec!["--config", "/does/not/exist.toml"], "config"),
+        (vec!["--config", bad_toml.to_str().unwrap()], "colour"),
+        (vec!["--default-engine", "nope"], "default-engine"),
+    ];
+    for (args, needle) in cases {
+        let output = std::process::Command::new(bin).args(&args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn sigterm_finishes_the_in_flight_request_then_exits_0() {
+    let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
+    let input = "This is a rather long request that keeps the engine busy for a while. ".repeat(55);
+    let url = server.url.clone();
+    // The body is read inside the task: the server can only finish (and exit) once the client
+    // has taken the whole body.
+    let request = tokio::spawn(async move {
+        let body = json!({"model": "espeak", "voice": "en-us", "input": input, "response_format": "wav", "stream": false});
+        let response = speak(&url, body).await;
+        (response.status(), response.bytes().await.unwrap())
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!request.is_finished(), "the request must still be in flight when the signal arrives");
+    let status = tokio::task::spawn_blocking(move || server.terminate()).await.unwrap();
+    let (status_code, body) = request.await.unwrap();
+    assert_eq!(status_code, 200);
+    let (_, samples) = read_wav(&body);
+    assert!(samples.len() > 22050 * 10, "the whole long text was spoken");
+    assert_eq!(status.code(), Some(0));
+}
