@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: installs what the tests need (system libraries, the default voice,
+# promtool for the metrics check), then `cargo test`. Extra arguments go to cargo test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+if ! command -v promtool >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        # Only the promtool binary is needed, not the Prometheus service: unpack it from the package.
+        tmp=$(mktemp -d)
+        (cd "$tmp" && apt-get download -qq prometheus >/dev/null && dpkg-deb -x prometheus_*.deb root)
+        install -m 0755 "$tmp/root/usr/bin/promtool" /usr/local/bin/promtool
+        rm -rf "$tmp"
+    else
+        echo "test: promtool is missing. Run as root once, or: sudo apt-get install -y prometheus" >&2
+        exit 1
+    fi
+fi
+
+cargo test "$@"
