@@ -1,0 +1,91 @@
+//! MP3, OpenAI's default `response_format`, through LAME.
+//!
+//! `mp3lame-encoder` builds LAME 3.100 from its bundled source, so no system library is needed.
+//! Speech from a 22/24 kHz voice is encoded at that rate (MPEG-2 Layer III) as 64 kbps CBR mono:
+//! transparent for a TTS voice, and CBR keeps every frame self-contained for streaming. LAME's
+//! Xing/Info header is disabled because it can only be filled in after the last frame, when the
+//! start of a stream has long been sent.
+
+use std::num::NonZeroU32;
+
+use mp3lame_encoder::{Bitrate, Builder, Encoder, FlushGap, Mode, MonoPcm, Quality};
+
+use super::resample::StreamResampler;
+use super::{to_i16_vec, AudioError, AudioFormat, StreamEncoder};
+
+/// MPEG-1, MPEG-2 and MPEG-2.5 Layer III sample rates.
+pub(super) const SAMPLE_RATES: [u32; 9] = [
+    8_000, 11_025, 12_000, 16_000, 22_050, 24_000, 32_000, 44_100, 48_000,
+];
+
+/// LAME's documented worst case for the final flush.
+const FLUSH_BUFFER_BYTES: usize = 7_200;
+
+pub(super) struct Mp3Encoder {
+    lame: Encoder,
+    resampler: StreamResampler,
+}
+
+fn lame_error(err: impl std::fmt::Debug) -> AudioError {
+    AudioError::encoder(AudioFormat::Mp3, format!("{err:?}"))
+}
+
+impl Mp3Encoder {
+    pub(super) fn new(input_rate: u32, output_rate: u32) -> Result<Self, AudioError> {
+        let mut builder = Builder::new().ok_or_else(|| lame_error("lame_init failed"))?;
+        builder.set_num_channels(1).map_err(lame_error)?;
+        builder.set_sample_rate(output_rate).map_err(lame_error)?;
+        // Without this LAME may pick a lower output rate for the bitrate and resample itself.
+        builder
+            .set_output_sample_rate(NonZeroU32::new(output_rate))
+            .map_err(lame_error)?;
+        builder.set_mode(Mode::Mono).map_err(lame_error)?;
+        builder.set_brate(bitrate_for(output_rate)).map_err(lame_error)?;
+        builder.set_quality(Quality::NearBest).map_err(lame_error)?;
+        builder.set_to_write_vbr_tag(false).map_err(lame_error)?;
+        Ok(Mp3Encoder {
+            lame: builder.build().map_err(lame_error)?,
+            resampler: StreamResampler::new(input_rate, output_rate)?,
+        })
+    }
+
+    fn encode(&mut self, samples: &[f32]) -> Result<Vec<u8>, AudioError> {
+        let pcm = to_i16_vec(samples);
+        let mut bytes = Vec::with_capacity(mp3lame_encoder::max_required_buffer_size(pcm.len()));
+        self.lame
+            .encode_to_vec(MonoPcm(&pcm), &mut bytes)
+            .map_err(lame_error)?;
+        Ok(bytes)
+    }
+}
+
+/// 64 kbps for speech rates; MPEG-1 rates (32 kHz and up) get more headroom, and the 8–12 kHz
+/// MPEG-2.5 rates cannot carry 64 kbps mono.
+fn bitrate_for(sample_rate: u32) -> Bitrate {
+    match sample_rate {
+        r if r >= 32_000 => Bitrate::Kbps96,
+        r if r >= 16_000 => Bitrate::Kbps64,
+        _ => Bitrate::Kbps32,
+    }
+}
+
+impl StreamEncoder for Mp3Encoder {
+    fn push(&mut self, samples: &[f32]) -> Result<Vec<u8>, AudioError> {
+        let resampled = self.resampler.push(samples)?;
+        self.encode(&resampled)
+    }
+
+    fn finish(mut self: Box<Self>) -> Result<Vec<u8>, AudioError> {
+        let tail = self.resampler.finish()?;
+        let mut bytes = self.encode(&tail)?;
+        bytes.reserve(FLUSH_BUFFER_BYTES);
+        self.lame
+            .flush_to_vec::<FlushGap>(&mut bytes)
+            .map_err(lame_error)?;
+        Ok(bytes)
+    }
+
+    fn sample_rate(&self) -> u32 {
+        self.resampler.output_rate()
+    }
+}

@@ -1,0 +1,440 @@
+//! Every `response_format` is checked by decoding the encoder's output with an independent,
+//! real decoder (symphonia for mp3/aac/flac/wav, libopus + an Ogg reader for opus, hound for the
+//! WAV header): the right rate, the right duration, and audio that still resembles the input.
+//! Streaming is checked by pushing uneven chunks and comparing with the one-shot encoding.
+
+use std::f32::consts::TAU;
+use std::io::Cursor;
+use std::time::Instant;
+
+use omnivoice_server::audio::resample::resample;
+use omnivoice_server::audio::{encode, stream_encoder, AudioFormat};
+use symphonia::core::audio::SampleBuffer;
+use symphonia::core::codecs::DecoderOptions;
+use symphonia::core::errors::Error as SymphoniaError;
+use symphonia::core::formats::FormatOptions;
+use symphonia::core::io::MediaSourceStream;
+use symphonia::core::meta::MetadataOptions;
+use symphonia::core::probe::Hint;
+
+const RATE: u32 = 22_050;
+
+/// A crude voiced-speech stand-in: a 120 Hz glottal tone with vibrato and ten harmonics falling
+/// off as 1/k, shaped into 4 Hz "syllables" with a slower phrase envelope, peaking near 0.6.
+fn voice_like(seconds: f32, rate: u32) -> Vec<f32> {
+    voice_like_frames((seconds * rate as f32).round() as usize, rate)
+}
+
+fn voice_like_frames(frames: usize, rate: u32) -> Vec<f32> {
+    let mut phase = 0.0f32;
+    (0..frames)
+        .map(|n| {
+            let t = n as f32 / rate as f32;
+            let f0 = 120.0 + 15.0 * (TAU * 5.0 * t).sin();
+            phase = (phase + TAU * f0 / rate as f32) % TAU;
+            let tone: f32 = (1..=10).map(|k| (k as f32 * phase).sin() / k as f32).sum();
+            let syllables = 0.5 - 0.5 * (TAU * 4.0 * t).cos();
+            let phrase = 0.6 + 0.4 * (TAU * 0.5 * t).sin();
+            0.33 * tone * syllables * phrase
+        })
+        .collect()
+}
+
+struct Decoded {
+    rate: u32,
+    samples: Vec<f32>,
+}
+
+impl Decoded {
+    fn seconds(&self) -> f32 {
+        self.samples.len() as f32 / self.rate as f32
+    }
+}
+
+fn decode_with_symphonia(bytes: &[u8], extension: &str) -> Decoded {
+    let source = MediaSourceStream::new(Box::new(Cursor::new(bytes.to_vec())), Default::default());
+    let mut hint = Hint::new();
+    hint.with_extension(extension);
+    let format_options = FormatOptions {
+        enable_gapless: true,
+        ..Default::default()
+    };
+    let probed = symphonia::default::get_probe()
+        .format(&hint, source, &format_options, &MetadataOptions::default())
+        .unwrap_or_else(|err| panic!("symphonia cannot probe {extension}: {err}"));
+    let mut reader = probed.format;
+    let track = reader.default_track().expect("a track").clone();
+    let mut decoder = symphonia::default::get_codecs()
+        .make(&track.codec_params, &DecoderOptions::default())
+        .expect("a decoder for the track");
+    let mut rate = track.codec_params.sample_rate.unwrap_or(0);
+    let mut samples = Vec::new();
+    loop {
+        let packet = match reader.next_packet() {
+            Ok(packet) => packet,
+            Err(SymphoniaError::IoError(err)) if err.kind() == std::io::ErrorKind::UnexpectedEof => {
+                break
+            }
+            Err(err) => panic!("{extension}: demuxing failed: {err}"),
+        };
+        let audio = decoder
+            .decode(&packet)
+            .unwrap_or_else(|err| panic!("{extension}: decoding failed: {err}"));
+        assert_eq!(audio.spec().channels.count(), 1, "{extension} must be mono");
+        rate = audio.spec().rate;
+        let mut buffer = SampleBuffer::<f32>::new(audio.capacity() as u64, *audio.spec());
+        buffer.copy_interleaved_ref(audio);
+        samples.extend_from_slice(buffer.samples());
+    }
+    Decoded { rate, samples }
+}
+
+/// Ogg Opus per RFC 7845: OpusHead, OpusTags, audio packets; decoded at 48 kHz with pre-skip
+/// removed and the end trimmed to the last granule position.
+fn decode_ogg_opus(bytes: &[u8]) -> (Decoded, u32) {
+    let mut reader = ogg::PacketReader::new(Cursor::new(bytes.to_vec()));
+    let head = reader.read_packet_expected().expect("OpusHead packet");
+    assert_eq!(&head.data[..8], b"OpusHead");
+    assert_eq!(head.data[9], 1, "mono");
+    assert!(head.last_in_page(), "OpusHead must be alone on its page");
+    let pre_skip = u16::from_le_bytes([head.data[10], head.data[11]]) as usize;
+    let input_rate = u32::from_le_bytes(head.data[12..16].try_into().unwrap());
+    let tags = reader.read_packet_expected().expect("OpusTags packet");
+    assert_eq!(&tags.data[..8], b"OpusTags");
+    assert!(tags.last_in_page(), "OpusTags must end its page");
+
+    let mut decoder = opus::Decoder::new(48_000, opus::Channels::Mono).unwrap();
+    let mut samples = Vec::new();
+    let mut frame = vec![0f32; 5_760];
+    let mut last_granule = 0;
+    let mut saw_end = false;
+    while let Some(packet) = reader.read_packet().expect("valid Ogg pages") {
+        assert!(!saw_end, "packets after the end of stream");
+        let n = decoder.decode_float(&packet.data, &mut frame, false).unwrap();
+        samples.extend_from_slice(&frame[..n]);
+        if packet.last_in_page() {
+            assert!(packet.absgp_page() >= last_granule, "granules must not decrease");
+            last_granule = packet.absgp_page();
+        }
+        saw_end = packet.last_in_stream();
+    }
+    assert!(saw_end, "the stream must end with an end-of-stream page");
+    assert!(last_granule as usize <= samples.len(), "final granule beyond decoded audio");
+    samples.truncate(last_granule as usize);
+    samples.drain(..pre_skip.min(samples.len()));
+    (
+        Decoded {
+            rate: 48_000,
+            samples,
+        },
+        input_rate,
+    )
+}
+
+fn decode_raw_pcm(bytes: &[u8]) -> Decoded {
+    assert_eq!(bytes.len() % 2, 0);
+    Decoded {
+        rate: 24_000,
+        samples: bytes
+            .chunks_exact(2)
+            .map(|b| f32::from(i16::from_le_bytes([b[0], b[1]])) / 32767.0)
+            .collect(),
+    }
+}
+
+fn decode(format: AudioFormat, bytes: &[u8]) -> Decoded {
+    match format {
+        AudioFormat::Opus => {
+            let (decoded, head_rate) = decode_ogg_opus(bytes);
+            assert_eq!(head_rate, 24_000, "OpusHead records the coding rate");
+            decoded
+        }
+        AudioFormat::Pcm => decode_raw_pcm(bytes),
+        _ => decode_with_symphonia(bytes, format.extension()),
+    }
+}
+
+fn rms(x: &[f32]) -> f32 {
+    (x.iter().map(|s| s * s).sum::<f32>() / x.len().max(1) as f32).sqrt()
+}
+
+/// The best normalized correlation between `decoded` and `reference` over lags up to
+/// `max_lag` (lossy codecs and ADTS carry an encoder delay), and the lag that achieves it.
+fn best_correlation(decoded: &[f32], reference: &[f32], max_lag: usize) -> (f32, usize) {
+    let mut best = (f32::MIN, 0);
+    for lag in 0..=max_lag {
+        let len = reference.len().min(decoded.len().saturating_sub(lag));
+        if len < reference.len() / 2 {
+            break;
+        }
+        let (a, b) = (&decoded[lag..lag + len], &reference[..len]);
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let norm = (a.iter().map(|x| x * x).sum::<f32>() * b.iter().map(|y| y * y).sum::<f32>()).sqrt();
+        let correlation = dot / norm.max(f32::MIN_POSITIVE);
+        if correlation > best.0 {
+            best = (correlation, lag);
+        }
+    }
+    best
+}
+
+fn expected_rate(format: AudioFormat) -> u32 {
+    match format {
+        AudioFormat::Opus => 48_000, // decoders always run Opus at 48 kHz
+        AudioFormat::Pcm => 24_000,
+        _ => RATE,
+    }
+}
+
+/// Rate, duration and likeness checks shared by the one-shot and streamed paths.
+fn check_decoded(format: AudioFormat, decoded: &Decoded, input: &[f32]) {
+    assert_eq!(decoded.rate, expected_rate(format), "{format}: decoded rate");
+    let input_seconds = input.len() as f32 / RATE as f32;
+    let error = (decoded.seconds() - input_seconds).abs() / input_seconds;
+    assert!(
+        error < 0.05,
+        "{format}: decoded {:.4} s for {input_seconds:.4} s of input",
+        decoded.seconds()
+    );
+    let reference = resample(input, RATE, decoded.rate).unwrap();
+    let lossless = matches!(format, AudioFormat::Wav | AudioFormat::Flac | AudioFormat::Pcm);
+    if lossless {
+        assert_eq!(decoded.samples.len(), reference.len(), "{format}: exact length");
+        let worst = decoded
+            .samples
+            .iter()
+            .zip(&reference)
+            .map(|(d, r)| (d - r).abs())
+            .fold(0.0f32, f32::max);
+        // One 16-bit quantization step (rounding is at most half of it).
+        assert!(worst <= 1.0 / 32767.0, "{format}: worst sample error {worst}");
+    } else {
+        let (correlation, lag) = best_correlation(&decoded.samples, &reference, 4_096);
+        let aligned = &decoded.samples[lag..(lag + reference.len()).min(decoded.samples.len())];
+        let level = rms(aligned) / rms(&reference);
+        eprintln!("{format}: correlation {correlation:.4} at lag {lag}, level ratio {level:.3}");
+        assert!(correlation > 0.9, "{format}: correlation {correlation} (lag {lag})");
+        assert!((0.8..1.25).contains(&level), "{format}: RMS ratio {level}");
+    }
+}
+
+#[test]
+fn every_format_decodes_to_the_input() {
+    let input = voice_like(2.0, RATE);
+    for format in AudioFormat::ALL {
+        let bytes = encode(format, &input, RATE).unwrap();
+        let decoded = decode(format, &bytes);
+        check_decoded(format, &decoded, &input);
+    }
+}
+
+/// Uneven, sentence-like chunk sizes (including one of a single sample and one empty push).
+fn split_unevenly(input: &[f32]) -> Vec<&[f32]> {
+    let mut chunks = Vec::new();
+    let mut rest = input;
+    for size in [7_001, 1, 0, 15_313, 9_999] {
+        let (head, tail) = rest.split_at(size);
+        chunks.push(head);
+        rest = tail;
+    }
+    chunks.push(rest);
+    chunks
+}
+
+fn encode_streamed(format: AudioFormat, input: &[f32]) -> (Vec<u8>, u32) {
+    let mut encoder = stream_encoder(format, RATE).unwrap();
+    let rate = encoder.sample_rate();
+    let mut bytes = Vec::new();
+    for chunk in split_unevenly(input) {
+        bytes.extend(encoder.push(chunk).unwrap());
+    }
+    bytes.extend(encoder.finish().unwrap());
+    (bytes, rate)
+}
+
+#[test]
+fn streamed_chunks_form_one_valid_file() {
+    let input = voice_like(2.0, RATE);
+    for format in AudioFormat::ALL {
+        let (streamed, rate) = encode_streamed(format, &input);
+        assert_eq!(rate, format.output_sample_rate(RATE), "{format}: sample_rate()");
+        let decoded = decode(format, &streamed);
+        check_decoded(format, &decoded, &input);
+
+        // The resampler and the frame buffers carry their state across pushes, so splitting the
+        // input must not change the audio at all: no clicks at chunk boundaries.
+        let whole = encode(format, &input, RATE).unwrap();
+        match format {
+            AudioFormat::Wav => assert_eq!(streamed[44..], whole[44..], "wav payload"),
+            AudioFormat::Flac => {
+                let whole = decode(format, &whole);
+                assert_eq!(decoded.samples, whole.samples, "flac samples");
+            }
+            _ => assert!(streamed == whole, "{format}: streamed bytes differ from one-shot"),
+        }
+    }
+}
+
+#[test]
+fn streamed_pcm_matches_one_shot_resampling_across_boundaries() {
+    let input = voice_like(1.5, RATE);
+    let (streamed, _) = encode_streamed(AudioFormat::Pcm, &input);
+    let decoded = decode_raw_pcm(&streamed);
+    let one_shot = resample(&input, RATE, 24_000).unwrap();
+    assert_eq!(decoded.samples.len(), one_shot.len());
+    let worst = decoded
+        .samples
+        .iter()
+        .zip(&one_shot)
+        .map(|(d, r)| (d - r).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst <= 1.0 / 32767.0, "max deviation {worst}");
+}
+
+#[test]
+fn every_push_returns_bytes_a_client_can_use() {
+    let input = voice_like(2.0, RATE);
+    for format in [AudioFormat::Opus, AudioFormat::Mp3, AudioFormat::Aac, AudioFormat::Flac] {
+        let mut encoder = stream_encoder(format, RATE).unwrap();
+        let first = encoder.push(&input[..RATE as usize]).unwrap();
+        // A second of audio is far more than any codec buffers: audio must flow before finish.
+        assert!(first.len() > 1_000, "{format}: only {} bytes after 1 s", first.len());
+        match format {
+            AudioFormat::Opus => assert_eq!(&first[..4], b"OggS"),
+            AudioFormat::Flac => assert_eq!(&first[..4], b"fLaC"),
+            AudioFormat::Mp3 | AudioFormat::Aac => {
+                assert_eq!(first[0], 0xFF, "{format}: frame sync");
+                assert_eq!(first[1] & 0xE0, 0xE0, "{format}: frame sync");
+            }
+            _ => unreachable!(),
+        }
+        if format == AudioFormat::Opus {
+            // Whole pages only: the bytes end exactly where the next page starts.
+            let second = encoder.push(&input[RATE as usize..]).unwrap();
+            assert_eq!(&second[..4], b"OggS");
+        }
+    }
+}
+
+#[test]
+fn wav_headers_are_truthful() {
+    let input = voice_like(1.0, RATE);
+    let whole = encode(AudioFormat::Wav, &input, RATE).unwrap();
+    let reader = hound::WavReader::new(Cursor::new(&whole)).unwrap();
+    let spec = reader.spec();
+    assert_eq!((spec.sample_rate, spec.channels, spec.bits_per_sample), (RATE, 1, 16));
+    assert_eq!(reader.len() as usize, input.len());
+    assert_eq!(whole.len(), 44 + 2 * input.len());
+
+    // The streamed header declares an unknown length but the same format.
+    let (streamed, _) = encode_streamed(AudioFormat::Wav, &input);
+    assert_eq!(&streamed[4..8], &[0xFF; 4]);
+    assert_eq!(&streamed[40..44], &[0xFF; 4]);
+    let reader = hound::WavReader::new(Cursor::new(&streamed)).unwrap();
+    assert_eq!(reader.spec(), spec);
+    let samples: Vec<i16> = reader.into_samples().map_while(Result::ok).collect();
+    assert_eq!(samples.len(), input.len());
+}
+
+#[test]
+fn pcm_is_two_bytes_per_sample_at_24k() {
+    for seconds in [0.5f32, 1.0, 2.0] {
+        let input = voice_like(seconds, RATE);
+        let bytes = encode(AudioFormat::Pcm, &input, RATE).unwrap();
+        let expected_frames = (input.len() as f64 * 24_000.0 / RATE as f64).round() as usize;
+        assert_eq!(bytes.len(), 2 * expected_frames);
+    }
+    // Input already at 24 kHz passes through untouched.
+    let input = voice_like(0.25, 24_000);
+    let bytes = encode(AudioFormat::Pcm, &input, 24_000).unwrap();
+    assert_eq!(bytes.len(), 2 * input.len());
+}
+
+#[test]
+fn flac_streaminfo_is_complete_for_whole_files() {
+    let input = voice_like(1.0, RATE);
+    let whole = encode(AudioFormat::Flac, &input, RATE).unwrap();
+    assert_eq!(&whole[..4], b"fLaC");
+    // STREAMINFO: total samples are the low 36 bits of bytes 18..26 of the block data.
+    let info = &whole[8..42];
+    let packed = u64::from_be_bytes(info[10..18].try_into().unwrap());
+    assert_eq!((packed >> 44) as u32, RATE, "sample rate");
+    assert_eq!(packed & 0xF_FFFF_FFFF, input.len() as u64, "total samples");
+    assert_ne!(&info[18..34], &[0u8; 16], "MD5 present");
+
+    let (streamed, _) = encode_streamed(AudioFormat::Flac, &input);
+    let info = &streamed[8..42];
+    let packed = u64::from_be_bytes(info[10..18].try_into().unwrap());
+    assert_eq!(packed & 0xF_FFFF_FFFF, 0, "streamed length is unknown");
+}
+
+#[test]
+fn short_and_empty_inputs_still_make_valid_files() {
+    for format in AudioFormat::ALL {
+        for frames in [0usize, 1, 100, 4_097] {
+            let input = voice_like_frames(frames, RATE);
+            let bytes = encode(format, &input, RATE).unwrap();
+            let mut encoder = stream_encoder(format, RATE).unwrap();
+            let mut streamed = encoder.push(&input).unwrap();
+            streamed.extend(encoder.finish().unwrap());
+            if format == AudioFormat::Pcm && frames == 0 {
+                assert!(bytes.is_empty() && streamed.is_empty());
+                continue;
+            }
+            assert!(!bytes.is_empty(), "{format} with {frames} frames");
+            if frames > 0 && !matches!(format, AudioFormat::Pcm) {
+                let decoded = decode(format, &bytes);
+                assert_eq!(decoded.rate, expected_rate(format), "{format} with {frames} frames");
+            }
+        }
+    }
+}
+
+#[test]
+fn content_types_extensions_and_names() {
+    let expected = [
+        (AudioFormat::Mp3, "mp3", "audio/mpeg", "mp3"),
+        (AudioFormat::Opus, "opus", "audio/ogg", "opus"),
+        (AudioFormat::Aac, "aac", "audio/aac", "aac"),
+        (AudioFormat::Flac, "flac", "audio/flac", "flac"),
+        (AudioFormat::Wav, "wav", "audio/wav", "wav"),
+        (AudioFormat::Pcm, "pcm", "audio/pcm", "pcm"),
+    ];
+    assert_eq!(AudioFormat::ALL.len(), expected.len());
+    for (format, name, content_type, extension) in expected {
+        assert_eq!(AudioFormat::parse(name), Some(format));
+        assert_eq!(format.as_str(), name);
+        assert_eq!(format.content_type(), content_type);
+        assert_eq!(format.extension(), extension);
+        let parsed: AudioFormat = serde_json::from_str(&format!("\"{name}\"")).unwrap();
+        assert_eq!(parsed, format);
+    }
+    assert_eq!(AudioFormat::parse("Mp3"), None);
+    assert_eq!(AudioFormat::parse("wave"), None);
+    assert!(serde_json::from_str::<AudioFormat>("\"ogg\"").is_err());
+}
+
+/// Encoding must outpace synthesis by a wide margin; prints the measured speed of each format
+/// (run with `--nocapture` to see it).
+#[test]
+fn encoders_run_much_faster_than_real_time() {
+    let seconds = 10.0;
+    let input = voice_like(seconds, RATE);
+    for format in AudioFormat::ALL {
+        let start = Instant::now();
+        let mut encoder = stream_encoder(format, RATE).unwrap();
+        let mut bytes = 0;
+        for sentence in input.chunks(RATE as usize * 3 / 2) {
+            bytes += encoder.push(sentence).unwrap().len();
+        }
+        bytes += encoder.finish().unwrap().len();
+        let elapsed = start.elapsed().as_secs_f32();
+        let speed = seconds / elapsed;
+        eprintln!(
+            "{format}: {speed:.0}x real time ({:.1} ms for {seconds} s, {:.1} kbit/s)",
+            elapsed * 1e3,
+            bytes as f32 * 8.0 / seconds / 1e3
+        );
+        assert!(speed > 5.0, "{format} encodes at only {speed:.1}x real time");
+    }
+}
