@@ -6,6 +6,8 @@
 //! is computing with a voice holds a reference, so a voice can be dropped from the registry while
 //! a request still uses it and its memory goes only when the last user finishes.
 
+pub mod espeak;
+
 use std::sync::Arc;
 
 use serde::Serialize;

@@ -1,1 +1,11 @@
-//! Text preparation.
+//! Text preparation shared by both engines: clean the request text, cut it into sentences
+//! that can be synthesized (and batched) one by one, and turn a sentence into the phoneme ids a
+//! Piper voice reads.
+
+pub mod normalize;
+pub mod phonemize;
+pub mod split;
+
+pub use normalize::normalize;
+pub use phonemize::{phonemize, PhonemeIdMap};
+pub use split::split_sentences;
