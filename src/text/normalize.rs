@@ -16,8 +16,10 @@ pub fn normalize(text: &str) -> String {
     let mut in_code_fence = false;
     for line in text.lines() {
         let trimmed = line.trim();
-        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+        if let Some(info) = code_fence_info(trimmed) {
+            // The fence goes; its info string ("rust") is a word and stays.
             in_code_fence = !in_code_fence;
+            lines.push(clean_inline(info));
             continue;
         }
         if in_code_fence {
@@ -39,6 +41,14 @@ pub fn normalize(text: &str) -> String {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// For a code fence line (```` ``` ```` or `~~~`), the text after the fence marks.
+fn code_fence_info(line: &str) -> Option<&str> {
+    ["```", "~~~"].iter().find_map(|fence| {
+        line.strip_prefix(fence)
+            .map(|rest| rest.trim_start_matches(fence.chars().next().unwrap_or('`')))
+    })
 }
 
 /// `---`, `***`, `___` (three or more, spaces allowed) on a line of their own.
@@ -171,6 +181,25 @@ fn find_link(chars: &[char], open: usize) -> Option<(usize, usize)> {
         return None;
     }
     let close = chars[label_end + 2..].iter().position(|&c| c == ')')?;
+    let destination: String = chars[label_end + 2..label_end + 2 + close].iter().collect();
+    // A destination has no spaces (except before a quoted title: `(url "title")`) and no
+    // brackets; anything else is prose in parentheses and stays.
+    let (url, title) = destination
+        .trim()
+        .split_once(char::is_whitespace)
+        .map_or((destination.trim(), None), |(u, t)| (u, Some(t)));
+    if url.contains(['[', ']', '<', '>']) {
+        return None;
+    }
+    if let Some(title) = title {
+        let title = title.trim();
+        let quoted = title.len() >= 2
+            && ((title.starts_with('"') && title.ends_with('"'))
+                || (title.starts_with('\'') && title.ends_with('\'')));
+        if !quoted {
+            return None;
+        }
+    }
     Some((label_end, label_end + 2 + close))
 }
 
@@ -280,6 +309,8 @@ mod tests {
         );
         assert_eq!(normalize("Use [brackets] freely"), "Use [brackets] freely");
         assert_eq!(normalize("[**bold link**](u)"), "bold link");
+        assert_eq!(normalize("[docs](https://x.org \"The docs\")"), "docs");
+        assert_eq!(normalize("[a](not a link) b"), "[a](not a link) b");
     }
 
     #[test]
@@ -300,7 +331,7 @@ mod tests {
     fn rules_and_fences_go_but_code_words_stay() {
         assert_eq!(
             normalize("Intro\n---\n```rust\nlet x = 1;\n```\nEnd"),
-            "Intro let x = 1; End"
+            "Intro rust let x = 1; End"
         );
     }
 
@@ -344,6 +375,64 @@ mod tests {
     #[test]
     fn composes_decomposed_text() {
         assert_eq!(normalize("cafe\u{0301}"), "café");
+    }
+
+    #[test]
+    fn survives_generated_markup() {
+        let tokens = [
+            "**",
+            "*",
+            "_",
+            "__",
+            "~~",
+            "`",
+            "```",
+            "[",
+            "](",
+            ")",
+            "![",
+            "<https://a.b>",
+            "<",
+            ">",
+            "#",
+            "\n",
+            "- ",
+            "word",
+            "Ünï",
+            "👍",
+            "\u{200D}",
+            "“",
+            "’",
+            "–",
+            "--",
+            "…",
+            " ",
+            "\t",
+            "3.5",
+            "\u{0007}",
+        ];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        for round in 0..500 {
+            let mut text = String::new();
+            for _ in 0..(round % 40) {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                text.push_str(tokens[(state % tokens.len() as u64) as usize]);
+            }
+            let out = normalize(&text);
+            assert_eq!(out.trim(), out, "{text:?}");
+            assert!(
+                !out.contains("  ") && !out.contains('\n'),
+                "{text:?} -> {out:?}"
+            );
+            assert!(!out.contains('👍') && !out.contains('\u{0007}'), "{text:?}");
+            assert_eq!(
+                out.matches("word").count(),
+                text.matches("word").count(),
+                "{text:?} -> {out:?}"
+            );
+        }
     }
 
     #[test]

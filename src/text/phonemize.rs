@@ -110,11 +110,14 @@ fn single_char(key: &str, table: &str) -> Result<char, String> {
 ///
 /// Clauses are espeak-ng's own, which is where this differs from phonemizing text pieces cut at
 /// every punctuation mark: "3.14" stays "three point one four" and "5,000" stays "five
-/// thousand" instead of being read as two numbers.
+/// thousand" instead of being read as two numbers. Language-switch markers that espeak-ng puts
+/// around foreign words ("(en)sˈɒftweə(de)") are removed, as Piper's own phonemizer does: the
+/// voices never saw them.
 pub fn phonemize(text: &str, espeak_voice: &str) -> Result<String, EspeakError> {
     let clauses = espeak::text_to_phoneme_clauses(text, espeak_voice)?;
     let mut out = String::new();
     for (ipa, terminator) in clauses {
+        let ipa = strip_language_flags(&ipa);
         if ipa.is_empty() {
             continue;
         }
@@ -125,6 +128,21 @@ pub fn phonemize(text: &str, espeak_voice: &str) -> Result<String, EspeakError> 
         out.extend(terminator);
     }
     Ok(out.nfd().collect())
+}
+
+/// Removes espeak-ng's `(lang)` markers; IPA output has no other parentheses.
+fn strip_language_flags(ipa: &str) -> String {
+    let mut out = String::with_capacity(ipa.len());
+    let mut in_flag = false;
+    for c in ipa.chars() {
+        match c {
+            '(' => in_flag = true,
+            ')' => in_flag = false,
+            c if !in_flag => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -155,6 +173,15 @@ mod tests {
         assert_eq!(map.ids("ç"), [1, 0, 16, 0, 140, 0, 2]);
         assert_eq!(map.ids("aqa"), [1, 0, 4, 0, 4, 0, 2]);
         assert_eq!(map.ids("z"), [1, 0, 4, 0, 5, 6, 0, 2]);
+    }
+
+    #[test]
+    fn language_flags_are_removed() {
+        assert_eq!(
+            strip_language_flags("mˈɑːk (en)sˈɒftweə(de) ʊnt"),
+            "mˈɑːk sˈɒftweə ʊnt"
+        );
+        assert_eq!(strip_language_flags("həlˈoʊ"), "həlˈoʊ");
     }
 
     #[test]
