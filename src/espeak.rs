@@ -272,6 +272,7 @@ pub fn text_to_phoneme_clauses(
     let mut clauses = Vec::new();
     let mut cursor: *const c_void = base.cast();
     let mut clause_start = 0usize;
+    let mut previous_end = 0usize;
     while !cursor.is_null() {
         // SAFETY: `cursor` points into `source` (NUL-terminated, alive for the loop); espeak
         // advances it within the string or sets it to NULL at the end.
@@ -293,6 +294,10 @@ pub fn text_to_phoneme_clauses(
         };
         clauses.push((ipa, clause_terminator(&consumed)));
         // The look-ahead character belongs to the next clause.
+        if !cursor.is_null() && consumed_end <= previous_end {
+            break; // espeak made no progress; never loop forever on odd input
+        }
+        previous_end = consumed_end;
         clause_start = previous_char_boundary(bytes, consumed_end);
     }
     Ok(clauses)

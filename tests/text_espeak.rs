@@ -314,3 +314,15 @@ fn engine_synthesizes_a_batch_with_speed() {
     assert!(pcm[1].duration_s() >= 1.5 * pcm[2].duration_s());
     assert!(voice.synthesize(&[]).unwrap().is_empty());
 }
+
+#[test]
+fn empty_and_symbol_only_text() {
+    assert_eq!(phonemize("", "en-us").unwrap(), "");
+    assert_eq!(phonemize("   \n ", "en-us").unwrap(), "");
+    assert_eq!(phonemize("?!...", "en-us").unwrap(), "");
+    assert_eq!(
+        phonemize("a\0b", "en-us").unwrap(),
+        phonemize("a b", "en-us").unwrap()
+    );
+    assert!(espeak::synthesize("", "en-us", 175).unwrap().len() < 2205);
+}
