@@ -119,7 +119,12 @@ impl AudioCache {
             }
             builder.build()
         });
-        Self { store, in_flight: Arc::default(), max_bytes, evictions }
+        Self {
+            store,
+            in_flight: Arc::default(),
+            max_bytes,
+            evictions,
+        }
     }
 
     pub fn enabled(&self) -> bool {
@@ -168,7 +173,12 @@ impl AudioCache {
 
     /// The shared future of the first request for a key: it synthesizes, stores a success and
     /// leaves the in-flight table, whichever of its waiters happens to drive it.
-    fn leader<F>(&self, key: KeyHash, store: moka::future::Cache<KeyHash, Arc<CachedAudio>>, synthesize: F) -> Flight
+    fn leader<F>(
+        &self,
+        key: KeyHash,
+        store: moka::future::Cache<KeyHash, Arc<CachedAudio>>,
+        synthesize: F,
+    ) -> Flight
     where
         F: std::future::Future<Output = Result<CachedAudio, ApiError>> + Send + 'static,
     {
@@ -245,19 +255,32 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
 
     fn audio(n: usize) -> CachedAudio {
-        CachedAudio { bytes: Bytes::from(vec![7u8; n]), content_type: "audio/wav", sample_rate: 1, duration_s: 0.0 }
+        CachedAudio {
+            bytes: Bytes::from(vec![7u8; n]),
+            content_type: "audio/wav",
+            sample_rate: 1,
+            duration_s: 0.0,
+        }
     }
 
     fn settings(max_mb: u64, ttl_s: u64) -> CacheSettings {
-        CacheSettings { enabled: true, max_mb, ttl_s }
+        CacheSettings {
+            enabled: true,
+            max_mb,
+            ttl_s,
+        }
     }
 
     #[tokio::test]
     async fn second_lookup_is_a_hit() {
         let cache = AudioCache::new(&settings(1, 0));
-        let (first, status) = cache.get_or_synthesize([1; 32], false, async { Ok(audio(10)) }).await;
+        let (first, status) = cache
+            .get_or_synthesize([1; 32], false, async { Ok(audio(10)) })
+            .await;
         assert_eq!(status, CacheStatus::Miss);
-        let (second, status) = cache.get_or_synthesize([1; 32], false, async { Ok(audio(99)) }).await;
+        let (second, status) = cache
+            .get_or_synthesize([1; 32], false, async { Ok(audio(99)) })
+            .await;
         assert_eq!(status, CacheStatus::Hit);
         assert_eq!(first.unwrap().bytes, second.unwrap().bytes);
     }
@@ -283,8 +306,17 @@ mod tests {
             statuses.push(t.await.unwrap());
         }
         assert_eq!(calls.load(Ordering::SeqCst), 1);
-        assert_eq!(statuses.iter().filter(|s| **s == CacheStatus::Miss).count(), 1);
-        assert_eq!(statuses.iter().filter(|s| **s == CacheStatus::Coalesced).count(), 4);
+        assert_eq!(
+            statuses.iter().filter(|s| **s == CacheStatus::Miss).count(),
+            1
+        );
+        assert_eq!(
+            statuses
+                .iter()
+                .filter(|s| **s == CacheStatus::Coalesced)
+                .count(),
+            4
+        );
     }
 
     #[tokio::test]
@@ -294,21 +326,27 @@ mod tests {
             .get_or_synthesize([3; 32], false, async { Err(ApiError::internal("boom")) })
             .await;
         assert!(result.is_err());
-        let (_, status) = cache.get_or_synthesize([3; 32], false, async { Ok(audio(1)) }).await;
+        let (_, status) = cache
+            .get_or_synthesize([3; 32], false, async { Ok(audio(1)) })
+            .await;
         assert_eq!(status, CacheStatus::Miss, "the failure was not cached");
     }
 
     #[tokio::test]
     async fn an_entry_larger_than_the_budget_is_not_stored() {
         let cache = AudioCache::new(&settings(1, 0));
-        cache.get_or_synthesize([4; 32], false, async { Ok(audio(2 * 1024 * 1024)) }).await;
+        cache
+            .get_or_synthesize([4; 32], false, async { Ok(audio(2 * 1024 * 1024)) })
+            .await;
         assert!(cache.get(&[4; 32]).await.is_none());
     }
 
     #[tokio::test]
     async fn bypass_neither_reads_nor_writes() {
         let cache = AudioCache::new(&settings(1, 0));
-        let (_, status) = cache.get_or_synthesize([5; 32], true, async { Ok(audio(1)) }).await;
+        let (_, status) = cache
+            .get_or_synthesize([5; 32], true, async { Ok(audio(1)) })
+            .await;
         assert_eq!(status, CacheStatus::Bypass);
         assert!(cache.get(&[5; 32]).await.is_none());
     }
@@ -320,29 +358,35 @@ mod tests {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Ok(audio(1))
         });
-        assert!(tokio::time::timeout(Duration::from_millis(20), slow).await.is_err());
-        let (result, status) = cache.get_or_synthesize([6; 32], false, async { Ok(audio(3)) }).await;
+        assert!(tokio::time::timeout(Duration::from_millis(20), slow)
+            .await
+            .is_err());
+        let (result, status) = cache
+            .get_or_synthesize([6; 32], false, async { Ok(audio(3)) })
+            .await;
         assert_eq!(status, CacheStatus::Miss);
         assert_eq!(result.unwrap().bytes.len(), 3);
     }
 
     #[test]
     fn keys_differ_by_format() {
-        let key = |format| CacheKey {
-            engine: "piper",
-            voice: "v",
-            voice_fingerprint: "f",
-            speaker: None,
-            input: "hi",
-            response_format: format,
-            sample_rate: 22050,
-            speed: 1.0,
-            seed: None,
-            noise_scale: None,
-            noise_w: None,
-            server_version: "0",
-        }
-        .hash();
+        let key = |format| {
+            CacheKey {
+                engine: "piper",
+                voice: "v",
+                voice_fingerprint: "f",
+                speaker: None,
+                input: "hi",
+                response_format: format,
+                sample_rate: 22050,
+                speed: 1.0,
+                seed: None,
+                noise_scale: None,
+                noise_w: None,
+                server_version: "0",
+            }
+            .hash()
+        };
         assert_ne!(key("wav"), key("mp3"));
         assert_eq!(key("wav"), key("wav"));
     }

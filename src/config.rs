@@ -14,7 +14,11 @@ use serde::{Deserialize, Serialize};
 
 /// Command line of the `omnivoice-server` binary.
 #[derive(Debug, Parser)]
-#[command(name = "omnivoice-server", version, about = "OpenAI-compatible text-to-speech server")]
+#[command(
+    name = "omnivoice-server",
+    version,
+    about = "OpenAI-compatible text-to-speech server"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -96,7 +100,11 @@ pub struct ServeArgs {
     #[arg(long = "api-key", env = "OMNIVOICE_API_KEYS", value_delimiter = ',')]
     pub api_keys: Vec<String>,
     /// Allowed CORS origin (repeatable, or `*`). The variable takes a comma-separated list.
-    #[arg(long = "cors-origins", env = "OMNIVOICE_CORS_ORIGINS", value_delimiter = ',')]
+    #[arg(
+        long = "cors-origins",
+        env = "OMNIVOICE_CORS_ORIGINS",
+        value_delimiter = ','
+    )]
     pub cors_origins: Vec<String>,
     /// Seconds to finish in-flight requests after SIGINT/SIGTERM [default: 10].
     #[arg(long, env = "OMNIVOICE_SHUTDOWN_TIMEOUT_S")]
@@ -276,10 +284,21 @@ impl Settings {
         let settings = Settings {
             host: args.host.or(file.host).unwrap_or([127, 0, 0, 1].into()),
             port: args.port.or(file.port).unwrap_or(8880),
-            log_level: args.log_level.clone().or(file.log_level).unwrap_or_else(|| "info".into()),
-            log_format: args.log_format.or(file.log_format).unwrap_or(LogFormat::Text),
+            log_level: args
+                .log_level
+                .clone()
+                .or(file.log_level)
+                .unwrap_or_else(|| "info".into()),
+            log_format: args
+                .log_format
+                .or(file.log_format)
+                .unwrap_or(LogFormat::Text),
             device: args.device.or(file.device).unwrap_or(DeviceChoice::Auto),
-            voices_dir: args.voices_dir.clone().or(file.voices_dir).unwrap_or_else(|| "voices".into()),
+            voices_dir: args
+                .voices_dir
+                .clone()
+                .or(file.voices_dir)
+                .unwrap_or_else(|| "voices".into()),
             default_engine: args
                 .default_engine
                 .clone()
@@ -294,27 +313,45 @@ impl Settings {
                 }
             },
             default_voice,
-            max_input_chars: args.max_input_chars.or(file.max_input_chars).unwrap_or(4096),
-            request_timeout_s: args.request_timeout_s.or(file.request_timeout_s).unwrap_or(120),
+            max_input_chars: args
+                .max_input_chars
+                .or(file.max_input_chars)
+                .unwrap_or(4096),
+            request_timeout_s: args
+                .request_timeout_s
+                .or(file.request_timeout_s)
+                .unwrap_or(120),
             max_concurrent: args
                 .max_concurrent
                 .or(file.max_concurrent)
                 .unwrap_or_else(num_cpus::get_physical),
             api_keys: pick_list(&args.api_keys, file.api_keys),
             cors_origins: pick_list(&args.cors_origins, file.cors_origins),
-            shutdown_timeout_s: args.shutdown_timeout_s.or(file.shutdown_timeout_s).unwrap_or(10),
+            shutdown_timeout_s: args
+                .shutdown_timeout_s
+                .or(file.shutdown_timeout_s)
+                .unwrap_or(10),
             batch: BatchSettings {
                 enabled: batch_enabled,
                 max_size: args.batch_max_size.or(file.batch_max_size).unwrap_or(8),
-                timeout_ms: args.batch_timeout_ms.or(file.batch_timeout_ms).unwrap_or(20),
-                queue_size: args.batch_queue_size.or(file.batch_queue_size).unwrap_or(256),
+                timeout_ms: args
+                    .batch_timeout_ms
+                    .or(file.batch_timeout_ms)
+                    .unwrap_or(20),
+                queue_size: args
+                    .batch_queue_size
+                    .or(file.batch_queue_size)
+                    .unwrap_or(256),
             },
             cache: CacheSettings {
                 enabled: cache_enabled,
                 max_mb: args.cache_max_mb.or(file.cache_max_mb).unwrap_or(512),
                 ttl_s: args.cache_ttl_s.or(file.cache_ttl_s).unwrap_or(3600),
             },
-            max_loaded_voices: args.max_loaded_voices.or(file.max_loaded_voices).unwrap_or(4),
+            max_loaded_voices: args
+                .max_loaded_voices
+                .or(file.max_loaded_voices)
+                .unwrap_or(4),
             seed: args.seed.or(file.seed),
             stream: !args.no_stream && args.stream.or(file.stream).unwrap_or(true),
             model_aliases: file.models.aliases,
@@ -344,7 +381,10 @@ impl Settings {
         if self.log_level.trim().is_empty()
             || tracing_subscriber::EnvFilter::try_new(&self.log_level).is_err()
         {
-            return Err(invalid("log-level", format!("'{}' is not a log filter", self.log_level)));
+            return Err(invalid(
+                "log-level",
+                format!("'{}' is not a log filter", self.log_level),
+            ));
         }
         if self.api_keys.iter().any(|k| k.trim().is_empty()) {
             return Err(invalid("api-key", "keys must not be empty"));
@@ -357,7 +397,11 @@ impl Settings {
         if self.batch.enabled {
             self.batch.clone()
         } else {
-            BatchSettings { max_size: 1, timeout_ms: 0, ..self.batch.clone() }
+            BatchSettings {
+                max_size: 1,
+                timeout_ms: 0,
+                ..self.batch.clone()
+            }
         }
     }
 }
@@ -423,7 +467,10 @@ mod tests {
         let err = Settings::resolve(&parse(&["--config", "/nonexistent/omnivoice.toml"]))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("config") && err.contains("/nonexistent"), "{err}");
+        assert!(
+            err.contains("config") && err.contains("/nonexistent"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -455,7 +502,8 @@ mod tests {
 
     #[test]
     fn alias_tables_come_from_the_file() {
-        let file = write("[models.aliases]\nmy-tts = \"espeak\"\n[voices.aliases]\nalloy = \"en-us\"\n");
+        let file =
+            write("[models.aliases]\nmy-tts = \"espeak\"\n[voices.aliases]\nalloy = \"en-us\"\n");
         let s = Settings::resolve(&parse(&["--config", file.path().to_str().unwrap()])).unwrap();
         assert_eq!(s.model_aliases["my-tts"], "espeak");
         assert_eq!(s.voice_aliases["alloy"], "en-us");

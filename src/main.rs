@@ -52,13 +52,19 @@ fn serve(args: ServeArgs) -> ExitCode {
         return ExitCode::from(EXIT_CONFIG);
     }
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
     runtime.block_on(async move {
         let address = (settings.host, settings.port);
         let listener = match tokio::net::TcpListener::bind(address).await {
             Ok(listener) => listener,
             Err(e) => {
-                eprintln!("error: invalid setting 'port': cannot listen on {}:{}: {e}", settings.host, settings.port);
+                eprintln!(
+                    "error: invalid setting 'port': cannot listen on {}:{}: {e}",
+                    settings.host, settings.port
+                );
                 return ExitCode::from(EXIT_CONFIG);
             }
         };
@@ -78,7 +84,9 @@ fn serve(args: ServeArgs) -> ExitCode {
 
 fn init_logging(settings: &Settings) {
     let filter = tracing_subscriber::EnvFilter::new(&settings.log_level);
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match settings.log_format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -133,16 +141,23 @@ fn convert_voice(input: &std::path::Path, output: &std::path::Path) -> ExitCode 
     let json_path = input.with_extension("onnx.json");
     let result = std::fs::read_to_string(&json_path)
         .map_err(|e| format!("cannot read {}: {e}", json_path.display()))
-        .and_then(|text| serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json_path.display())))
+        .and_then(|text| {
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", json_path.display()))
+        })
         .and_then(|config: serde_json::Value| {
             let started = std::time::Instant::now();
-            let model = omnivoice_server::vits::Vits::from_onnx(input, &config, &Device::Cpu).map_err(|e| e.to_string())?;
+            let model = omnivoice_server::vits::Vits::from_onnx(input, &config, &Device::Cpu)
+                .map_err(|e| e.to_string())?;
             model.save_safetensors(output).map_err(|e| e.to_string())?;
             Ok(started.elapsed())
         });
     match result {
         Ok(elapsed) => {
-            println!("wrote {} in {:.2} s", output.display(), elapsed.as_secs_f64());
+            println!(
+                "wrote {} in {:.2} s",
+                output.display(),
+                elapsed.as_secs_f64()
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -43,7 +43,9 @@ pub fn install() -> PrometheusHandle {
         .get_or_init(|| {
             let recorder = PrometheusBuilder::new()
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
-                .and_then(|b| b.set_buckets_for_metric(Matcher::Full(BATCH_SIZE.into()), BATCH_BUCKETS))
+                .and_then(|b| {
+                    b.set_buckets_for_metric(Matcher::Full(BATCH_SIZE.into()), BATCH_BUCKETS)
+                })
                 .expect("bucket lists are non-empty")
                 .build_recorder();
             let handle = recorder.handle();
@@ -59,25 +61,59 @@ pub fn install() -> PrometheusHandle {
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(REQUESTS_TOTAL, "HTTP requests by route and status code.");
-    describe_histogram!(REQUEST_DURATION_SECONDS, Unit::Seconds, "HTTP request duration.");
-    describe_counter!(AUDIO_SECONDS_TOTAL, Unit::Seconds, "Seconds of audio returned to clients.");
-    describe_histogram!(INFERENCE_SECONDS, Unit::Seconds, "Wall time of one batched forward pass.");
+    describe_histogram!(
+        REQUEST_DURATION_SECONDS,
+        Unit::Seconds,
+        "HTTP request duration."
+    );
+    describe_counter!(
+        AUDIO_SECONDS_TOTAL,
+        Unit::Seconds,
+        "Seconds of audio returned to clients."
+    );
+    describe_histogram!(
+        INFERENCE_SECONDS,
+        Unit::Seconds,
+        "Wall time of one batched forward pass."
+    );
     describe_histogram!(BATCH_SIZE, "Utterances per batched forward pass.");
     describe_counter!(BATCHES_TOTAL, "Batched forward passes run.");
     describe_gauge!(QUEUE_DEPTH, "Utterances waiting for an inference worker.");
-    describe_histogram!(QUEUE_WAIT_SECONDS, Unit::Seconds, "Time an utterance waited in the queue.");
-    describe_counter!(REJECTED, "Requests or utterances refused or dropped, by reason.");
+    describe_histogram!(
+        QUEUE_WAIT_SECONDS,
+        Unit::Seconds,
+        "Time an utterance waited in the queue."
+    );
+    describe_counter!(
+        REJECTED,
+        "Requests or utterances refused or dropped, by reason."
+    );
     describe_counter!(CACHE_HITS, "Speech requests answered from the audio cache.");
     describe_counter!(CACHE_MISSES, "Speech requests that had to be synthesized.");
-    describe_counter!(CACHE_COALESCED, "Speech requests that waited for an identical one in flight.");
-    describe_counter!(CACHE_EVICTIONS, "Audio cache entries evicted for size or expiry.");
+    describe_counter!(
+        CACHE_COALESCED,
+        "Speech requests that waited for an identical one in flight."
+    );
+    describe_counter!(
+        CACHE_EVICTIONS,
+        "Audio cache entries evicted for size or expiry."
+    );
     describe_gauge!(CACHE_ENTRIES, "Entries in the audio cache.");
     describe_gauge!(CACHE_BYTES, Unit::Bytes, "Bytes held by the audio cache.");
-    describe_counter!(BATCH_REQUESTS_AVOIDED, "Requests the batcher never saw thanks to the cache.");
-    describe_counter!(SYNTHESES_TOTAL, "Speech syntheses started (one per cache miss).");
+    describe_counter!(
+        BATCH_REQUESTS_AVOIDED,
+        "Requests the batcher never saw thanks to the cache."
+    );
+    describe_counter!(
+        SYNTHESES_TOTAL,
+        "Speech syntheses started (one per cache miss)."
+    );
     describe_gauge!(VOICES_LOADED, "Voices currently loaded.");
     describe_counter!(VOICE_LOADS, "Voice loads by engine and voice.");
     describe_counter!(VOICE_UNLOADS, "Voice unloads by engine and voice.");
     describe_histogram!(VOICE_LOAD_SECONDS, Unit::Seconds, "Time to load a voice.");
-    describe_counter!(STREAM_ERRORS, "Streamed responses that failed after the first byte.");
+    describe_counter!(
+        STREAM_ERRORS,
+        "Streamed responses that failed after the first byte."
+    );
 }

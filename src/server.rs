@@ -41,7 +41,10 @@ pub async fn run(
         _ = shutdown => {}
     }
     let grace = Duration::from_secs(state.settings.shutdown_timeout_s);
-    tracing::info!(grace_s = grace.as_secs(), "shutting down: finishing in-flight requests");
+    tracing::info!(
+        grace_s = grace.as_secs(),
+        "shutting down: finishing in-flight requests"
+    );
     let _ = stop_tx.send(());
     match tokio::time::timeout(grace, server).await {
         Ok(_) => tracing::info!("all requests finished; bye"),
@@ -65,7 +68,12 @@ pub fn build(settings: Settings, engines: Vec<Arc<dyn Engine>>, device: String) 
     let batcher = Batcher::start(&settings.effective_batch(), settings.max_concurrent);
     let cache = AudioCache::new(&settings.cache);
     let speech = SpeechService::new(registry, batcher, cache, settings.seed);
-    Arc::new(AppState::new(settings, speech, crate::metrics::install(), device))
+    Arc::new(AppState::new(
+        settings,
+        speech,
+        crate::metrics::install(),
+        device,
+    ))
 }
 
 /// Loads the `--preload` voices, then reports ready. A voice that fails to load is logged and
@@ -73,7 +81,9 @@ pub fn build(settings: Settings, engines: Vec<Arc<dyn Engine>>, device: String) 
 async fn preload(state: Arc<AppState>) {
     let registry = state.speech.registry().clone();
     for name in &state.settings.preload {
-        let (model, voice) = name.split_once('/').unwrap_or((registry.default_engine(), name));
+        let (model, voice) = name
+            .split_once('/')
+            .unwrap_or((registry.default_engine(), name));
         let resolved = match registry.resolve(model, voice) {
             Ok(resolved) => resolved,
             Err(e) => {

@@ -61,8 +61,20 @@ struct Inner {
 }
 
 impl SpeechService {
-    pub fn new(registry: Arc<Registry>, batcher: Batcher, cache: AudioCache, default_seed: Option<u64>) -> Self {
-        Self { inner: Arc::new(Inner { registry, batcher, cache, default_seed }) }
+    pub fn new(
+        registry: Arc<Registry>,
+        batcher: Batcher,
+        cache: AudioCache,
+        default_seed: Option<u64>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                batcher,
+                cache,
+                default_seed,
+            }),
+        }
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -106,7 +118,10 @@ impl SpeechService {
         if status == CacheStatus::Miss {
             self.inner.cache.publish_gauges().await;
         }
-        result.map(|audio| Spoken { audio, cache: status })
+        result.map(|audio| Spoken {
+            audio,
+            cache: status,
+        })
     }
 
     async fn synthesize_whole(&self, job: SpeechJob) -> Result<CachedAudio, ApiError> {
@@ -116,7 +131,9 @@ impl SpeechService {
         for reply in pending {
             pieces.push(await_reply(reply).await?);
         }
-        let rate = pieces.first().map_or(job.voice.sample_rate, |p| p.sample_rate);
+        let rate = pieces
+            .first()
+            .map_or(job.voice.sample_rate, |p| p.sample_rate);
         let samples = join_sentences(&pieces, rate);
         let format = job.format;
         let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples.0, rate))
@@ -139,12 +156,24 @@ impl SpeechService {
             .voice(&job.voice)
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        let sentences = text::split::split_sentences(&text::normalize::normalize(&job.input), MAX_UTTERANCE_CHARS);
-        let sentences: Vec<String> = sentences.into_iter().filter(|s| !s.trim().is_empty()).collect();
+        let sentences = text::split::split_sentences(
+            &text::normalize::normalize(&job.input),
+            MAX_UTTERANCE_CHARS,
+        );
+        let sentences: Vec<String> = sentences
+            .into_iter()
+            .filter(|s| !s.trim().is_empty())
+            .collect();
         if sentences.is_empty() {
-            return Err(ApiError::invalid("input", "input contains nothing that can be spoken"));
+            return Err(ApiError::invalid(
+                "input",
+                "input contains nothing that can be spoken",
+            ));
         }
-        let base_seed = job.seed.or(self.inner.default_seed).unwrap_or_else(rand::random);
+        let base_seed = job
+            .seed
+            .or(self.inner.default_seed)
+            .unwrap_or_else(rand::random);
         let items = sentences
             .into_iter()
             .enumerate()
@@ -157,10 +186,13 @@ impl SpeechService {
                 noise_w: job.noise_w,
             })
             .collect();
-        self.inner.batcher.submit(&job.voice.key(), &voice, items).map_err(|_| {
-            metrics::counter!(m::REJECTED, "reason" => "queue_full").increment(1);
-            ApiError::overloaded(std::time::Duration::from_secs(1))
-        })
+        self.inner
+            .batcher
+            .submit(&job.voice.key(), &voice, items)
+            .map_err(|_| {
+                metrics::counter!(m::REJECTED, "reason" => "queue_full").increment(1);
+                ApiError::overloaded(std::time::Duration::from_secs(1))
+            })
     }
 
     /// Streams the encoded audio sentence by sentence. The complete body is stored in the cache
@@ -185,8 +217,9 @@ impl SpeechService {
         }
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let pending = self.start(&job).await?;
-        let encoder = audio::stream_encoder(format, rate)
-            .map_err(|e| ApiError::internal(format!("encoder for {} failed: {e}", format.as_str())))?;
+        let encoder = audio::stream_encoder(format, rate).map_err(|e| {
+            ApiError::internal(format!("encoder for {} failed: {e}", format.as_str()))
+        })?;
         let sample_rate = format.output_sample_rate(rate);
         let state = StreamState {
             pending: pending.into_iter(),
@@ -207,7 +240,11 @@ impl SpeechService {
         .boxed();
         Ok(SpeechStream {
             sample_rate,
-            cache: if job.bypass_cache { CacheStatus::Bypass } else { CacheStatus::Miss },
+            cache: if job.bypass_cache {
+                CacheStatus::Bypass
+            } else {
+                CacheStatus::Miss
+            },
             chunks,
         })
     }
@@ -295,7 +332,8 @@ async fn await_reply(reply: oneshot::Receiver<Reply>) -> Result<Pcm, ApiError> {
 /// Joins sentence audio with short pauses; returns the samples and their duration in seconds.
 fn join_sentences(pieces: &[Pcm], rate: u32) -> (Vec<f32>, f64) {
     let pause = (SENTENCE_PAUSE_S * rate as f32) as usize;
-    let total: usize = pieces.iter().map(|p| p.samples.len()).sum::<usize>() + pause * pieces.len().saturating_sub(1);
+    let total: usize = pieces.iter().map(|p| p.samples.len()).sum::<usize>()
+        + pause * pieces.len().saturating_sub(1);
     let mut out = Vec::with_capacity(total);
     for (i, piece) in pieces.iter().enumerate() {
         if i > 0 {
@@ -327,7 +365,10 @@ mod tests {
 
     #[test]
     fn joined_sentences_have_pauses_and_start_and_end_at_zero() {
-        let piece = |n| Pcm { samples: vec![0.5; n], sample_rate: 1000 };
+        let piece = |n| Pcm {
+            samples: vec![0.5; n],
+            sample_rate: 1000,
+        };
         let (out, duration) = join_sentences(&[piece(100), piece(50)], 1000);
         assert_eq!(out.len(), 100 + 200 + 50);
         assert!((duration - 0.35).abs() < 1e-9);
@@ -335,7 +376,10 @@ mod tests {
         assert_eq!(out[99], 0.0);
         assert_eq!(out[300], 0.0);
         assert!(out[150] == 0.0 && out[50] == 0.5);
-        let max_step = out.windows(2).map(|w| (w[1] - w[0]).abs()).fold(0.0, f32::max);
+        let max_step = out
+            .windows(2)
+            .map(|w| (w[1] - w[0]).abs())
+            .fold(0.0, f32::max);
         assert!(max_step <= 0.1 + 1e-6, "largest step {max_step}");
     }
 }

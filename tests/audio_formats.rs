@@ -72,7 +72,9 @@ fn decode_with_symphonia(bytes: &[u8], extension: &str) -> Decoded {
     loop {
         let packet = match reader.next_packet() {
             Ok(packet) => packet,
-            Err(SymphoniaError::IoError(err)) if err.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Err(SymphoniaError::IoError(err))
+                if err.kind() == std::io::ErrorKind::UnexpectedEof =>
+            {
                 break
             }
             Err(err) => panic!("{extension}: demuxing failed: {err}"),
@@ -110,16 +112,24 @@ fn decode_ogg_opus(bytes: &[u8]) -> (Decoded, u32) {
     let mut saw_end = false;
     while let Some(packet) = reader.read_packet().expect("valid Ogg pages") {
         assert!(!saw_end, "packets after the end of stream");
-        let n = decoder.decode_float(&packet.data, &mut frame, false).unwrap();
+        let n = decoder
+            .decode_float(&packet.data, &mut frame, false)
+            .unwrap();
         samples.extend_from_slice(&frame[..n]);
         if packet.last_in_page() {
-            assert!(packet.absgp_page() >= last_granule, "granules must not decrease");
+            assert!(
+                packet.absgp_page() >= last_granule,
+                "granules must not decrease"
+            );
             last_granule = packet.absgp_page();
         }
         saw_end = packet.last_in_stream();
     }
     assert!(saw_end, "the stream must end with an end-of-stream page");
-    assert!(last_granule as usize <= samples.len(), "final granule beyond decoded audio");
+    assert!(
+        last_granule as usize <= samples.len(),
+        "final granule beyond decoded audio"
+    );
     samples.truncate(last_granule as usize);
     samples.drain(..pre_skip.min(samples.len()));
     (
@@ -169,7 +179,8 @@ fn best_correlation(decoded: &[f32], reference: &[f32], max_lag: usize) -> (f32,
         }
         let (a, b) = (&decoded[lag..lag + len], &reference[..len]);
         let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-        let norm = (a.iter().map(|x| x * x).sum::<f32>() * b.iter().map(|y| y * y).sum::<f32>()).sqrt();
+        let norm =
+            (a.iter().map(|x| x * x).sum::<f32>() * b.iter().map(|y| y * y).sum::<f32>()).sqrt();
         let correlation = dot / norm.max(f32::MIN_POSITIVE);
         if correlation > best.0 {
             best = (correlation, lag);
@@ -188,7 +199,11 @@ fn expected_rate(format: AudioFormat) -> u32 {
 
 /// Rate, duration and likeness checks shared by the one-shot and streamed paths.
 fn check_decoded(format: AudioFormat, decoded: &Decoded, input: &[f32]) {
-    assert_eq!(decoded.rate, expected_rate(format), "{format}: decoded rate");
+    assert_eq!(
+        decoded.rate,
+        expected_rate(format),
+        "{format}: decoded rate"
+    );
     let input_seconds = input.len() as f32 / RATE as f32;
     let error = (decoded.seconds() - input_seconds).abs() / input_seconds;
     assert!(
@@ -197,9 +212,16 @@ fn check_decoded(format: AudioFormat, decoded: &Decoded, input: &[f32]) {
         decoded.seconds()
     );
     let reference = resample(input, RATE, decoded.rate).unwrap();
-    let lossless = matches!(format, AudioFormat::Wav | AudioFormat::Flac | AudioFormat::Pcm);
+    let lossless = matches!(
+        format,
+        AudioFormat::Wav | AudioFormat::Flac | AudioFormat::Pcm
+    );
     if lossless {
-        assert_eq!(decoded.samples.len(), reference.len(), "{format}: exact length");
+        assert_eq!(
+            decoded.samples.len(),
+            reference.len(),
+            "{format}: exact length"
+        );
         let worst = decoded
             .samples
             .iter()
@@ -207,13 +229,19 @@ fn check_decoded(format: AudioFormat, decoded: &Decoded, input: &[f32]) {
             .map(|(d, r)| (d - r).abs())
             .fold(0.0f32, f32::max);
         // One 16-bit quantization step (rounding is at most half of it).
-        assert!(worst <= 1.0 / 32767.0, "{format}: worst sample error {worst}");
+        assert!(
+            worst <= 1.0 / 32767.0,
+            "{format}: worst sample error {worst}"
+        );
     } else {
         let (correlation, lag) = best_correlation(&decoded.samples, &reference, 4_096);
         let aligned = &decoded.samples[lag..(lag + reference.len()).min(decoded.samples.len())];
         let level = rms(aligned) / rms(&reference);
         eprintln!("{format}: correlation {correlation:.4} at lag {lag}, level ratio {level:.3}");
-        assert!(correlation > 0.9, "{format}: correlation {correlation} (lag {lag})");
+        assert!(
+            correlation > 0.9,
+            "{format}: correlation {correlation} (lag {lag})"
+        );
         assert!((0.8..1.25).contains(&level), "{format}: RMS ratio {level}");
     }
 }
@@ -257,7 +285,11 @@ fn streamed_chunks_form_one_valid_file() {
     let input = voice_like(2.0, RATE);
     for format in AudioFormat::ALL {
         let (streamed, rate) = encode_streamed(format, &input);
-        assert_eq!(rate, format.output_sample_rate(RATE), "{format}: sample_rate()");
+        assert_eq!(
+            rate,
+            format.output_sample_rate(RATE),
+            "{format}: sample_rate()"
+        );
         let decoded = decode(format, &streamed);
         check_decoded(format, &decoded, &input);
 
@@ -270,7 +302,10 @@ fn streamed_chunks_form_one_valid_file() {
                 let whole = decode(format, &whole);
                 assert_eq!(decoded.samples, whole.samples, "flac samples");
             }
-            _ => assert!(streamed == whole, "{format}: streamed bytes differ from one-shot"),
+            _ => assert!(
+                streamed == whole,
+                "{format}: streamed bytes differ from one-shot"
+            ),
         }
     }
 }
@@ -294,11 +329,20 @@ fn streamed_pcm_matches_one_shot_resampling_across_boundaries() {
 #[test]
 fn every_push_returns_bytes_a_client_can_use() {
     let input = voice_like(2.0, RATE);
-    for format in [AudioFormat::Opus, AudioFormat::Mp3, AudioFormat::Aac, AudioFormat::Flac] {
+    for format in [
+        AudioFormat::Opus,
+        AudioFormat::Mp3,
+        AudioFormat::Aac,
+        AudioFormat::Flac,
+    ] {
         let mut encoder = stream_encoder(format, RATE).unwrap();
         let first = encoder.push(&input[..RATE as usize]).unwrap();
         // A second of audio is far more than any codec buffers: audio must flow before finish.
-        assert!(first.len() > 1_000, "{format}: only {} bytes after 1 s", first.len());
+        assert!(
+            first.len() > 1_000,
+            "{format}: only {} bytes after 1 s",
+            first.len()
+        );
         match format {
             AudioFormat::Opus => assert_eq!(&first[..4], b"OggS"),
             AudioFormat::Flac => assert_eq!(&first[..4], b"fLaC"),
@@ -322,7 +366,10 @@ fn wav_headers_are_truthful() {
     let whole = encode(AudioFormat::Wav, &input, RATE).unwrap();
     let reader = hound::WavReader::new(Cursor::new(&whole)).unwrap();
     let spec = reader.spec();
-    assert_eq!((spec.sample_rate, spec.channels, spec.bits_per_sample), (RATE, 1, 16));
+    assert_eq!(
+        (spec.sample_rate, spec.channels, spec.bits_per_sample),
+        (RATE, 1, 16)
+    );
     assert_eq!(reader.len() as usize, input.len());
     assert_eq!(whole.len(), 44 + 2 * input.len());
 
@@ -384,7 +431,11 @@ fn short_and_empty_inputs_still_make_valid_files() {
             assert!(!bytes.is_empty(), "{format} with {frames} frames");
             if frames > 0 && !matches!(format, AudioFormat::Pcm) {
                 let decoded = decode(format, &bytes);
-                assert_eq!(decoded.rate, expected_rate(format), "{format} with {frames} frames");
+                assert_eq!(
+                    decoded.rate,
+                    expected_rate(format),
+                    "{format} with {frames} frames"
+                );
             }
         }
     }
@@ -435,6 +486,9 @@ fn encoders_run_much_faster_than_real_time() {
             elapsed * 1e3,
             bytes as f32 * 8.0 / seconds / 1e3
         );
-        assert!(speed > 5.0, "{format} encodes at only {speed:.1}x real time");
+        assert!(
+            speed > 5.0,
+            "{format} encodes at only {speed:.1}x real time"
+        );
     }
 }

@@ -32,7 +32,13 @@ impl Voice for FakeVoice {
         }
         let slow = texts.iter().any(|t| t.contains("SLOW"));
         std::thread::sleep(if slow { self.slow } else { self.compute });
-        Ok(batch.iter().map(|_| Pcm { samples: vec![0.25; 2205], sample_rate: 22050 }).collect())
+        Ok(batch
+            .iter()
+            .map(|_| Pcm {
+                samples: vec![0.25; 2205],
+                sample_rate: 22050,
+            })
+            .collect())
     }
 }
 
@@ -76,18 +82,30 @@ async fn setup(compute_ms: u64, args: &[&str]) -> Setup {
         slow: Duration::from_millis(2500),
         batches: batches.clone(),
     });
-    let mut all = vec!["--default-engine", "fake", "--default-voice", "fake-voice", "--no-cache"];
+    let mut all = vec![
+        "--default-engine",
+        "fake",
+        "--default-voice",
+        "fake-voice",
+        "--no-cache",
+    ];
     all.extend_from_slice(args);
     let server = InProcess::start(&all, vec![Arc::new(FakeEngine { voice })]).await;
-    Setup { server, batches, client: reqwest::Client::new() }
+    Setup {
+        server,
+        batches,
+        client: reqwest::Client::new(),
+    }
 }
 
 impl Setup {
     fn speak(&self, input: &str) -> reqwest::RequestBuilder {
-        self.client.post(format!("{}/v1/audio/speech", self.server.url)).json(&json!({
-            "model": "fake", "voice": "fake-voice", "input": input,
-            "response_format": "wav", "stream": false
-        }))
+        self.client
+            .post(format!("{}/v1/audio/speech", self.server.url))
+            .json(&json!({
+                "model": "fake", "voice": "fake-voice", "input": input,
+                "response_format": "wav", "stream": false
+            }))
     }
 
     fn computed(&self) -> Vec<Vec<String>> {
@@ -102,30 +120,55 @@ async fn a_lone_request_does_not_wait_for_the_batch_timeout() {
     let response = s.speak("alone").send().await.unwrap();
     assert_eq!(response.status(), 200);
     // The timeout is 5 s; a request that waited for it would take at least that long.
-    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
     assert_eq!(s.computed(), vec![vec!["alone".to_string()]]);
     s.server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_requests_form_batches_within_the_size_limit() {
-    let s = setup(200, &["--batch-max-size", "3", "--batch-timeout-ms", "50", "--max-concurrent", "1"]).await;
-    let requests: Vec<_> = (0..8).map(|i| s.speak(&format!("item {i}")).send()).collect();
+    let s = setup(
+        200,
+        &[
+            "--batch-max-size",
+            "3",
+            "--batch-timeout-ms",
+            "50",
+            "--max-concurrent",
+            "1",
+        ],
+    )
+    .await;
+    let requests: Vec<_> = (0..8)
+        .map(|i| s.speak(&format!("item {i}")).send())
+        .collect();
     for response in futures::future::join_all(requests).await {
         assert_eq!(response.unwrap().status(), 200);
     }
     let batches = s.computed();
     let items: usize = batches.iter().map(Vec::len).sum();
     assert_eq!(items, 8, "every request computed exactly once: {batches:?}");
-    assert!(batches.iter().all(|b| b.len() <= 3), "size limit: {batches:?}");
-    assert!(batches.iter().any(|b| b.len() > 1), "some batching happened: {batches:?}");
+    assert!(
+        batches.iter().all(|b| b.len() <= 3),
+        "size limit: {batches:?}"
+    );
+    assert!(
+        batches.iter().any(|b| b.len() > 1),
+        "some batching happened: {batches:?}"
+    );
     s.server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn batching_disabled_runs_one_item_per_forward_pass() {
     let s = setup(50, &["--no-batch", "--max-concurrent", "1"]).await;
-    let requests: Vec<_> = (0..4).map(|i| s.speak(&format!("item {i}")).send()).collect();
+    let requests: Vec<_> = (0..4)
+        .map(|i| s.speak(&format!("item {i}")).send())
+        .collect();
     for response in futures::future::join_all(requests).await {
         assert_eq!(response.unwrap().status(), 200);
     }
@@ -137,8 +180,21 @@ async fn batching_disabled_runs_one_item_per_forward_pass() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_queue_answers_429_with_retry_after() {
-    let s = setup(300, &["--batch-queue-size", "2", "--batch-max-size", "1", "--max-concurrent", "1"]).await;
-    let requests: Vec<_> = (0..8).map(|i| s.speak(&format!("item {i}")).send()).collect();
+    let s = setup(
+        300,
+        &[
+            "--batch-queue-size",
+            "2",
+            "--batch-max-size",
+            "1",
+            "--max-concurrent",
+            "1",
+        ],
+    )
+    .await;
+    let requests: Vec<_> = (0..8)
+        .map(|i| s.speak(&format!("item {i}")).send())
+        .collect();
     let responses = futures::future::join_all(requests).await;
     let mut rejected = 0;
     for response in responses {
@@ -159,7 +215,18 @@ async fn a_full_queue_answers_429_with_retry_after() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_timed_out_request_gets_504_and_is_never_computed() {
-    let s = setup(10, &["--request-timeout-s", "1", "--max-concurrent", "1", "--batch-max-size", "1"]).await;
+    let s = setup(
+        10,
+        &[
+            "--request-timeout-s",
+            "1",
+            "--max-concurrent",
+            "1",
+            "--batch-max-size",
+            "1",
+        ],
+    )
+    .await;
     let busy = tokio::spawn(s.speak("SLOW blocker").send());
     tokio::time::sleep(Duration::from_millis(200)).await;
     let response = s.speak("doomed").send().await.unwrap();
@@ -169,7 +236,10 @@ async fn a_timed_out_request_gets_504_and_is_never_computed() {
     // Give the worker time to pick up anything left in the queue.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let batches = s.computed();
-    assert!(!batches.iter().flatten().any(|t| t == "doomed"), "{batches:?}");
+    assert!(
+        !batches.iter().flatten().any(|t| t == "doomed"),
+        "{batches:?}"
+    );
     s.server.stop().await;
 }
 
@@ -178,13 +248,20 @@ async fn a_disconnected_client_is_removed_before_computation() {
     let s = setup(10, &["--max-concurrent", "1", "--batch-max-size", "1"]).await;
     let busy = tokio::spawn(s.speak("SLOW blocker").send());
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let gone = s.speak("hung up").timeout(Duration::from_millis(300)).send().await;
+    let gone = s
+        .speak("hung up")
+        .timeout(Duration::from_millis(300))
+        .send()
+        .await;
     assert!(gone.is_err(), "client gave up");
     assert_eq!(busy.await.unwrap().unwrap().status(), 200);
     let after = s.speak("next").send().await.unwrap();
     assert_eq!(after.status(), 200);
     let batches = s.computed();
-    assert!(!batches.iter().flatten().any(|t| t == "hung up"), "{batches:?}");
+    assert!(
+        !batches.iter().flatten().any(|t| t == "hung up"),
+        "{batches:?}"
+    );
     s.server.stop().await;
 }
 
@@ -202,7 +279,11 @@ async fn an_engine_panic_fails_only_its_batch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sentences_of_one_request_share_a_batch_and_stay_in_order() {
     let s = setup(10, &["--max-concurrent", "1", "--batch-max-size", "8"]).await;
-    let response = s.speak("First one. Second one here. Third!").send().await.unwrap();
+    let response = s
+        .speak("First one. Second one here. Third!")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
     let (_, samples) = common::read_wav(&response.bytes().await.unwrap());
     // Three sentences of 2205 samples with two 0.2 s pauses between them.
@@ -232,7 +313,13 @@ impl Engine for SlowLoading {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn health_is_503_starting_until_preloads_finish() {
     let voice = Arc::new(FakeVoice {
-        info: VoiceInfo { id: "v".into(), engine: "fake".into(), language: "en".into(), sample_rate: 22050, speakers: vec![] },
+        info: VoiceInfo {
+            id: "v".into(),
+            engine: "fake".into(),
+            language: "en".into(),
+            sample_rate: 22050,
+            speakers: vec![],
+        },
         compute: Duration::from_millis(1),
         slow: Duration::from_millis(1),
         batches: Arc::default(),
@@ -243,13 +330,18 @@ async fn health_is_503_starting_until_preloads_finish() {
     let health = format!("{}/health", server.url);
     let first = reqwest::get(&health).await.unwrap();
     assert_eq!(first.status(), 503);
-    assert_eq!(first.json::<serde_json::Value>().await.unwrap(), json!({"status": "starting"}));
+    assert_eq!(
+        first.json::<serde_json::Value>().await.unwrap(),
+        json!({"status": "starting"})
+    );
     server.wait_ready().await;
     let ready: serde_json::Value = reqwest::get(&health).await.unwrap().json().await.unwrap();
     assert_eq!(ready["status"], "ok");
     assert_eq!(ready["voices_loaded"], json!(["fake/v"]));
     assert_eq!(ready["batch"]["settings"]["max_size"], 8);
     assert_eq!(ready["cache"]["settings"]["enabled"], true);
-    assert!(ready["version"].is_string() && ready["uptime_s"].is_number() && ready["device"] == "cpu");
+    assert!(
+        ready["version"].is_string() && ready["uptime_s"].is_number() && ready["device"] == "cpu"
+    );
     server.stop().await;
 }

@@ -13,14 +13,22 @@ fn client() -> reqwest::Client {
 }
 
 async fn speak(url: &str, body: serde_json::Value) -> reqwest::Response {
-    client().post(format!("{url}/v1/audio/speech")).json(&body).send().await.unwrap()
+    client()
+        .post(format!("{url}/v1/audio/speech"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
 async fn espeak_speech_is_a_wav_whose_duration_grows_with_the_text() {
     let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
     let mut durations = Vec::new();
-    for input in ["Hello.", "Hello there, this sentence is quite a bit longer than the first one."] {
+    for input in [
+        "Hello.",
+        "Hello there, this sentence is quite a bit longer than the first one.",
+    ] {
         let response = speak(
             &server.url,
             json!({"model": "espeak", "voice": "en-us", "input": input, "response_format": "wav", "stream": false}),
@@ -28,13 +36,20 @@ async fn espeak_speech_is_a_wav_whose_duration_grows_with_the_text() {
         .await;
         assert_eq!(response.status(), 200);
         assert_eq!(response.headers()["content-type"], "audio/wav");
-        let header_duration: f64 = response.headers()["x-audio-duration-s"].to_str().unwrap().parse().unwrap();
+        let header_duration: f64 = response.headers()["x-audio-duration-s"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
         assert!(response.headers().contains_key("x-synthesis-latency-s"));
         assert!(response.headers().contains_key("x-request-id"));
         let (rate, samples) = read_wav(&response.bytes().await.unwrap());
         assert_eq!(rate, 22050);
         let duration = samples.len() as f64 / rate as f64;
-        assert!((duration - header_duration).abs() < 0.01, "{duration} vs header {header_duration}");
+        assert!(
+            (duration - header_duration).abs() < 0.01,
+            "{duration} vs header {header_duration}"
+        );
         let peak = samples.iter().map(|s| s.unsigned_abs()).max().unwrap();
         assert!(peak > 1000, "audible, peak {peak}");
         durations.push(duration);
@@ -58,10 +73,22 @@ async fn bad_requests_get_openai_shaped_4xx_errors() {
         body
     };
 
-    let malformed = client().post(&url).header("content-type", "application/json").body("{\"model\": ").send().await.unwrap();
+    let malformed = client()
+        .post(&url)
+        .header("content-type", "application/json")
+        .body("{\"model\": ")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(openai_error(malformed, 400).await["code"], "invalid_json");
 
-    let wrong_type = client().post(&url).header("content-type", "text/plain").body(ok.to_string()).send().await.unwrap();
+    let wrong_type = client()
+        .post(&url)
+        .header("content-type", "text/plain")
+        .body(ok.to_string())
+        .send()
+        .await
+        .unwrap();
     openai_error(wrong_type, 415).await;
 
     for field in ["model", "input", "voice"] {
@@ -92,47 +119,105 @@ async fn bad_requests_get_openai_shaped_4xx_errors() {
     let too_large = client().post(&url).json(&huge).send().await.unwrap();
     openai_error(too_large, 413).await;
 
-    let unknown_route = client().get(format!("{}/v1/nothing", server.url)).send().await.unwrap();
+    let unknown_route = client()
+        .get(format!("{}/v1/nothing", server.url))
+        .send()
+        .await
+        .unwrap();
     openai_error(unknown_route, 404).await;
     let wrong_method = client().get(&url).send().await.unwrap();
     openai_error(wrong_method, 405).await;
-    let unknown_model = client().get(format!("{}/v1/models/nope", server.url)).send().await.unwrap();
+    let unknown_model = client()
+        .get(format!("{}/v1/models/nope", server.url))
+        .send()
+        .await
+        .unwrap();
     openai_error(unknown_model, 404).await;
 }
 
 #[tokio::test]
 async fn models_and_voices_are_listed_in_openai_shape() {
     let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
-    let models: serde_json::Value =
-        client().get(format!("{}/v1/models", server.url)).send().await.unwrap().json().await.unwrap();
+    let models: serde_json::Value = client()
+        .get(format!("{}/v1/models", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(models["object"], "list");
-    let ids: Vec<&str> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
     for id in ["piper", "espeak", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"] {
         assert!(ids.contains(&id), "{id} in {ids:?}");
     }
-    let model: serde_json::Value =
-        client().get(format!("{}/v1/models/tts-1", server.url)).send().await.unwrap().json().await.unwrap();
+    let model: serde_json::Value = client()
+        .get(format!("{}/v1/models/tts-1", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(model["object"], "model");
     assert_eq!(model["id"], "tts-1");
 
-    let voices: serde_json::Value =
-        client().get(format!("{}/v1/audio/voices", server.url)).send().await.unwrap().json().await.unwrap();
+    let voices: serde_json::Value = client()
+        .get(format!("{}/v1/audio/voices", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     let voices = voices["voices"].as_array().unwrap();
-    let en_us = voices.iter().find(|v| v["id"] == "en-us" && v["engine"] == "espeak").expect("espeak en-us");
+    let en_us = voices
+        .iter()
+        .find(|v| v["id"] == "en-us" && v["engine"] == "espeak")
+        .expect("espeak en-us");
     assert_eq!(en_us["sample_rate"], 22050);
     assert!(en_us["language"].is_string());
-    assert!(voices.iter().any(|v| v["id"] == "en_US-joe-medium" && v["engine"] == "piper"));
+    assert!(voices
+        .iter()
+        .any(|v| v["id"] == "en_US-joe-medium" && v["engine"] == "piper"));
 }
 
 #[tokio::test]
 async fn api_keys_guard_v1_but_not_health_or_metrics() {
-    let server = Binary::ready(&["--api-key", "k1", "--api-key", "k2", "--preload", "espeak/en-us"]).await;
+    let server = Binary::ready(&[
+        "--api-key",
+        "k1",
+        "--api-key",
+        "k2",
+        "--preload",
+        "espeak/en-us",
+    ])
+    .await;
     let models = format!("{}/v1/models", server.url);
     let none = client().get(&models).send().await.unwrap();
     assert_eq!(openai_error(none, 401).await["code"], "invalid_api_key");
-    let wrong = client().get(&models).bearer_auth("k3").send().await.unwrap();
+    let wrong = client()
+        .get(&models)
+        .bearer_auth("k3")
+        .send()
+        .await
+        .unwrap();
     openai_error(wrong, 401).await;
-    assert_eq!(client().get(&models).bearer_auth("k2").send().await.unwrap().status(), 200);
+    assert_eq!(
+        client()
+            .get(&models)
+            .bearer_auth("k2")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
     let speech = client()
         .post(format!("{}/v1/audio/speech", server.url))
         .json(&json!({"model": "espeak", "voice": "en-us", "input": "hi"}))
@@ -140,23 +225,56 @@ async fn api_keys_guard_v1_but_not_health_or_metrics() {
         .await
         .unwrap();
     openai_error(speech, 401).await;
-    assert_eq!(client().get(format!("{}/health", server.url)).send().await.unwrap().status(), 200);
-    assert_eq!(client().get(format!("{}/metrics", server.url)).send().await.unwrap().status(), 200);
+    assert_eq!(
+        client()
+            .get(format!("{}/health", server.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        client()
+            .get(format!("{}/metrics", server.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
 
     let open = Binary::ready(&["--preload", "espeak/en-us"]).await;
-    assert_eq!(client().get(format!("{}/v1/models", open.url)).send().await.unwrap().status(), 200);
+    assert_eq!(
+        client()
+            .get(format!("{}/v1/models", open.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
 }
 
 #[tokio::test]
 async fn cors_allows_configured_origins() {
-    let server = Binary::ready(&["--cors-origins", "http://app.example", "--preload", "espeak/en-us"]).await;
+    let server = Binary::ready(&[
+        "--cors-origins",
+        "http://app.example",
+        "--preload",
+        "espeak/en-us",
+    ])
+    .await;
     let response = client()
         .get(format!("{}/v1/models", server.url))
         .header("origin", "http://app.example")
         .send()
         .await
         .unwrap();
-    assert_eq!(response.headers()["access-control-allow-origin"], "http://app.example");
+    assert_eq!(
+        response.headers()["access-control-allow-origin"],
+        "http://app.example"
+    );
     let other = client()
         .get(format!("{}/v1/models", server.url))
         .header("origin", "http://evil.example")
@@ -170,14 +288,31 @@ async fn cors_allows_configured_origins() {
 async fn metrics_count_requests_and_pass_promtool() {
     let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
     for _ in 0..3 {
-        let r = speak(&server.url, json!({"model": "espeak", "voice": "en-us", "input": "count me", "stream": false})).await;
+        let r = speak(
+            &server.url,
+            json!({"model": "espeak", "voice": "en-us", "input": "count me", "stream": false}),
+        )
+        .await;
         assert_eq!(r.status(), 200);
     }
     let r = speak(&server.url, json!({"model": "espeak", "voice": "en-us"})).await;
     assert_eq!(r.status(), 400);
-    let text = client().get(format!("{}/metrics", server.url)).send().await.unwrap().text().await.unwrap();
-    let ok = metric(&text, r#"omnivoice_requests_total{route="/v1/audio/speech",status="200"}"#);
-    let bad = metric(&text, r#"omnivoice_requests_total{route="/v1/audio/speech",status="400"}"#);
+    let text = client()
+        .get(format!("{}/metrics", server.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let ok = metric(
+        &text,
+        r#"omnivoice_requests_total{route="/v1/audio/speech",status="200"}"#,
+    );
+    let bad = metric(
+        &text,
+        r#"omnivoice_requests_total{route="/v1/audio/speech",status="400"}"#,
+    );
     assert_eq!((ok, bad), (3.0, 1.0), "{text}");
     for name in [
         "omnivoice_request_duration_seconds_bucket",
@@ -196,8 +331,15 @@ async fn metrics_count_requests_and_pass_promtool() {
         .stdin(std::fs::File::open(file.path()).unwrap())
         .output()
         .expect("promtool is installed (see .ci/run)");
-    let problems = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success() && problems.trim().is_empty(), "promtool found problems: {problems}");
+    let problems = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        output.status.success() && problems.trim().is_empty(),
+        "promtool found problems: {problems}"
+    );
 }
 
 #[test]
@@ -214,7 +356,10 @@ fn invalid_settings_exit_2_with_one_line_naming_the_setting() {
         (vec!["--default-engine", "nope"], "default-engine"),
     ];
     for (args, needle) in cases {
-        let output = std::process::Command::new(bin).args(&args).output().unwrap();
+        let output = std::process::Command::new(bin)
+            .args(&args)
+            .output()
+            .unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
@@ -234,8 +379,13 @@ async fn sigterm_finishes_the_in_flight_request_then_exits_0() {
         (response.status(), response.bytes().await.unwrap())
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(!request.is_finished(), "the request must still be in flight when the signal arrives");
-    let status = tokio::task::spawn_blocking(move || server.terminate()).await.unwrap();
+    assert!(
+        !request.is_finished(),
+        "the request must still be in flight when the signal arrives"
+    );
+    let status = tokio::task::spawn_blocking(move || server.terminate())
+        .await
+        .unwrap();
     let (status_code, body) = request.await.unwrap();
     assert_eq!(status_code, 200);
     let (_, samples) = read_wav(&body);

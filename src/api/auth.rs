@@ -14,7 +14,11 @@ use subtle::ConstantTimeEq;
 
 use super::{ApiError, AppState};
 
-pub async fn require_api_key(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+pub async fn require_api_key(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let keys = &state.settings.api_keys;
     if keys.is_empty() {
         return next.run(request).await;
@@ -23,7 +27,10 @@ pub async fn require_api_key(State(state): State<Arc<AppState>>, request: Reques
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer ").or_else(|| v.strip_prefix("bearer ")))
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
         .map(str::trim)
         .unwrap_or("");
     if key_matches(keys, presented) {

@@ -37,7 +37,14 @@ struct Inner<'a> {
 
 impl ApiError {
     fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
-        Self { status, message: message.into(), kind, param: None, code: None, retry_after: None }
+        Self {
+            status,
+            message: message.into(),
+            kind,
+            param: None,
+            code: None,
+            retry_after: None,
+        }
     }
 
     pub fn with_param(mut self, param: impl Into<String>) -> Self {

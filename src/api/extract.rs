@@ -28,7 +28,8 @@ where
             .and_then(|v| v.split(';').next())
             .map(|mime| {
                 let mime = mime.trim().to_ascii_lowercase();
-                mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+                mime == "application/json"
+                    || (mime.starts_with("application/") && mime.ends_with("+json"))
             })
             .unwrap_or(false);
         if !is_json {
@@ -38,8 +39,11 @@ where
             if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 ApiError::payload_too_large(super::MAX_BODY_BYTES)
             } else {
-                ApiError::invalid("body", format!("Could not read the request body: {rejection}"))
-                    .with_code("invalid_body")
+                ApiError::invalid(
+                    "body",
+                    format!("Could not read the request body: {rejection}"),
+                )
+                .with_code("invalid_body")
             }
         })?;
         parse(&body).map(ApiJson)
@@ -52,19 +56,37 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
         let path = err.path().to_string();
         let inner = err.into_inner();
         if inner.is_syntax() || inner.is_eof() || inner.is_io() {
-            return ApiError::invalid("body", format!("We could not parse the JSON body of your request: {inner}"))
-                .with_code("invalid_json");
+            return ApiError::invalid(
+                "body",
+                format!("We could not parse the JSON body of your request: {inner}"),
+            )
+            .with_code("invalid_json");
         }
         let message = inner.to_string();
         let param = missing_field(&message)
-            .map(|field| if path == "." { field.to_string() } else { format!("{path}.{field}") })
+            .map(|field| {
+                if path == "." {
+                    field.to_string()
+                } else {
+                    format!("{path}.{field}")
+                }
+            })
             .unwrap_or(path);
-        let code = if message.starts_with("missing field") { "missing_required_parameter" } else { "invalid_type" };
-        ApiError::invalid(&param, format!("Invalid value for '{param}': {}", strip_position(&message))).with_code(code)
+        let code = if message.starts_with("missing field") {
+            "missing_required_parameter"
+        } else {
+            "invalid_type"
+        };
+        ApiError::invalid(
+            &param,
+            format!("Invalid value for '{param}': {}", strip_position(&message)),
+        )
+        .with_code(code)
     })?;
-    deserializer
-        .end()
-        .map_err(|e| ApiError::invalid("body", format!("Unexpected data after the JSON body: {e}")).with_code("invalid_json"))?;
+    deserializer.end().map_err(|e| {
+        ApiError::invalid("body", format!("Unexpected data after the JSON body: {e}"))
+            .with_code("invalid_json")
+    })?;
     Ok(value)
 }
 
@@ -74,7 +96,9 @@ fn missing_field(message: &str) -> Option<&str> {
 
 /// serde_json appends "at line 1 column 20": noise for a client that sent one line of JSON.
 fn strip_position(message: &str) -> &str {
-    message.rsplit_once(" at line ").map_or(message, |(head, _)| head)
+    message
+        .rsplit_once(" at line ")
+        .map_or(message, |(head, _)| head)
 }
 
 #[cfg(test)]
@@ -99,6 +123,9 @@ mod tests {
         assert!(!wrong.message.contains("line 1"), "{}", wrong.message);
         let broken = parse::<Body>(br#"{"model": "#).unwrap_err();
         assert_eq!(broken.code, Some("invalid_json"));
-        assert!(parse::<Body>(br#"{"model": "m", "extra": [1, 2]}"#).is_ok(), "unknown fields are ignored");
+        assert!(
+            parse::<Body>(br#"{"model": "m", "extra": [1, 2]}"#).is_ok(),
+            "unknown fields are ignored"
+        );
     }
 }

@@ -29,11 +29,14 @@ pub async fn list_models(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({"object": "list", "data": data}))
 }
 
-pub async fn get_model(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn get_model(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let registry = state.speech.registry();
-    let engine = registry
-        .engine_for_model(&id)
-        .ok_or_else(|| ApiError::not_found(format!("The model '{id}' does not exist.")).with_param("model"))?;
+    let engine = registry.engine_for_model(&id).ok_or_else(|| {
+        ApiError::not_found(format!("The model '{id}' does not exist.")).with_param("model")
+    })?;
     Ok(Json(model_object(&id, &engine)))
 }
 
@@ -65,7 +68,11 @@ pub async fn clear_cache(State(state): State<Arc<AppState>>) -> Json<Value> {
 
 pub async fn health(State(state): State<Arc<AppState>>) -> Response {
     if !state.is_ready() {
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(json!({"status": "starting"}))).into_response();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "starting"})),
+        )
+            .into_response();
     }
     let speech = &state.speech;
     let registry = speech.registry();
@@ -96,7 +103,10 @@ pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     // Gauges that are cheap to read are refreshed at scrape time rather than on every change.
     state.speech.cache().publish_gauges().await;
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         state.metrics.render(),
     )
         .into_response()

@@ -49,8 +49,20 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(settings: Settings, speech: SpeechService, metrics: PrometheusHandle, device: String) -> Self {
-        Self { settings, speech, metrics, started: Instant::now(), device, ready: AtomicBool::new(false) }
+    pub fn new(
+        settings: Settings,
+        speech: SpeechService,
+        metrics: PrometheusHandle,
+        device: String,
+    ) -> Self {
+        Self {
+            settings,
+            speech,
+            metrics,
+            started: Instant::now(),
+            device,
+            ready: AtomicBool::new(false),
+        }
     }
 
     /// Marks the server ready: `/health` answers 200 from now on.
@@ -70,10 +82,17 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/audio/cache", delete(info::clear_cache))
         .route("/v1/models", get(info::list_models))
         .route("/v1/models/{id}", get(info::get_model))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ));
 
     let request_id_span = |request: &Request| {
-        let id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("-");
+        let id = request
+            .headers()
+            .get(REQUEST_ID)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("-");
         tracing::info_span!("request", id = %id, method = %request.method(), uri = %request.uri())
     };
 
@@ -105,7 +124,10 @@ fn cors(origins: &[String]) -> CorsLayer {
     if origins.iter().any(|o| o == "*") {
         layer.allow_origin(Any)
     } else {
-        let list: Vec<HeaderValue> = origins.iter().filter_map(|o| HeaderValue::from_str(o).ok()).collect();
+        let list: Vec<HeaderValue> = origins
+            .iter()
+            .filter_map(|o| HeaderValue::from_str(o).ok())
+            .collect();
         layer.allow_origin(AllowOrigin::list(list))
     }
 }
@@ -121,7 +143,8 @@ async fn record_metrics(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
     metrics::counter!(m::REQUESTS_TOTAL, "route" => route.clone(), "status" => status).increment(1);
-    metrics::histogram!(m::REQUEST_DURATION_SECONDS, "route" => route).record(started.elapsed().as_secs_f64());
+    metrics::histogram!(m::REQUEST_DURATION_SECONDS, "route" => route)
+        .record(started.elapsed().as_secs_f64());
     response
 }
 

@@ -81,10 +81,23 @@ pub async fn create_speech(
             metrics::counter!(m::AUDIO_SECONDS_TOTAL).increment(audio.duration_s.round() as u64);
             let mut response = Response::new(Body::from(audio.bytes.clone()));
             let headers = response.headers_mut();
-            set_common_headers(headers, job.format, audio.sample_rate, spoken.cache.as_str());
-            set(headers, header::CONTENT_LENGTH, audio.bytes.len().to_string());
+            set_common_headers(
+                headers,
+                job.format,
+                audio.sample_rate,
+                spoken.cache.as_str(),
+            );
+            set(
+                headers,
+                header::CONTENT_LENGTH,
+                audio.bytes.len().to_string(),
+            );
             set(headers, X_DURATION, format!("{:.3}", audio.duration_s));
-            set(headers, X_LATENCY, format!("{:.3}", started.elapsed().as_secs_f64()));
+            set(
+                headers,
+                X_LATENCY,
+                format!("{:.3}", started.elapsed().as_secs_f64()),
+            );
             Ok(response)
         }
         Delivery::Chunked | Delivery::Sse => {
@@ -92,7 +105,11 @@ pub async fn create_speech(
             let stream = tokio::time::timeout_at(deadline, speech.speak_streaming(job.clone()))
                 .await
                 .map_err(|_| timed_out(state.settings.request_timeout_s))??;
-            let SpeechStream { sample_rate, cache, chunks } = stream;
+            let SpeechStream {
+                sample_rate,
+                cache,
+                chunks,
+            } = stream;
             let seconds = state.settings.request_timeout_s;
             let chunks = chunks_until(chunks, deadline, seconds);
             let mut response = if delivery == Delivery::Sse {
@@ -108,17 +125,28 @@ pub async fn create_speech(
                 set(headers, X_CACHE, cache.as_str().to_string());
                 set(headers, X_SAMPLE_RATE, sample_rate.to_string());
             }
-            set(headers, X_LATENCY, format!("{:.3}", started.elapsed().as_secs_f64()));
+            set(
+                headers,
+                X_LATENCY,
+                format!("{:.3}", started.elapsed().as_secs_f64()),
+            );
             Ok(response)
         }
     }
 }
 
-fn validate(state: &AppState, headers: &HeaderMap, request: SpeechRequest) -> Result<(SpeechJob, Delivery), ApiError> {
+fn validate(
+    state: &AppState,
+    headers: &HeaderMap,
+    request: SpeechRequest,
+) -> Result<(SpeechJob, Delivery), ApiError> {
     let limit = state.settings.max_input_chars;
     let chars = request.input.chars().count();
     if request.input.trim().is_empty() {
-        return Err(ApiError::invalid("input", "'input' must contain text to speak.").with_code("empty_input"));
+        return Err(
+            ApiError::invalid("input", "'input' must contain text to speak.")
+                .with_code("empty_input"),
+        );
     }
     if chars > limit {
         return Err(ApiError::invalid(
@@ -133,17 +161,29 @@ fn validate(state: &AppState, headers: &HeaderMap, request: SpeechRequest) -> Re
             let valid: Vec<&str> = AudioFormat::ALL.iter().map(|f| f.as_str()).collect();
             ApiError::invalid(
                 "response_format",
-                format!("Unsupported response_format '{name}'. Supported: {}.", valid.join(", ")),
+                format!(
+                    "Unsupported response_format '{name}'. Supported: {}.",
+                    valid.join(", ")
+                ),
             )
         })?,
     };
     let speed = request.speed.unwrap_or(1.0);
     if !(0.25..=4.0).contains(&speed) {
-        return Err(ApiError::invalid("speed", format!("'speed' must be between 0.25 and 4.0, got {speed}.")));
+        return Err(ApiError::invalid(
+            "speed",
+            format!("'speed' must be between 0.25 and 4.0, got {speed}."),
+        ));
     }
-    for (param, value) in [("noise_scale", request.noise_scale), ("noise_w", request.noise_w)] {
+    for (param, value) in [
+        ("noise_scale", request.noise_scale),
+        ("noise_w", request.noise_w),
+    ] {
         if value.is_some_and(|v| !(0.0..=2.0).contains(&v)) {
-            return Err(ApiError::invalid(param, format!("'{param}' must be between 0 and 2.")));
+            return Err(ApiError::invalid(
+                param,
+                format!("'{param}' must be between 0 and 2."),
+            ));
         }
     }
     let delivery = match request.stream_format.as_deref() {
@@ -162,14 +202,25 @@ fn validate(state: &AppState, headers: &HeaderMap, request: SpeechRequest) -> Re
             ))
         }
     };
-    let voice = state.speech.registry().resolve(&request.model, &request.voice).map_err(|e| match e {
-        ResolveError::UnknownModel(message) => ApiError::invalid("model", message).with_code("model_not_found"),
-        ResolveError::UnknownVoice(message) => ApiError::invalid("voice", message).with_code("voice_not_found"),
-    })?;
+    let voice = state
+        .speech
+        .registry()
+        .resolve(&request.model, &request.voice)
+        .map_err(|e| match e {
+            ResolveError::UnknownModel(message) => {
+                ApiError::invalid("model", message).with_code("model_not_found")
+            }
+            ResolveError::UnknownVoice(message) => {
+                ApiError::invalid("voice", message).with_code("voice_not_found")
+            }
+        })?;
     let no_cache_header = headers
         .get(header::CACHE_CONTROL)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|d| matches!(d.trim(), "no-cache" | "no-store")));
+        .is_some_and(|v| {
+            v.split(',')
+                .any(|d| matches!(d.trim(), "no-cache" | "no-store"))
+        });
     let job = SpeechJob {
         voice,
         input: request.input,
@@ -195,7 +246,11 @@ fn set(headers: &mut HeaderMap, name: HeaderName, value: String) {
 }
 
 fn set_common_headers(headers: &mut HeaderMap, format: AudioFormat, sample_rate: u32, cache: &str) {
-    set(headers, header::CONTENT_TYPE, format.content_type().to_string());
+    set(
+        headers,
+        header::CONTENT_TYPE,
+        format.content_type().to_string(),
+    );
     set(
         headers,
         header::CONTENT_DISPOSITION,
@@ -241,7 +296,8 @@ fn sse(
     let b64 = base64::engine::general_purpose::STANDARD;
     let deltas = chunks.map(move |chunk| {
         chunk.map(|bytes| {
-            let data = serde_json::json!({"type": "speech.audio.delta", "audio": b64.encode(&bytes)});
+            let data =
+                serde_json::json!({"type": "speech.audio.delta", "audio": b64.encode(&bytes)});
             Event::default().data(data.to_string())
         })
     });

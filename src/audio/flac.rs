@@ -49,8 +49,8 @@ pub(super) struct FlacStreamEncoder {
 
 impl FlacStreamEncoder {
     pub(super) fn new(input_rate: u32, output_rate: u32) -> Result<Self, AudioError> {
-        let mut stream = Stream::new(output_rate as usize, CHANNELS, BITS_PER_SAMPLE)
-            .map_err(flac_error)?;
+        let mut stream =
+            Stream::new(output_rate as usize, CHANNELS, BITS_PER_SAMPLE).map_err(flac_error)?;
         let info = stream.stream_info_mut();
         info.set_block_sizes(BLOCK_SIZE, BLOCK_SIZE)
             .map_err(flac_error)?;

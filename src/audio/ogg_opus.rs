@@ -112,7 +112,12 @@ impl OggOpusEncoder {
                 ),
             };
             self.writer
-                .write_packet(self.packet[..size].to_vec(), STREAM_SERIAL, end_info, granule)
+                .write_packet(
+                    self.packet[..size].to_vec(),
+                    STREAM_SERIAL,
+                    end_info,
+                    granule,
+                )
                 .map_err(opus_error)?;
         }
         self.pending.drain(..frames * self.frame_len);

@@ -41,9 +41,23 @@ impl Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let depth = Arc::new(AtomicUsize::new(0));
         let in_flight = Arc::new(AtomicUsize::new(0));
-        let state = State::new(settings.max_size, Duration::from_millis(settings.timeout_ms));
-        tokio::spawn(run(state, rx, workers.max(1), depth.clone(), in_flight.clone()));
-        Self { commands: tx, depth, capacity: settings.queue_size, in_flight }
+        let state = State::new(
+            settings.max_size,
+            Duration::from_millis(settings.timeout_ms),
+        );
+        tokio::spawn(run(
+            state,
+            rx,
+            workers.max(1),
+            depth.clone(),
+            in_flight.clone(),
+        ));
+        Self {
+            commands: tx,
+            depth,
+            capacity: settings.queue_size,
+            in_flight,
+        }
     }
 
     /// Queues the utterances of one request together (so they can share batches) and returns
@@ -58,7 +72,9 @@ impl Batcher {
         let n = items.len();
         let capacity = self.capacity;
         self.depth
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |d| (d + n <= capacity).then_some(d + n))
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |d| {
+                (d + n <= capacity).then_some(d + n)
+            })
             .map_err(|_| QueueFull)?;
         let now = Instant::now();
         let mut receivers = Vec::with_capacity(n);
@@ -67,7 +83,13 @@ impl Batcher {
             .map(|item| {
                 let (respond, rx) = oneshot::channel();
                 receivers.push(rx);
-                Entry { voice_key: voice_key.to_string(), voice: voice.clone(), item, respond, queued_at: now }
+                Entry {
+                    voice_key: voice_key.to_string(),
+                    voice: voice.clone(),
+                    item,
+                    respond,
+                    queued_at: now,
+                }
             })
             .collect();
         if self.commands.send(entries).is_err() {
@@ -108,7 +130,8 @@ async fn run(
                 metrics::gauge!(m::QUEUE_DEPTH).set(depth.load(Ordering::SeqCst) as f64);
             }
             if decision.abandoned > 0 {
-                metrics::counter!(m::REJECTED, "reason" => "abandoned").increment(decision.abandoned as u64);
+                metrics::counter!(m::REJECTED, "reason" => "abandoned")
+                    .increment(decision.abandoned as u64);
             }
             if decision.batch.is_empty() {
                 break;
@@ -164,7 +187,11 @@ fn compute(batch: Vec<Entry>) {
     let results: Vec<Reply> = match outcome {
         Ok(Ok(audio)) if audio.len() == batch.len() => audio.into_iter().map(Ok).collect(),
         Ok(Ok(audio)) => {
-            let why = format!("engine returned {} results for {} items", audio.len(), batch.len());
+            let why = format!(
+                "engine returned {} results for {} items",
+                audio.len(),
+                batch.len()
+            );
             vec![Err(BatchError::Engine(why)); batch.len()]
         }
         Ok(Err(e)) => vec![Err(BatchError::Engine(e.to_string())); batch.len()],

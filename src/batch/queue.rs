@@ -67,7 +67,11 @@ pub struct Decision {
 
 impl State {
     pub fn new(max_size: usize, max_wait: Duration) -> Self {
-        Self { entries: VecDeque::new(), max_size: max_size.max(1), max_wait }
+        Self {
+            entries: VecDeque::new(),
+            max_size: max_size.max(1),
+            max_wait,
+        }
     }
 
     #[cfg(test)]
@@ -100,7 +104,10 @@ impl State {
         let abandoned = before - self.entries.len();
 
         let Some(key) = self.ready_voice(now, idle) else {
-            return Decision { batch: Vec::new(), abandoned };
+            return Decision {
+                batch: Vec::new(),
+                abandoned,
+            };
         };
         let members: Vec<usize> = (0..self.entries.len())
             .filter(|&i| self.entries[i].voice_key == key)
@@ -152,7 +159,13 @@ mod tests {
             &self.0
         }
         fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
-            Ok(batch.iter().map(|_| Pcm { samples: vec![], sample_rate: 1 }).collect())
+            Ok(batch
+                .iter()
+                .map(|_| Pcm {
+                    samples: vec![],
+                    sample_rate: 1,
+                })
+                .collect())
         }
     }
 
@@ -195,7 +208,12 @@ mod tests {
 
         fn next(&mut self, at_ms: u64, idle: bool) -> Vec<String> {
             let now = self.t0 + Duration::from_millis(at_ms);
-            self.state.next_batch(now, idle).batch.into_iter().map(|e| e.item.text).collect()
+            self.state
+                .next_batch(now, idle)
+                .batch
+                .into_iter()
+                .map(|e| e.item.text)
+                .collect()
         }
     }
 
@@ -213,7 +231,10 @@ mod tests {
         h.push("v", "a", 0);
         h.push("v", "b", 5);
         assert!(h.next(10, false).is_empty(), "not full, not timed out");
-        assert_eq!(h.state.next_deadline(), Some(h.t0 + Duration::from_millis(20)));
+        assert_eq!(
+            h.state.next_deadline(),
+            Some(h.t0 + Duration::from_millis(20))
+        );
         assert_eq!(h.next(20, false), vec!["a", "b"]);
     }
 

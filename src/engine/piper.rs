@@ -52,7 +52,11 @@ impl VoiceFiles {
 
 impl PiperEngine {
     pub fn new(dir: impl Into<PathBuf>, device: Device) -> Self {
-        let engine = Self { dir: dir.into(), device, voices: RwLock::default() };
+        let engine = Self {
+            dir: dir.into(),
+            device,
+            voices: RwLock::default(),
+        };
         engine.rescan();
         engine
     }
@@ -66,7 +70,11 @@ impl PiperEngine {
     }
 
     fn files(&self, voice: &str) -> Option<Arc<VoiceFiles>> {
-        self.voices.read().expect("voice list lock").get(voice).cloned()
+        self.voices
+            .read()
+            .expect("voice list lock")
+            .get(voice)
+            .cloned()
     }
 }
 
@@ -81,7 +89,11 @@ fn scan(dir: &Path) -> BTreeMap<String, Arc<VoiceFiles>> {
         if path.extension().and_then(|e| e.to_str()) != Some("onnx") {
             continue;
         }
-        let Some(stem) = path.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
+        let Some(stem) = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_string)
+        else {
             continue;
         };
         let json = path.with_extension("onnx.json");
@@ -96,7 +108,13 @@ fn scan(dir: &Path) -> BTreeMap<String, Arc<VoiceFiles>> {
         let info = voice_info(&stem, &config);
         voices.insert(
             stem,
-            Arc::new(VoiceFiles { info, onnx: path, json, safetensors, fingerprint: OnceLock::new() }),
+            Arc::new(VoiceFiles {
+                info,
+                onnx: path,
+                json,
+                safetensors,
+                fingerprint: OnceLock::new(),
+            }),
         );
     }
     voices
@@ -117,7 +135,11 @@ fn voice_info(id: &str, config: &serde_json::Value) -> VoiceInfo {
     // Speakers in id order, so a speaker's position is its id.
     let mut speakers: Vec<(u64, String)> = config["speaker_id_map"]
         .as_object()
-        .map(|m| m.iter().filter_map(|(name, id)| Some((id.as_u64()?, name.clone()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(name, id)| Some((id.as_u64()?, name.clone())))
+                .collect()
+        })
         .unwrap_or_default();
     speakers.sort();
     VoiceInfo {
@@ -135,7 +157,12 @@ impl Engine for PiperEngine {
     }
 
     fn voices(&self) -> Vec<VoiceInfo> {
-        self.voices.read().expect("voice list lock").values().map(|v| v.info.clone()).collect()
+        self.voices
+            .read()
+            .expect("voice list lock")
+            .values()
+            .map(|v| v.info.clone())
+            .collect()
     }
 
     fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
@@ -143,12 +170,19 @@ impl Engine for PiperEngine {
     }
 
     fn fingerprint(&self, voice: &str) -> String {
-        self.files(voice).map(|f| f.fingerprint().to_string()).unwrap_or_default()
+        self.files(voice)
+            .map(|f| f.fingerprint().to_string())
+            .unwrap_or_default()
     }
 
     fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
-        let files = self.files(voice).ok_or_else(|| EngineError::UnknownVoice(voice.to_string()))?;
-        let load_error = |reason: String| EngineError::Load { voice: voice.to_string(), reason };
+        let files = self
+            .files(voice)
+            .ok_or_else(|| EngineError::UnknownVoice(voice.to_string()))?;
+        let load_error = |reason: String| EngineError::Load {
+            voice: voice.to_string(),
+            reason,
+        };
         let config = read_json(&files.json).map_err(load_error)?;
         let model = match &files.safetensors {
             Some(path) => Vits::from_safetensors(path, &config, &self.device),
@@ -162,8 +196,17 @@ impl Engine for PiperEngine {
             length_scale: inference["length_scale"].as_f64().unwrap_or(1.0) as f32,
             noise_w: inference["noise_w"].as_f64().unwrap_or(0.8) as f32,
         };
-        let espeak_voice = config["espeak"]["voice"].as_str().unwrap_or("en-us").to_string();
-        Ok(Arc::new(PiperVoice { info: files.info.clone(), model, phonemes, espeak_voice, defaults }))
+        let espeak_voice = config["espeak"]["voice"]
+            .as_str()
+            .unwrap_or("en-us")
+            .to_string();
+        Ok(Arc::new(PiperVoice {
+            info: files.info.clone(),
+            model,
+            phonemes,
+            espeak_voice,
+            defaults,
+        }))
     }
 }
 
@@ -189,7 +232,8 @@ impl Voice for PiperVoice {
     fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
         let mut inputs = Vec::with_capacity(batch.len());
         for item in batch {
-            let ipa = phonemize(&item.text, &self.espeak_voice).map_err(|e| EngineError::Synthesis(e.to_string()))?;
+            let ipa = phonemize(&item.text, &self.espeak_voice)
+                .map_err(|e| EngineError::Synthesis(e.to_string()))?;
             inputs.push(VitsInput {
                 ids: self.phonemes.ids(&ipa),
                 speaker: item.speaker,
@@ -199,9 +243,18 @@ impl Voice for PiperVoice {
                 seed: item.seed,
             });
         }
-        let audio = self.model.synthesize(&inputs).map_err(|e| EngineError::Synthesis(e.to_string()))?;
+        let audio = self
+            .model
+            .synthesize(&inputs)
+            .map_err(|e| EngineError::Synthesis(e.to_string()))?;
         let rate = self.model.sample_rate();
-        Ok(audio.into_iter().map(|samples| Pcm { samples, sample_rate: rate }).collect())
+        Ok(audio
+            .into_iter()
+            .map(|samples| Pcm {
+                samples,
+                sample_rate: rate,
+            })
+            .collect())
     }
 }
 
@@ -227,7 +280,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("lonely.onnx"), b"x").unwrap();
         std::fs::write(dir.path().join("ok.onnx"), b"x").unwrap();
-        std::fs::write(dir.path().join("ok.onnx.json"), br#"{"audio":{"sample_rate":22050}}"#).unwrap();
+        std::fs::write(
+            dir.path().join("ok.onnx.json"),
+            br#"{"audio":{"sample_rate":22050}}"#,
+        )
+        .unwrap();
         let engine = PiperEngine::new(dir.path(), Device::Cpu);
         let ids: Vec<String> = engine.voices().into_iter().map(|v| v.id).collect();
         assert_eq!(ids, vec!["ok"]);

@@ -84,8 +84,15 @@ pub struct ModelInfo {
 
 impl Registry {
     pub fn new(engines: Vec<Arc<dyn Engine>>, config: RegistryConfig) -> Self {
-        let engines = engines.into_iter().map(|e| (e.id().to_string(), e)).collect();
-        Self { engines, config, loaded: Mutex::new(Loaded::default()) }
+        let engines = engines
+            .into_iter()
+            .map(|e| (e.id().to_string(), e))
+            .collect();
+        Self {
+            engines,
+            config,
+            loaded: Mutex::new(Loaded::default()),
+        }
     }
 
     pub fn default_engine(&self) -> &str {
@@ -101,9 +108,16 @@ impl Registry {
         let mut models: Vec<ModelInfo> = self
             .engines
             .keys()
-            .map(|id| ModelInfo { id: id.clone(), engine: id.clone() })
+            .map(|id| ModelInfo {
+                id: id.clone(),
+                engine: id.clone(),
+            })
             .collect();
-        for alias in OPENAI_MODELS.iter().map(|s| s.to_string()).chain(self.config.model_aliases.keys().cloned()) {
+        for alias in OPENAI_MODELS
+            .iter()
+            .map(|s| s.to_string())
+            .chain(self.config.model_aliases.keys().cloned())
+        {
             if let Some(engine) = self.engine_for_model(&alias) {
                 if !models.iter().any(|m| m.id == alias) {
                     models.push(ModelInfo { id: alias, engine });
@@ -169,9 +183,16 @@ impl Registry {
         let engine = &self.engines[&engine_id];
 
         let requested = voice.trim();
-        let aliased = self.config.voice_aliases.get(requested).map(String::as_str).or_else(|| {
-            OPENAI_VOICES.contains(&requested).then_some(self.config.default_voice.as_str())
-        });
+        let aliased = self
+            .config
+            .voice_aliases
+            .get(requested)
+            .map(String::as_str)
+            .or_else(|| {
+                OPENAI_VOICES
+                    .contains(&requested)
+                    .then_some(self.config.default_voice.as_str())
+            });
         let (name, speaker) = split_speaker(aliased.unwrap_or(requested));
         let info = engine.find_voice(name).or_else(|| {
             // An OpenAI name aliased to a voice of another engine: use this engine's first voice
@@ -192,11 +213,20 @@ impl Registry {
                 ResolveError::UnknownVoice(format!(
                     "Voice '{}' has no speaker '{s}'. Speakers: {}.",
                     info.id,
-                    if info.speakers.is_empty() { "none (single-speaker voice)".to_string() } else { info.speakers.join(", ") }
+                    if info.speakers.is_empty() {
+                        "none (single-speaker voice)".to_string()
+                    } else {
+                        info.speakers.join(", ")
+                    }
                 ))
             })?),
         };
-        Ok(ResolvedVoice { engine: engine_id, voice: info.id, speaker, sample_rate: info.sample_rate })
+        Ok(ResolvedVoice {
+            engine: engine_id,
+            voice: info.id,
+            speaker,
+            sample_rate: info.sample_rate,
+        })
     }
 
     /// A content fingerprint of the voice (changes when its model file changes).
@@ -211,10 +241,10 @@ impl Registry {
             let mut loaded = self.loaded.lock().expect("registry lock");
             loaded.clock += 1;
             let now = loaded.clock;
-            let slot = loaded
-                .slots
-                .entry(key.clone())
-                .or_insert_with(|| Slot { cell: Arc::new(OnceCell::new()), last_used: now });
+            let slot = loaded.slots.entry(key.clone()).or_insert_with(|| Slot {
+                cell: Arc::new(OnceCell::new()),
+                last_used: now,
+            });
             slot.last_used = now;
             slot.cell.clone()
         };
@@ -239,7 +269,11 @@ impl Registry {
             Err(e) => {
                 // Forget the failed slot so that a later request tries again.
                 let mut loaded = self.loaded.lock().expect("registry lock");
-                if loaded.slots.get(&key).is_some_and(|s| Arc::ptr_eq(&s.cell, &cell)) {
+                if loaded
+                    .slots
+                    .get(&key)
+                    .is_some_and(|s| Arc::ptr_eq(&s.cell, &cell))
+                {
                     loaded.slots.remove(&key);
                 }
                 return Err(e);
@@ -263,7 +297,11 @@ impl Registry {
                 metrics::gauge!(m::VOICES_LOADED).set(resident.len() as f64);
                 return;
             }
-            let victim = resident.iter().min_by_key(|(_, used)| *used).map(|(k, _)| (*k).clone()).expect("non-empty");
+            let victim = resident
+                .iter()
+                .min_by_key(|(_, used)| *used)
+                .map(|(k, _)| (*k).clone())
+                .expect("non-empty");
             loaded.slots.remove(&victim);
             let (engine, voice) = victim.split_once('/').unwrap_or((&victim, ""));
             tracing::info!(engine, voice, "voice unloaded (least recently used)");
@@ -274,14 +312,21 @@ impl Registry {
     /// Voices resident now, as `engine/voice` keys.
     pub fn loaded_voices(&self) -> Vec<String> {
         let loaded = self.loaded.lock().expect("registry lock");
-        loaded.slots.iter().filter(|(_, s)| s.cell.initialized()).map(|(k, _)| k.clone()).collect()
+        loaded
+            .slots
+            .iter()
+            .filter(|(_, s)| s.cell.initialized())
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 }
 
 /// `voice:speaker` → (`voice`, Some(`speaker`)).
 fn split_speaker(name: &str) -> (&str, Option<&str>) {
     match name.rsplit_once(':') {
-        Some((voice, speaker)) if !voice.is_empty() && !speaker.is_empty() => (voice, Some(speaker)),
+        Some((voice, speaker)) if !voice.is_empty() && !speaker.is_empty() => {
+            (voice, Some(speaker))
+        }
         _ => (name, None),
     }
 }

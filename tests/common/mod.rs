@@ -34,10 +34,20 @@ impl InProcess {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let handle = tokio::spawn(omnivoice_server::server::run(settings, engines, "cpu".into(), listener, async {
-            let _ = stopped.await;
-        }));
-        Self { url, stop: Some(stop), handle }
+        let handle = tokio::spawn(omnivoice_server::server::run(
+            settings,
+            engines,
+            "cpu".into(),
+            listener,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        Self {
+            url,
+            stop: Some(stop),
+            handle,
+        }
     }
 
     pub async fn wait_ready(&self) {
@@ -81,7 +91,9 @@ impl Binary {
             .expect("start omnivoice-server");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).expect("read the listening line");
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("read the listening line");
         let url = line
             .trim()
             .strip_prefix("omnivoice-server listening on ")
@@ -132,13 +144,25 @@ pub fn read_wav(bytes: &[u8]) -> (u32, Vec<i16>) {
 /// Asserts an OpenAI-shaped error body and returns its `error` object.
 pub async fn openai_error(response: reqwest::Response, status: u16) -> serde_json::Value {
     assert_eq!(response.status().as_u16(), status, "status");
-    let content_type = response.headers()["content-type"].to_str().unwrap().to_string();
-    assert!(content_type.starts_with("application/json"), "content type {content_type}");
+    let content_type = response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        content_type.starts_with("application/json"),
+        "content type {content_type}"
+    );
     let body: serde_json::Value = response.json().await.expect("JSON error body");
     let error = body["error"].clone();
-    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()), "message in {body}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "message in {body}"
+    );
     assert!(error["type"].is_string(), "type in {body}");
-    assert!(error.get("param").is_some() && error.get("code").is_some(), "param/code in {body}");
+    assert!(
+        error.get("param").is_some() && error.get("code").is_some(),
+        "param/code in {body}"
+    );
     error
 }
 
