@@ -100,7 +100,8 @@ impl StreamEncoder for AdtsEncoder {
         // the last real sample has been written.
         let silence = vec![0i16; self.frame_len as usize];
         let wanted_frames = (self.input_samples + self.delay).div_ceil(self.frame_len);
-        let max_feeds = wanted_frames.saturating_sub(self.frames_out) + self.delay.div_ceil(self.frame_len) + 2;
+        let max_feeds =
+            wanted_frames.saturating_sub(self.frames_out) + self.delay.div_ceil(self.frame_len) + 2;
         for _ in 0..max_feeds {
             if self.frames_out >= wanted_frames {
                 break;

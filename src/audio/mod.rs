@@ -155,7 +155,11 @@ pub fn stream_encoder(
 /// Whole-file encode (not streamed). WAV gets exact RIFF sizes and FLAC a complete STREAMINFO
 /// (length, MD5) here; a streamed WAV uses the 0xFFFFFFFF "unknown length" convention in its
 /// header and a streamed FLAC leaves the length unknown.
-pub fn encode(format: AudioFormat, samples: &[f32], input_rate: u32) -> Result<Vec<u8>, AudioError> {
+pub fn encode(
+    format: AudioFormat,
+    samples: &[f32],
+    input_rate: u32,
+) -> Result<Vec<u8>, AudioError> {
     let output_rate = format.output_sample_rate(input_rate);
     match format {
         AudioFormat::Wav => {

@@ -40,7 +40,9 @@ impl Mp3Encoder {
             .set_output_sample_rate(NonZeroU32::new(output_rate))
             .map_err(lame_error)?;
         builder.set_mode(Mode::Mono).map_err(lame_error)?;
-        builder.set_brate(bitrate_for(output_rate)).map_err(lame_error)?;
+        builder
+            .set_brate(bitrate_for(output_rate))
+            .map_err(lame_error)?;
         builder.set_quality(Quality::NearBest).map_err(lame_error)?;
         builder.set_to_write_vbr_tag(false).map_err(lame_error)?;
         Ok(Mp3Encoder {

@@ -46,7 +46,7 @@ fn opus_error(err: impl std::fmt::Display) -> AudioError {
 
 impl OggOpusEncoder {
     pub(super) fn new(input_rate: u32, output_rate: u32) -> Result<Self, AudioError> {
-        if GRANULE_RATE % output_rate != 0 {
+        if !GRANULE_RATE.is_multiple_of(output_rate) {
             return Err(opus_error(format!("unsupported rate {output_rate} Hz")));
         }
         let mut opus =
@@ -112,7 +112,12 @@ impl OggOpusEncoder {
                 ),
             };
             self.writer
-                .write_packet(self.packet[..size].to_vec(), STREAM_SERIAL, end_info, granule)
+                .write_packet(
+                    self.packet[..size].to_vec(),
+                    STREAM_SERIAL,
+                    end_info,
+                    granule,
+                )
                 .map_err(opus_error)?;
         }
         self.pending.drain(..frames * self.frame_len);

@@ -38,17 +38,13 @@ impl StreamResampler {
         let engine = if input_rate == output_rate {
             None
         } else {
-            let resampler = FftFixedInOut::new(
-                input_rate as usize,
-                output_rate as usize,
-                CHUNK_FRAMES,
-                1,
-            )
-            .map_err(|err| AudioError::Resample {
-                from: input_rate,
-                to: output_rate,
-                reason: err.to_string(),
-            })?;
+            let resampler =
+                FftFixedInOut::new(input_rate as usize, output_rate as usize, CHUNK_FRAMES, 1)
+                    .map_err(|err| AudioError::Resample {
+                        from: input_rate,
+                        to: output_rate,
+                        reason: err.to_string(),
+                    })?;
             Some(FftEngine {
                 delay_left: resampler.output_delay(),
                 output_buffer: resampler.output_buffer_allocate(true),
@@ -82,7 +78,9 @@ impl StreamResampler {
         };
         engine.pending.extend_from_slice(samples);
         let chunk = engine.resampler.input_frames_next();
-        let mut output = Vec::with_capacity(samples.len() * self.output_rate as usize / self.input_rate as usize + 1);
+        let mut output = Vec::with_capacity(
+            samples.len() * self.output_rate as usize / self.input_rate as usize + 1,
+        );
         let pending = std::mem::take(&mut engine.pending);
         let mut start = 0;
         while pending.len() - start >= chunk {
@@ -144,7 +142,11 @@ impl FftEngine {
 }
 
 /// One-shot resampling; identical to pushing everything into a [`StreamResampler`] and finishing.
-pub fn resample(samples: &[f32], input_rate: u32, output_rate: u32) -> Result<Vec<f32>, AudioError> {
+pub fn resample(
+    samples: &[f32],
+    input_rate: u32,
+    output_rate: u32,
+) -> Result<Vec<f32>, AudioError> {
     if input_rate == output_rate {
         return Ok(samples.to_vec());
     }
@@ -186,7 +188,10 @@ mod tests {
         assert!((amplitude - 0.5).abs() < 2e-3, "amplitude {amplitude}");
         // The FFT filter is centred half an input sample off, which no whole-sample trim can
         // remove; a wrong delay compensation would be off by hundreds of samples.
-        assert!(lag_samples.abs() < 1.0, "output shifted by {lag_samples} samples");
+        assert!(
+            lag_samples.abs() < 1.0,
+            "output shifted by {lag_samples} samples"
+        );
         let residual = steady
             .map(|n| {
                 let angle = (TAU * freq * n as f32 / 24_000.0) as f64 + phase;
@@ -197,7 +202,10 @@ mod tests {
         // Phase is only known modulo one period; the tone must also start right away, not
         // after a stretch of filter delay.
         let onset_rms = (output[..100].iter().map(|s| s * s).sum::<f32>() / 100.0).sqrt();
-        assert!(onset_rms > 0.3, "output starts late (RMS {onset_rms} in the first 100 samples)");
+        assert!(
+            onset_rms > 0.3,
+            "output starts late (RMS {onset_rms} in the first 100 samples)"
+        );
     }
 
     #[test]
