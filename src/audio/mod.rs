@@ -152,9 +152,11 @@ pub fn stream_encoder(
     })
 }
 
-/// Whole-file encode (not streamed). WAV gets exact RIFF sizes and FLAC a complete STREAMINFO
-/// (length, MD5) here; a streamed WAV uses the 0xFFFFFFFF "unknown length" convention in its
-/// header and a streamed FLAC leaves the length unknown.
+/// Whole-file encode (not streamed). WAV gets exact RIFF sizes, FLAC a complete STREAMINFO
+/// (length, MD5) and MP3 a LAME Info frame (gapless trimming, exact duration) here; a streamed
+/// WAV uses the 0xFFFFFFFF "unknown length" convention in its header, a streamed FLAC leaves the
+/// length unknown and a streamed MP3 has no Info frame. Opus, AAC and PCM bytes are identical to
+/// the streamed ones.
 pub fn encode(
     format: AudioFormat,
     samples: &[f32],
@@ -170,6 +172,7 @@ pub fn encode(
             let resampled = resample::resample(samples, input_rate, output_rate)?;
             flac::flac_file(&resampled, output_rate)
         }
+        AudioFormat::Mp3 => mp3::mp3_file(samples, input_rate, output_rate),
         _ => {
             let mut encoder = stream_encoder(format, input_rate)?;
             let mut bytes = encoder.push(samples)?;
