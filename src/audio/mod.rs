@@ -18,10 +18,13 @@ pub mod resample;
 
 use std::fmt;
 
-/// The `response_format` values of OpenAI's `POST /v1/audio/speech`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// The `response_format` values of OpenAI's `POST /v1/audio/speech`; MP3 is the API's default.
+#[derive(
+    Debug, Default, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AudioFormat {
+    #[default]
     Mp3,
     Opus,
     Aac,
@@ -202,6 +205,7 @@ mod tests {
             let json = serde_json::to_string(&format).unwrap();
             assert_eq!(json, format!("\"{}\"", format.as_str()));
         }
+        assert_eq!(AudioFormat::default(), AudioFormat::Mp3);
         assert_eq!(AudioFormat::parse("MP3"), None);
         assert_eq!(AudioFormat::parse("ogg"), None);
         assert_eq!(AudioFormat::parse(""), None);
