@@ -523,3 +523,27 @@ fn encoders_run_much_faster_than_real_time() {
         );
     }
 }
+
+/// The same checks on real synthesized speech (raw little-endian f32 at 22050 Hz, e.g. from
+/// `piper_reference.py --out-f32`), pushed in two sentence-sized chunks. Needs the file, so it
+/// only runs on request: `AUDIO_TEST_SPEECH_F32=/path cargo test --test audio_formats -- --ignored`.
+#[test]
+#[ignore = "needs AUDIO_TEST_SPEECH_F32 pointing at synthesized speech"]
+fn real_speech_round_trips_through_every_format() {
+    let path = std::env::var("AUDIO_TEST_SPEECH_F32").expect("AUDIO_TEST_SPEECH_F32");
+    let raw = std::fs::read(path).unwrap();
+    let speech: Vec<f32> = raw
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let (first, second) = speech.split_at(speech.len() * 2 / 5);
+    for format in AudioFormat::ALL {
+        let mut encoder = stream_encoder(format, RATE).unwrap();
+        let mut bytes = encoder.push(first).unwrap();
+        bytes.extend(encoder.push(second).unwrap());
+        bytes.extend(encoder.finish().unwrap());
+        check_decoded(format, &decode(format, &bytes), &speech, false);
+        let whole = encode(format, &speech, RATE).unwrap();
+        check_decoded(format, &decode(format, &whole), &speech, true);
+    }
+}

@@ -2,7 +2,9 @@
 //!
 //! `mp3lame-encoder` builds LAME 3.100 from its bundled source, so no system library is needed.
 //! Speech from a 22/24 kHz voice is encoded at that rate (MPEG-2 Layer III) as 64 kbps CBR mono:
-//! transparent for a TTS voice, and CBR keeps every frame self-contained for streaming.
+//! transparent for a TTS voice, and CBR keeps every frame self-contained for streaming. At
+//! bitrates up to 96 kbps LAME's presets scale the input by 0.95 (-0.45 dB) so that decoders do
+//! not clip; the decoded level is that much lower by design.
 //!
 //! LAME's Info frame (frame count, encoder delay and padding, which let players trim the
 //! ~1100 samples of codec delay and show an exact duration) can only be filled in after the last
