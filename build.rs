@@ -14,8 +14,9 @@ struct SystemLibrary {
     purpose: &'static str,
     pkg_config_name: &'static str,
     /// Debian's libespeak-ng-dev ships no .pc file on some releases, so its header is accepted as
-    /// proof of installation.
-    header: &'static str,
+    /// proof of installation. libopus must be visible to pkg-config: that is how `audiopus_sys`
+    /// finds it (without it, that crate would quietly try to build its own copy).
+    header: Option<&'static str>,
     debian_package: &'static str,
 }
 
@@ -23,13 +24,13 @@ const REQUIRED: [SystemLibrary; 2] = [
     SystemLibrary {
         purpose: "phonemization and the espeak engine",
         pkg_config_name: "espeak-ng",
-        header: "/usr/include/espeak-ng/speak_lib.h",
+        header: Some("/usr/include/espeak-ng/speak_lib.h"),
         debian_package: "libespeak-ng-dev",
     },
     SystemLibrary {
         purpose: "the `opus` response format",
         pkg_config_name: "opus",
-        header: "/usr/include/opus/opus.h",
+        header: None,
         debian_package: "libopus-dev",
     },
 ];
@@ -46,12 +47,14 @@ fn pkg_config_has(name: &str) -> Option<bool> {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG_LIBDIR");
 
     let missing: Vec<&SystemLibrary> = REQUIRED
         .iter()
         .filter(|lib| {
             let via_pkg_config = pkg_config_has(lib.pkg_config_name) == Some(true);
-            !via_pkg_config && !Path::new(lib.header).exists()
+            let via_header = lib.header.is_some_and(|header| Path::new(header).exists());
+            !via_pkg_config && !via_header
         })
         .collect();
 

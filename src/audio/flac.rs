@@ -127,8 +127,13 @@ pub(super) fn flac_file(samples: &[f32], sample_rate: u32) -> Result<Vec<u8>, Au
     let source = MemSource::from_samples(&pcm, CHANNELS, BITS_PER_SAMPLE, sample_rate as usize);
     let mut stream = flacenc::encode_with_fixed_block_size(&encoder_config()?, source, BLOCK_SIZE)
         .map_err(flac_error)?;
+    let info = stream.stream_info_mut();
+    // flacenc lowers the minimum to the final block's size, but FLAC defines it over all blocks
+    // except the last, and decoders reject minimums below 16 samples.
+    info.set_block_sizes(BLOCK_SIZE, BLOCK_SIZE)
+        .map_err(flac_error)?;
     if stream.frame_count() == 0 {
-        // No frame updated the "smallest frame" field from its initial sentinel.
+        // No frame replaced the initial "smallest frame" sentinel.
         stream
             .stream_info_mut()
             .set_frame_sizes(0, 0)

@@ -18,10 +18,13 @@ pub mod resample;
 
 use std::fmt;
 
-/// The `response_format` values of OpenAI's `POST /v1/audio/speech`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+/// The `response_format` values of OpenAI's `POST /v1/audio/speech`; MP3 is the API's default.
+#[derive(
+    Debug, Default, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum AudioFormat {
+    #[default]
     Mp3,
     Opus,
     Aac,
@@ -152,9 +155,11 @@ pub fn stream_encoder(
     })
 }
 
-/// Whole-file encode (not streamed). WAV gets exact RIFF sizes and FLAC a complete STREAMINFO
-/// (length, MD5) here; a streamed WAV uses the 0xFFFFFFFF "unknown length" convention in its
-/// header and a streamed FLAC leaves the length unknown.
+/// Whole-file encode (not streamed). WAV gets exact RIFF sizes, FLAC a complete STREAMINFO
+/// (length, MD5) and MP3 a LAME Info frame (gapless trimming, exact duration) here; a streamed
+/// WAV uses the 0xFFFFFFFF "unknown length" convention in its header, a streamed FLAC leaves the
+/// length unknown and a streamed MP3 has no Info frame. Opus, AAC and PCM bytes are identical to
+/// the streamed ones.
 pub fn encode(
     format: AudioFormat,
     samples: &[f32],
@@ -170,6 +175,7 @@ pub fn encode(
             let resampled = resample::resample(samples, input_rate, output_rate)?;
             flac::flac_file(&resampled, output_rate)
         }
+        AudioFormat::Mp3 => mp3::mp3_file(samples, input_rate, output_rate),
         _ => {
             let mut encoder = stream_encoder(format, input_rate)?;
             let mut bytes = encoder.push(samples)?;
@@ -199,6 +205,7 @@ mod tests {
             let json = serde_json::to_string(&format).unwrap();
             assert_eq!(json, format!("\"{}\"", format.as_str()));
         }
+        assert_eq!(AudioFormat::default(), AudioFormat::Mp3);
         assert_eq!(AudioFormat::parse("MP3"), None);
         assert_eq!(AudioFormat::parse("ogg"), None);
         assert_eq!(AudioFormat::parse(""), None);

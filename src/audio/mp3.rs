@@ -2,9 +2,14 @@
 //!
 //! `mp3lame-encoder` builds LAME 3.100 from its bundled source, so no system library is needed.
 //! Speech from a 22/24 kHz voice is encoded at that rate (MPEG-2 Layer III) as 64 kbps CBR mono:
-//! transparent for a TTS voice, and CBR keeps every frame self-contained for streaming. LAME's
-//! Xing/Info header is disabled because it can only be filled in after the last frame, when the
-//! start of a stream has long been sent.
+//! transparent for a TTS voice, and CBR keeps every frame self-contained for streaming. At
+//! bitrates up to 96 kbps LAME's presets scale the input by 0.95 (-0.45 dB) so that decoders do
+//! not clip; the decoded level is that much lower by design.
+//!
+//! LAME's Info frame (frame count, encoder delay and padding, which let players trim the
+//! ~1100 samples of codec delay and show an exact duration) can only be filled in after the last
+//! frame. A stream has sent its start long before that, so streams go without it; the whole-file
+//! [`mp3_file`] writes it.
 
 use std::num::NonZeroU32;
 
@@ -32,6 +37,14 @@ fn lame_error(err: impl std::fmt::Debug) -> AudioError {
 
 impl Mp3Encoder {
     pub(super) fn new(input_rate: u32, output_rate: u32) -> Result<Self, AudioError> {
+        Self::with_info_frame(input_rate, output_rate, false)
+    }
+
+    fn with_info_frame(
+        input_rate: u32,
+        output_rate: u32,
+        info_frame: bool,
+    ) -> Result<Self, AudioError> {
         let mut builder = Builder::new().ok_or_else(|| lame_error("lame_init failed"))?;
         builder.set_num_channels(1).map_err(lame_error)?;
         builder.set_sample_rate(output_rate).map_err(lame_error)?;
@@ -44,7 +57,9 @@ impl Mp3Encoder {
             .set_brate(bitrate_for(output_rate))
             .map_err(lame_error)?;
         builder.set_quality(Quality::NearBest).map_err(lame_error)?;
-        builder.set_to_write_vbr_tag(false).map_err(lame_error)?;
+        builder
+            .set_to_write_vbr_tag(info_frame)
+            .map_err(lame_error)?;
         Ok(Mp3Encoder {
             lame: builder.build().map_err(lame_error)?,
             resampler: StreamResampler::new(input_rate, output_rate)?,
@@ -59,6 +74,38 @@ impl Mp3Encoder {
             .map_err(lame_error)?;
         Ok(bytes)
     }
+
+    fn flush(&mut self) -> Result<Vec<u8>, AudioError> {
+        let tail = self.resampler.finish()?;
+        let mut bytes = self.encode(&tail)?;
+        bytes.reserve(FLUSH_BUFFER_BYTES);
+        self.lame
+            .flush_to_vec::<FlushGap>(&mut bytes)
+            .map_err(lame_error)?;
+        Ok(bytes)
+    }
+}
+
+/// A complete MP3 file whose first frame is a filled-in LAME Info frame.
+pub(super) fn mp3_file(
+    samples: &[f32],
+    input_rate: u32,
+    output_rate: u32,
+) -> Result<Vec<u8>, AudioError> {
+    let mut encoder = Mp3Encoder::with_info_frame(input_rate, output_rate, true)?;
+    let mut file = encoder.push(samples)?;
+    file.extend(encoder.flush()?);
+    // LAME reserved the frame at the start of its output; it is only complete now.
+    let mut info_frame = Vec::with_capacity(encoder.lame.lame_tag_size());
+    encoder
+        .lame
+        .lame_tag_encode_to_vec(&mut info_frame)
+        .ok_or_else(|| lame_error("no Info frame"))?;
+    if info_frame.len() > file.len() {
+        return Err(lame_error("Info frame larger than the file"));
+    }
+    file[..info_frame.len()].copy_from_slice(&info_frame);
+    Ok(file)
 }
 
 /// 64 kbps for speech rates; MPEG-1 rates (32 kHz and up) get more headroom, and the 8–12 kHz
@@ -78,13 +125,7 @@ impl StreamEncoder for Mp3Encoder {
     }
 
     fn finish(mut self: Box<Self>) -> Result<Vec<u8>, AudioError> {
-        let tail = self.resampler.finish()?;
-        let mut bytes = self.encode(&tail)?;
-        bytes.reserve(FLUSH_BUFFER_BYTES);
-        self.lame
-            .flush_to_vec::<FlushGap>(&mut bytes)
-            .map_err(lame_error)?;
-        Ok(bytes)
+        self.flush()
     }
 
     fn sample_rate(&self) -> u32 {

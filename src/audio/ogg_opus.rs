@@ -46,7 +46,7 @@ fn opus_error(err: impl std::fmt::Display) -> AudioError {
 
 impl OggOpusEncoder {
     pub(super) fn new(input_rate: u32, output_rate: u32) -> Result<Self, AudioError> {
-        if GRANULE_RATE % output_rate != 0 {
+        if !GRANULE_RATE.is_multiple_of(output_rate) {
             return Err(opus_error(format!("unsupported rate {output_rate} Hz")));
         }
         let mut opus =

@@ -61,10 +61,6 @@ impl StreamResampler {
         })
     }
 
-    pub fn input_rate(&self) -> u32 {
-        self.input_rate
-    }
-
     pub fn output_rate(&self) -> u32 {
         self.output_rate
     }
