@@ -49,7 +49,11 @@ fn fixtures() -> Vec<Fixture> {
         })
         .collect();
     names.sort();
-    assert!(names.len() >= 4, "expected at least 4 fixtures in {}", dir.display());
+    assert!(
+        names.len() >= 4,
+        "expected at least 4 fixtures in {}",
+        dir.display()
+    );
     names
         .into_iter()
         .map(|name| {
@@ -60,7 +64,11 @@ fn fixtures() -> Vec<Fixture> {
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
                 .collect();
-            Fixture { name, ids, expected }
+            Fixture {
+                name,
+                ids,
+                expected,
+            }
         })
         .collect()
 }
@@ -77,7 +85,10 @@ fn deterministic(ids: Vec<i64>) -> VitsInput {
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn assert_matches_reference(name: &str, got: &[f32], expected: &[f32]) {
@@ -94,7 +105,10 @@ fn matches_onnxruntime_one_sentence_at_a_time() {
     assert_eq!(vits.num_speakers(), 1);
     for f in fixtures() {
         let start = Instant::now();
-        let audio = vits.synthesize(&[deterministic(f.ids.clone())]).unwrap().remove(0);
+        let audio = vits
+            .synthesize(&[deterministic(f.ids.clone())])
+            .unwrap()
+            .remove(0);
         let secs = start.elapsed().as_secs_f64();
         eprintln!(
             "{}: synthesized {:.2} s of audio in {:.0} ms (RTF {:.3})",
@@ -110,7 +124,10 @@ fn matches_onnxruntime_one_sentence_at_a_time() {
 #[test]
 fn matches_onnxruntime_as_one_padded_batch() {
     let fixtures = fixtures();
-    let batch: Vec<VitsInput> = fixtures.iter().map(|f| deterministic(f.ids.clone())).collect();
+    let batch: Vec<VitsInput> = fixtures
+        .iter()
+        .map(|f| deterministic(f.ids.clone()))
+        .collect();
     let audio = voice().synthesize(&batch).unwrap();
     for (f, got) in fixtures.iter().zip(&audio) {
         assert_matches_reference(&f.name, got, &f.expected);
@@ -135,10 +152,16 @@ fn batch_items_equal_their_single_runs_with_default_noise() {
         .collect();
     let together = vits.synthesize(&batch).unwrap();
     for (n, (item, audio)) in batch.iter().zip(&together).enumerate() {
-        let alone = vits.synthesize(std::slice::from_ref(item)).unwrap().remove(0);
+        let alone = vits
+            .synthesize(std::slice::from_ref(item))
+            .unwrap()
+            .remove(0);
         assert_eq!(audio.len(), alone.len(), "item {n}: sample count");
         let diff = max_abs_diff(audio, &alone);
-        eprintln!("item {n}: {} samples, batch vs single max |diff| {diff:.2e}", audio.len());
+        eprintln!(
+            "item {n}: {} samples, batch vs single max |diff| {diff:.2e}",
+            audio.len()
+        );
         assert!(diff <= 1e-4, "item {n}: batch vs single max |diff| {diff}");
     }
     // The noise is live: another seed changes the audio.
@@ -156,17 +179,25 @@ fn safetensors_round_trip_gives_the_same_audio() {
     vits.save_safetensors(&path).unwrap();
     let start = Instant::now();
     let again = Vits::from_safetensors(&path, &voice_json(), &Device::Cpu).unwrap();
-    eprintln!("from_safetensors: {:.0} ms", start.elapsed().as_secs_f64() * 1e3);
+    eprintln!(
+        "from_safetensors: {:.0} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
     assert_eq!(again.config(), vits.config());
     let f = &fixtures()[1];
     let input = [deterministic(f.ids.clone())];
-    assert_eq!(again.synthesize(&input).unwrap(), vits.synthesize(&input).unwrap());
+    assert_eq!(
+        again.synthesize(&input).unwrap(),
+        vits.synthesize(&input).unwrap()
+    );
 }
 
 #[test]
 fn errors_name_the_file() {
     let missing = Path::new("voices/does-not-exist.onnx");
-    let err = Vits::from_onnx(missing, &voice_json(), &Device::Cpu).err().unwrap();
+    let err = Vits::from_onnx(missing, &voice_json(), &Device::Cpu)
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("does-not-exist.onnx"), "{err}");
     let single = voice().synthesize(&[VitsInput {
         speaker: Some(1),

@@ -7,7 +7,7 @@
 //! Anything that does not fit a known variant is rejected with the file and tensor named.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::Tensor;
 
@@ -333,7 +333,11 @@ fn infer_decoder(s: &Shapes, hints: &StructureHints) -> Result<DecoderConfig, Vi
         Some(rates) => rates.clone(),
         None => upsample_kernel_sizes.iter().map(|k| k / 2).collect(),
     };
-    for (i, (&u, &k)) in upsample_rates.iter().zip(&upsample_kernel_sizes).enumerate() {
+    for (i, (&u, &k)) in upsample_rates
+        .iter()
+        .zip(&upsample_kernel_sizes)
+        .enumerate()
+    {
         if u == 0 || k < u || (k - u) % 2 != 0 {
             return Err(s.unsupported(
                 &format!("dec.ups.{i}.weight"),
@@ -349,7 +353,7 @@ fn infer_decoder(s: &Shapes, hints: &StructureHints) -> Result<DecoderConfig, Vi
         (ResBlockKind::Two, "convs")
     };
     let n_resblocks = s.count(|i| format!("dec.resblocks.{i}.{conv}.0.weight"));
-    if n_resblocks % n_ups != 0 {
+    if !n_resblocks.is_multiple_of(n_ups) {
         return Err(s.unsupported(
             &format!("dec.resblocks.{n_resblocks}.{conv}.0.weight"),
             format!("{n_resblocks} resblocks do not divide into {n_ups} stages"),
@@ -439,19 +443,16 @@ pub fn hints_from_onnx(
     let ups = hints.upsample_rates.as_ref().map_or(1, |r| r.len()).max(1);
     let per_stage = kernels / ups;
     let first_stage: Option<Vec<Vec<usize>>> = dilations.into_iter().take(per_stage).collect();
-    hints.resblock_dilations = first_stage.filter(|d| !d.is_empty() && d.iter().all(|x| !x.is_empty()));
+    hints.resblock_dilations =
+        first_stage.filter(|d| !d.is_empty() && d.iter().all(|x| !x.is_empty()));
 
     // WaveNet layer i uses dilation rate^i; layer 1 reveals the rate.
-    let first_coupling = (0..64).find(|i| attrs.contains_key(&format!("flow.flows.{i}.enc.in_layers.0")));
+    let first_coupling =
+        (0..64).find(|i| attrs.contains_key(&format!("flow.flows.{i}.enc.in_layers.0")));
     if let Some(c) = first_coupling {
         hints.wavenet_dilation_rate = attrs
             .get(&format!("flow.flows.{c}.enc.in_layers.1"))
             .and_then(|a| single(&a.dilations));
     }
     hints
-}
-
-/// Path used in error messages when a tensor map has no file behind it.
-pub fn in_memory() -> PathBuf {
-    PathBuf::from("<in-memory weights>")
 }

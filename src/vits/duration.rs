@@ -77,7 +77,11 @@ impl ConvFlow {
         // [B, 3K − 1, T]: K widths, K heights, K − 1 interior derivatives per frame.
         let params = self.proj.forward(&h)?.broadcast_mul(mask)?;
         let (b, n_params, t) = params.dims3()?;
-        let params = params.transpose(1, 2)?.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
+        let params = params
+            .transpose(1, 2)?
+            .contiguous()?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
         let y = x1.contiguous()?.flatten_all()?.to_vec1::<f32>()?;
 
         let k = self.num_bins;
@@ -167,7 +171,9 @@ impl DeterministicDurationPredictor {
         let x = self.norm_1.forward(&x)?;
         let x = self.conv_2.forward(&x.broadcast_mul(mask)?)?.relu()?;
         let x = self.norm_2.forward(&x)?;
-        self.proj.forward(&x.broadcast_mul(mask)?)?.broadcast_mul(mask)
+        self.proj
+            .forward(&x.broadcast_mul(mask)?)?
+            .broadcast_mul(mask)
     }
 }
 

@@ -64,7 +64,9 @@ impl WaveNet {
         let mut x = x.clone();
         let mut skip: Option<Tensor> = None;
         let last = self.in_layers.len() - 1;
-        for (i, (in_layer, res_skip)) in self.in_layers.iter().zip(&self.res_skip_layers).enumerate() {
+        for (i, (in_layer, res_skip)) in
+            self.in_layers.iter().zip(&self.res_skip_layers).enumerate()
+        {
             let mut a = in_layer.forward(&x)?;
             if let Some(g) = &g {
                 a = a.broadcast_add(&g.narrow(1, i * 2 * h, 2 * h)?)?;
@@ -82,7 +84,8 @@ impl WaveNet {
                 None => s,
             });
         }
-        skip.expect("at least one WaveNet layer").broadcast_mul(mask)
+        skip.expect("at least one WaveNet layer")
+            .broadcast_mul(mask)
     }
 }
 
@@ -132,7 +135,10 @@ impl Flow {
                 Ok(ResidualCoupling {
                     pre: Conv1d::load(vb.pp("pre"), ConvSpec::pointwise(half, f.hidden_channels))?,
                     enc: WaveNet::load(vb.pp("enc"), cfg)?,
-                    post: Conv1d::load(vb.pp("post"), ConvSpec::pointwise(f.hidden_channels, post_out))?,
+                    post: Conv1d::load(
+                        vb.pp("post"),
+                        ConvSpec::pointwise(f.hidden_channels, post_out),
+                    )?,
                     half,
                     mean_only: f.mean_only,
                 })

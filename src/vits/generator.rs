@@ -42,7 +42,9 @@ impl ResBlock {
                         Conv1d::load(vb.pp(format!("convs1.{n}")), dilated)?,
                         Some(Conv1d::load(vb.pp(format!("convs2.{n}")), plain)?),
                     ),
-                    ResBlockKind::Two => (Conv1d::load(vb.pp(format!("convs.{n}")), dilated)?, None),
+                    ResBlockKind::Two => {
+                        (Conv1d::load(vb.pp(format!("convs.{n}")), dilated)?, None)
+                    }
                 })
             })
             .collect::<Result<_>>()?;
@@ -90,14 +92,22 @@ impl Generator {
             ConvSpec::same(cfg.inter_channels, c0, d.pre_kernel_size, 1),
         )?;
         let cond = if cfg.gin_channels > 0 {
-            Some(Conv1d::load(vb.pp("cond"), ConvSpec::pointwise(cfg.gin_channels, c0))?)
+            Some(Conv1d::load(
+                vb.pp("cond"),
+                ConvSpec::pointwise(cfg.gin_channels, c0),
+            )?)
         } else {
             None
         };
         let mut ups = Vec::new();
         let mut resblocks = Vec::new();
         let n_kernels = d.resblock_kernel_sizes.len();
-        for (i, (&u, &k)) in d.upsample_rates.iter().zip(&d.upsample_kernel_sizes).enumerate() {
+        for (i, (&u, &k)) in d
+            .upsample_rates
+            .iter()
+            .zip(&d.upsample_kernel_sizes)
+            .enumerate()
+        {
             let (c_in, c_out) = (c0 >> i, c0 >> (i + 1));
             let vb_up = vb.pp(format!("ups.{i}"));
             ups.push(Upsample {
@@ -142,7 +152,12 @@ impl Generator {
 
     /// `z` [B, C, F] → audio [B, 1, F·hop] in [−1, 1]. `masks` (batches of unequal lengths
     /// only) holds the item masks at the frame rate and after each upsampling stage.
-    pub fn forward(&self, z: &Tensor, g: Option<&Tensor>, masks: Option<&[Tensor]>) -> Result<Tensor> {
+    pub fn forward(
+        &self,
+        z: &Tensor,
+        g: Option<&Tensor>,
+        masks: Option<&[Tensor]>,
+    ) -> Result<Tensor> {
         let mask = |i: usize| masks.map(|m| &m[i]);
         let mut x = self.conv_pre.forward(&apply_mask(z, mask(0))?)?;
         if let (Some(cond), Some(g)) = (&self.cond, g) {

@@ -37,7 +37,12 @@ impl ConvSpec {
     }
 
     /// A "same" convolution (output length = input length) with bias.
-    pub fn same(in_channels: usize, out_channels: usize, kernel_size: usize, dilation: usize) -> Self {
+    pub fn same(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        dilation: usize,
+    ) -> Self {
         Self {
             in_channels,
             out_channels,

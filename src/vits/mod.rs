@@ -25,14 +25,16 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
-pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKind, VitsConfig};
 use config::StructureHints;
+pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKind, VitsConfig};
 use duration::DurationPredictor;
 use flow::Flow;
 use generator::Generator;
 use layers::sequence_mask;
 use text_encoder::TextEncoder;
 
+/// Longest audio one item may produce; guards against runaway durations (huge length_scale).
+const MAX_SECONDS_PER_ITEM: usize = 600;
 /// Safetensors keys that record the structure values the weights do not show.
 const META_UPSAMPLE_RATES: &str = "__structure__.upsample_rates";
 const META_RESBLOCK_DILATIONS: &str = "__structure__.resblock_dilations";
@@ -116,12 +118,11 @@ impl Vits {
         voice_json: &serde_json::Value,
         device: &Device,
     ) -> Result<Self, VitsError> {
-        let mut tensors = candle_core::safetensors::load(path, device).map_err(|source| {
-            VitsError::Load {
+        let mut tensors =
+            candle_core::safetensors::load(path, device).map_err(|source| VitsError::Load {
                 file: path.to_path_buf(),
                 source,
-            }
-        })?;
+            })?;
         let hints = take_structure_hints(&mut tensors, path)?;
         Self::from_tensors(tensors, voice_json, &hints, path, device)
     }
@@ -142,7 +143,8 @@ impl Vits {
         };
         let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, device);
         let text_encoder = TextEncoder::load(vb.pp("enc_p"), &config).map_err(load_error)?;
-        let duration_predictor = DurationPredictor::load(vb.pp("dp"), &config).map_err(load_error)?;
+        let duration_predictor =
+            DurationPredictor::load(vb.pp("dp"), &config).map_err(load_error)?;
         let flow = Flow::load(vb.pp("flow"), &config).map_err(load_error)?;
         let decoder = Generator::load(vb.pp("dec"), &config).map_err(load_error)?;
         let speaker_embedding = if config.gin_channels > 0 {
@@ -237,7 +239,10 @@ impl Vits {
         let text = self.text_encoder.forward(&ids, &x_mask)?;
 
         // 2. Durations: logw = dp⁻¹(ε·noise_w | hidden); w = ⌈exp(logw)·length_scale⌉.
-        let mut rngs: Vec<StdRng> = batch.iter().map(|i| StdRng::seed_from_u64(i.seed)).collect();
+        let mut rngs: Vec<StdRng> = batch
+            .iter()
+            .map(|i| StdRng::seed_from_u64(i.seed))
+            .collect();
         let duration_noise: Vec<Vec<f32>> = rngs
             .iter_mut()
             .zip(&lengths)
@@ -266,6 +271,14 @@ impl Vits {
             .iter()
             .map(|d| d.iter().sum::<usize>().max(1))
             .collect();
+        let max_frames =
+            MAX_SECONDS_PER_ITEM * self.config.sample_rate as usize / self.config.hop_length;
+        if let Some(n) = frames.iter().position(|&f| f > max_frames) {
+            return Err(VitsError::Input(format!(
+                "item {n}: {} frames of audio exceed the {MAX_SECONDS_PER_ITEM} s limit",
+                frames[n]
+            )));
+        }
         let f_max = *frames.iter().max().expect("non-empty batch");
 
         // 3. Expand the prior to frames: z_p = m_p[a(f)] + ε·exp(logs_p[a(f)])·noise_scale.
@@ -277,11 +290,17 @@ impl Vits {
             .map(|(rng, &f)| gaussian(rng, c * f))
             .collect();
         let prior_noise = pad_rows(&prior_noise, &frames, c, f_max, dev)?;
-        let z_p = (m_p + prior_noise.mul(&logs_p.exp()?)?.broadcast_mul(&noise_scale)?)?;
+        let z_p = (m_p
+            + prior_noise
+                .mul(&logs_p.exp()?)?
+                .broadcast_mul(&noise_scale)?)?;
 
         // 4. z = flow⁻¹(z_p), then decode; masks only matter when lengths differ.
         let y_mask = sequence_mask(&frames, f_max, dev)?;
-        let z = self.flow.reverse(&z_p, &y_mask, g.as_ref())?.broadcast_mul(&y_mask)?;
+        let z = self
+            .flow
+            .reverse(&z_p, &y_mask, g.as_ref())?
+            .broadcast_mul(&y_mask)?;
         let decoder_masks = if frames.iter().all(|&f| f == f_max) {
             None
         } else {
@@ -294,7 +313,9 @@ impl Vits {
             }
             Some(masks)
         };
-        let audio = self.decoder.forward(&z, g.as_ref(), decoder_masks.as_deref())?;
+        let audio = self
+            .decoder
+            .forward(&z, g.as_ref(), decoder_masks.as_deref())?;
 
         // 5. Each item keeps exactly hop × its own frames.
         let audio = audio.squeeze(1)?.to_vec2::<f32>()?;
@@ -331,7 +352,9 @@ impl Vits {
                 )));
             }
             if !item.noise_scale.is_finite() || !item.noise_w.is_finite() {
-                return Err(VitsError::Input(format!("item {n}: noise scales must be finite")));
+                return Err(VitsError::Input(format!(
+                    "item {n}: noise scales must be finite"
+                )));
             }
             if let Some(s) = item.speaker {
                 if s as usize >= self.config.num_speakers {
@@ -376,7 +399,12 @@ impl Vits {
             let index = Tensor::new(index, &self.device)?;
             let keep = sequence_mask(&[assigned], f_max, &self.device)?.squeeze(0)?;
             ms.push(m_p.get(b)?.index_select(&index, 1)?.broadcast_mul(&keep)?);
-            logss.push(logs_p.get(b)?.index_select(&index, 1)?.broadcast_mul(&keep)?);
+            logss.push(
+                logs_p
+                    .get(b)?
+                    .index_select(&index, 1)?
+                    .broadcast_mul(&keep)?,
+            );
         }
         Ok((Tensor::stack(&ms, 0)?, Tensor::stack(&logss, 0)?))
     }
@@ -431,7 +459,8 @@ fn take_structure_hints(
     Ok(StructureHints {
         upsample_rates: take(META_UPSAMPLE_RATES)?.map(|r| r.concat()),
         resblock_dilations: take(META_RESBLOCK_DILATIONS)?,
-        wavenet_dilation_rate: take(META_WAVENET_DILATION_RATE)?.and_then(|r| r.concat().first().copied()),
+        wavenet_dilation_rate: take(META_WAVENET_DILATION_RATE)?
+            .and_then(|r| r.concat().first().copied()),
     })
 }
 

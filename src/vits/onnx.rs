@@ -269,10 +269,7 @@ mod tests {
             ],
         };
         // Encoding and decoding again exercises the hand-written message definitions.
-        let bytes = ModelProto {
-            graph: Some(graph),
-        }
-        .encode_to_vec();
+        let bytes = ModelProto { graph: Some(graph) }.encode_to_vec();
         let graph = ModelProto::decode(bytes.as_slice()).unwrap().graph.unwrap();
         let w = map_graph(&graph, Path::new("t.onnx"), &Device::Cpu).unwrap();
         let mut names: Vec<_> = w.tensors.keys().cloned().collect();
@@ -305,6 +302,9 @@ mod tests {
             .err()
             .unwrap()
             .to_string();
-        assert!(err.contains("v.onnx") && err.contains("dec.conv_pre.weight"), "{err}");
+        assert!(
+            err.contains("v.onnx") && err.contains("dec.conv_pre.weight"),
+            "{err}"
+        );
     }
 }

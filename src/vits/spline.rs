@@ -74,7 +74,10 @@ pub fn inverse_rq_spline(y: f32, p: &SplineParams, tail_bound: f32) -> f32 {
 /// Knot positions `[K + 1]` on `[-bound, bound]` from unnormalized bin sizes.
 fn knots(unnormalized: &[f32], min_size: f32, bound: f32) -> Vec<f32> {
     let k = unnormalized.len();
-    let max = unnormalized.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = unnormalized
+        .iter()
+        .copied()
+        .fold(f32::NEG_INFINITY, f32::max);
     let exps: Vec<f32> = unnormalized.iter().map(|v| (v - max).exp()).collect();
     let sum: f32 = exps.iter().sum();
     let mut knots = Vec::with_capacity(k + 1);

@@ -76,8 +76,18 @@ fn tiny_voice(v: &Variant, seed: u64) -> HashMap<String, Tensor> {
         }
         b.add(&format!("{p}.emb_rel_k"), &[1, 9, HIDDEN / 2], 0.3);
         b.add(&format!("{p}.emb_rel_v"), &[1, 9, HIDDEN / 2], 0.3);
-        b.conv(&format!("enc_p.encoder.ffn_layers.{i}.conv_1"), FILTER, HIDDEN, 3);
-        b.conv(&format!("enc_p.encoder.ffn_layers.{i}.conv_2"), HIDDEN, FILTER, 3);
+        b.conv(
+            &format!("enc_p.encoder.ffn_layers.{i}.conv_1"),
+            FILTER,
+            HIDDEN,
+            3,
+        );
+        b.conv(
+            &format!("enc_p.encoder.ffn_layers.{i}.conv_2"),
+            HIDDEN,
+            FILTER,
+            3,
+        );
         b.norm(&format!("enc_p.encoder.norm_layers_1.{i}"), HIDDEN);
         b.norm(&format!("enc_p.encoder.norm_layers_2.{i}"), HIDDEN);
     }
@@ -117,11 +127,20 @@ fn tiny_voice(v: &Variant, seed: u64) -> HashMap<String, Tensor> {
         b.conv(&format!("{p}.pre"), HIDDEN, INTER / 2, 1);
         for l in 0..WN_LAYERS {
             b.conv(&format!("{p}.enc.in_layers.{l}"), 2 * HIDDEN, HIDDEN, 5);
-            let out = if l + 1 < WN_LAYERS { 2 * HIDDEN } else { HIDDEN };
+            let out = if l + 1 < WN_LAYERS {
+                2 * HIDDEN
+            } else {
+                HIDDEN
+            };
             b.conv(&format!("{p}.enc.res_skip_layers.{l}"), out, HIDDEN, 1);
         }
         if multi {
-            b.conv(&format!("{p}.enc.cond_layer"), 2 * HIDDEN * WN_LAYERS, GIN, 1);
+            b.conv(
+                &format!("{p}.enc.cond_layer"),
+                2 * HIDDEN * WN_LAYERS,
+                GIN,
+                1,
+            );
         }
         b.conv(&format!("{p}.post"), INTER / 2, HIDDEN, 1);
     }
@@ -180,7 +199,9 @@ fn load(v: &Variant) -> Vits {
 
 fn input(len: usize, seed: u64, speaker: Option<u32>) -> VitsInput {
     VitsInput {
-        ids: (0..len as i64).map(|i| (i * 5 + 1) % VOCAB as i64).collect(),
+        ids: (0..len as i64)
+            .map(|i| (i * 5 + 1) % VOCAB as i64)
+            .collect(),
         speaker,
         length_scale: 1.0,
         noise_scale: 0.667,
@@ -190,7 +211,10 @@ fn input(len: usize, seed: u64, speaker: Option<u32>) -> VitsInput {
 }
 
 fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 /// Runs a padded batch and checks each item against its single-item run.
@@ -198,8 +222,15 @@ fn check_batch_matches_singles(vits: &Vits, batch: &[VitsInput]) {
     let together = vits.synthesize(batch).unwrap();
     assert_eq!(together.len(), batch.len());
     for (item, audio) in batch.iter().zip(&together) {
-        let alone = vits.synthesize(std::slice::from_ref(item)).unwrap().remove(0);
-        assert!(!audio.is_empty() && audio.len() % 256 == 0, "len {}", audio.len());
+        let alone = vits
+            .synthesize(std::slice::from_ref(item))
+            .unwrap()
+            .remove(0);
+        assert!(
+            !audio.is_empty() && audio.len() % 256 == 0,
+            "len {}",
+            audio.len()
+        );
         assert_eq!(audio.len(), alone.len());
         let diff = max_abs_diff(audio, &alone);
         assert!(diff <= 1e-4, "batch vs single max diff {diff}");
@@ -215,9 +246,18 @@ fn infers_the_tiny_architecture_from_shapes() {
         stochastic: false,
     });
     let c = vits.config();
-    assert_eq!((c.n_vocab, c.hidden_channels, c.inter_channels), (VOCAB, HIDDEN, INTER));
-    assert_eq!((c.n_heads, c.n_layers, c.window_size, c.filter_channels), (2, 2, 4, FILTER));
-    assert_eq!((c.num_speakers, c.gin_channels, c.hop_length), (3, GIN, 256));
+    assert_eq!(
+        (c.n_vocab, c.hidden_channels, c.inter_channels),
+        (VOCAB, HIDDEN, INTER)
+    );
+    assert_eq!(
+        (c.n_heads, c.n_layers, c.window_size, c.filter_channels),
+        (2, 2, 4, FILTER)
+    );
+    assert_eq!(
+        (c.num_speakers, c.gin_channels, c.hop_length),
+        (3, GIN, 256)
+    );
     assert_eq!(c.flow.couplings, vec![0, 2, 4, 6]);
     assert_eq!(c.flow.wavenet_layers, WN_LAYERS);
     assert!(c.flow.mean_only);
@@ -228,7 +268,10 @@ fn infers_the_tiny_architecture_from_shapes() {
     assert!(!c.decoder.post_bias);
     assert!(matches!(
         c.duration_predictor,
-        DurationPredictorConfig::Deterministic { filter_channels: DP_FILTER, kernel_size: 3 }
+        DurationPredictorConfig::Deterministic {
+            filter_channels: DP_FILTER,
+            kernel_size: 3
+        }
     ));
     assert_eq!(vits.sample_rate(), 16000);
 }
@@ -240,7 +283,12 @@ fn single_speaker_resblock2_stochastic_batches_match_singles() {
         speakers: 1,
         stochastic: true,
     });
-    let batch = [input(5, 1, None), input(17, 2, Some(0)), input(9, 3, None), input(1, 4, None)];
+    let batch = [
+        input(5, 1, None),
+        input(17, 2, Some(0)),
+        input(9, 3, None),
+        input(1, 4, None),
+    ];
     check_batch_matches_singles(&vits, &batch);
 }
 
@@ -251,7 +299,11 @@ fn multi_speaker_resblock1_deterministic_batches_match_singles() {
         speakers: 3,
         stochastic: false,
     });
-    let batch = [input(6, 1, Some(2)), input(11, 2, Some(0)), input(3, 3, Some(1))];
+    let batch = [
+        input(6, 1, Some(2)),
+        input(11, 2, Some(0)),
+        input(3, 3, Some(1)),
+    ];
     check_batch_matches_singles(&vits, &batch);
     // The speaker changes the audio.
     let a = vits.synthesize(&[input(6, 1, Some(0))]).unwrap().remove(0);
@@ -267,7 +319,11 @@ fn multi_speaker_stochastic_seed_controls_noise() {
         stochastic: true,
     });
     check_batch_matches_singles(&vits, &[input(8, 5, Some(1)), input(4, 6, Some(0))]);
-    let run = |seed| vits.synthesize(&[input(8, seed, Some(1))]).unwrap().remove(0);
+    let run = |seed| {
+        vits.synthesize(&[input(8, seed, Some(1))])
+            .unwrap()
+            .remove(0)
+    };
     assert_eq!(run(11), run(11));
     let (a, b) = (run(11), run(12));
     assert!(a.len() != b.len() || max_abs_diff(&a, &b) > 1e-4);
@@ -287,7 +343,10 @@ fn deterministic_predictor_durations_scale_with_length_scale() {
     let slow = vits.synthesize(&[item]).unwrap().remove(0);
     // Per token ⌈3w⌉ ≥ ⌈w⌉ and ⌈3w⌉ ≥ 3w > 3(⌈w⌉ − 1).
     let (normal, slow) = (normal.len() / 256, slow.len() / 256);
-    assert!(slow >= normal && slow + 3 * 10 > 3 * normal, "{slow} vs {normal}");
+    assert!(
+        slow >= normal && slow + 3 * 10 > 3 * normal,
+        "{slow} vs {normal}"
+    );
 }
 
 #[test]
@@ -306,6 +365,9 @@ fn rejects_bad_inputs() {
     let mut i = input(3, 1, None);
     i.length_scale = 0.0;
     assert!(err(&single, i).contains("length_scale"));
+    let mut i = input(3, 1, None);
+    i.length_scale = 1e7;
+    assert!(err(&single, i).contains("limit"));
     assert!(single.synthesize(&[]).unwrap().is_empty());
 }
 
@@ -328,7 +390,10 @@ fn missing_tensor_error_names_file_and_tensor() {
     .err()
     .unwrap()
     .to_string();
-    assert!(err.contains("broken.onnx") && err.contains("flow.flows.2.enc.in_layers.1.weight"), "{err}");
+    assert!(
+        err.contains("broken.onnx") && err.contains("flow.flows.2.enc.in_layers.1.weight"),
+        "{err}"
+    );
 
     let mut weights = tiny_voice(&v, 1);
     weights.remove("dec.conv_pre.weight");
@@ -342,7 +407,10 @@ fn missing_tensor_error_names_file_and_tensor() {
     .err()
     .unwrap()
     .to_string();
-    assert!(err.contains("broken.onnx") && err.contains("dec.conv_pre.weight"), "{err}");
+    assert!(
+        err.contains("broken.onnx") && err.contains("dec.conv_pre.weight"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -359,5 +427,8 @@ fn safetensors_round_trip_gives_identical_audio() {
     let again = Vits::from_safetensors(&path, &voice_json(2), &Device::Cpu).unwrap();
     assert_eq!(again.config(), vits.config());
     let batch = [input(7, 3, Some(1)), input(4, 9, None)];
-    assert_eq!(vits.synthesize(&batch).unwrap(), again.synthesize(&batch).unwrap());
+    assert_eq!(
+        vits.synthesize(&batch).unwrap(),
+        again.synthesize(&batch).unwrap()
+    );
 }

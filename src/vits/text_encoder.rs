@@ -101,7 +101,9 @@ fn relative_to_absolute(x: &Tensor) -> Result<Tensor> {
 /// `[B, heads, T, T]` indexed by key → `[B, heads, T, 2T − 1]` indexed by relative offset.
 fn absolute_to_relative(x: &Tensor) -> Result<Tensor> {
     let (b, nh, t, _) = x.dims4()?;
-    let x = x.pad_with_zeros(3, 0, t - 1)?.reshape((b, nh, t * (2 * t - 1)))?;
+    let x = x
+        .pad_with_zeros(3, 0, t - 1)?
+        .reshape((b, nh, t * (2 * t - 1)))?;
     x.pad_with_zeros(2, t, 0)?
         .reshape((b, nh, t, 2 * t))?
         .narrow(3, 1, 2 * t - 1)
@@ -116,7 +118,11 @@ struct FeedForward {
 
 impl FeedForward {
     fn load(vb: VarBuilder, cfg: &VitsConfig) -> Result<Self> {
-        let (h, f, k) = (cfg.hidden_channels, cfg.filter_channels, cfg.ffn_kernel_size);
+        let (h, f, k) = (
+            cfg.hidden_channels,
+            cfg.filter_channels,
+            cfg.ffn_kernel_size,
+        );
         Ok(Self {
             conv_1: Conv1d::load(vb.pp("conv_1"), ConvSpec::same(h, f, k, 1))?,
             conv_2: Conv1d::load(vb.pp("conv_2"), ConvSpec::same(f, h, k, 1))?,
@@ -125,7 +131,9 @@ impl FeedForward {
 
     fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
         let y = self.conv_1.forward(&x.broadcast_mul(mask)?)?.relu()?;
-        self.conv_2.forward(&y.broadcast_mul(mask)?)?.broadcast_mul(mask)
+        self.conv_2
+            .forward(&y.broadcast_mul(mask)?)?
+            .broadcast_mul(mask)
     }
 }
 
@@ -232,7 +240,10 @@ mod tests {
         }
         // And back: offsets that point outside the sequence come back as zeros.
         let back = absolute_to_relative(&relative_to_absolute(&rel)?)?;
-        assert_eq!(back.i((0, 0, 1))?.to_vec1::<f32>()?, vec![0., 11., 12., 13., 0.]);
+        assert_eq!(
+            back.i((0, 0, 1))?.to_vec1::<f32>()?,
+            vec![0., 11., 12., 13., 0.]
+        );
         Ok(())
     }
 }
