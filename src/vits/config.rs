@@ -98,7 +98,7 @@ pub struct VitsConfig {
 
 /// Values that are not visible in the weights, when the source file records them.
 #[derive(Debug, Clone, Default)]
-pub struct StructureHints {
+pub(crate) struct StructureHints {
     pub upsample_rates: Option<Vec<usize>>,
     pub resblock_dilations: Option<Vec<Vec<usize>>>,
     pub wavenet_dilation_rate: Option<usize>,
@@ -152,7 +152,7 @@ impl Shapes<'_> {
 
 impl VitsConfig {
     /// Infers the configuration of the weights in `tensors` (read from `file`).
-    pub fn infer(
+    pub(crate) fn infer(
         tensors: &HashMap<String, Tensor>,
         voice_json: &serde_json::Value,
         hints: &StructureHints,
@@ -410,7 +410,7 @@ fn standard_dilations(kind: ResBlockKind, kernels: usize) -> Option<Vec<Vec<usiz
 }
 
 /// Extracts [`StructureHints`] from the ONNX conv attributes (module path → attributes).
-pub fn hints_from_onnx(
+pub(crate) fn hints_from_onnx(
     attrs: &HashMap<String, super::onnx::ConvAttributes>,
     tensors: &HashMap<String, Tensor>,
 ) -> StructureHints {

@@ -12,7 +12,7 @@ mod duration;
 mod flow;
 mod generator;
 mod layers;
-pub mod onnx;
+mod onnx;
 mod spline;
 mod text_encoder;
 
