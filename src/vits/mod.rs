@@ -62,6 +62,11 @@ pub enum VitsError {
         file: PathBuf,
         source: candle_core::Error,
     },
+    #[error("{file}: saving weights: {source}")]
+    Save {
+        file: PathBuf,
+        source: candle_core::Error,
+    },
     #[error("voice config: {0}")]
     Config(String),
     #[error("invalid input: {0}")]
@@ -188,7 +193,7 @@ impl Vits {
             META_WAVENET_DILATION_RATE.into(),
             Tensor::new(&[self.config.flow.dilation_rate as u32], &cpu)?,
         );
-        candle_core::safetensors::save(&tensors, path).map_err(|source| VitsError::Load {
+        candle_core::safetensors::save(&tensors, path).map_err(|source| VitsError::Save {
             file: path.to_path_buf(),
             source,
         })
