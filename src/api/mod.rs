@@ -109,8 +109,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(request_id_span)
-                // 503 while starting and 504 on timeouts are expected answers, not server faults.
-                .on_failure(DefaultOnFailure::new().level(tracing::Level::WARN)),
+                // Expected 5xx answers (503 while starting, 504 on timeouts) are not faults;
+                // real internal errors are logged by `record_metrics`.
+                .on_failure(DefaultOnFailure::new().level(tracing::Level::DEBUG)),
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .with_state(state)
@@ -141,6 +142,9 @@ async fn record_metrics(request: Request, next: Next) -> Response {
         .map_or("unmatched".to_string(), |p| p.as_str().to_string());
     let started = Instant::now();
     let response = next.run(request).await;
+    if response.status() == axum::http::StatusCode::INTERNAL_SERVER_ERROR {
+        tracing::error!(route = %route, "request failed with an internal error");
+    }
     let status = response.status().as_u16().to_string();
     metrics::counter!(m::REQUESTS_TOTAL, "route" => route.clone(), "status" => status).increment(1);
     metrics::histogram!(m::REQUEST_DURATION_SECONDS, "route" => route)

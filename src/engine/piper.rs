@@ -237,7 +237,8 @@ impl Voice for PiperVoice {
             inputs.push(VitsInput {
                 ids: self.phonemes.ids(&ipa),
                 speaker: item.speaker,
-                length_scale: self.defaults.length_scale / item.speed.clamp(0.25, 4.0),
+                length_scale: self.defaults.length_scale,
+                speed: item.speed.clamp(0.25, 4.0),
                 noise_scale: item.noise_scale.unwrap_or(self.defaults.noise_scale),
                 noise_w: item.noise_w.unwrap_or(self.defaults.noise_w),
                 seed: item.seed,

@@ -82,8 +82,11 @@ pub struct VitsInput {
     pub ids: Vec<i64>,
     /// Speaker id for multi-speaker voices (`None` = speaker 0).
     pub speaker: Option<u32>,
-    /// Duration multiplier (> 1 is slower).
+    /// Duration multiplier (> 1 is slower): Piper's `length_scale`, applied per phoneme.
     pub length_scale: f32,
+    /// Speaking rate relative to `length_scale`'s natural timing: the item's total number of
+    /// frames is divided by `speed` (see [`frames_for_speed`]). 1.0 reproduces Piper exactly.
+    pub speed: f32,
     /// Prior noise scale (variation in the voice).
     pub noise_scale: f32,
     /// Duration noise scale (variation in timing).
@@ -264,13 +267,13 @@ impl Vits {
             .exp()?
             .broadcast_mul(&x_mask)?
             .broadcast_mul(&length_scale)?
-            .ceil()?
             .squeeze(1)?
             .to_vec2::<f32>()?;
         let durations: Vec<Vec<usize>> = w
             .iter()
+            .zip(batch)
             .zip(&lengths)
-            .map(|(row, &t)| row[..t].iter().map(|&d| d.max(0.0) as usize).collect())
+            .map(|((row, item), &t)| frames_for_speed(&row[..t], item.speed))
             .collect();
         let frames: Vec<usize> = durations
             .iter()
@@ -348,6 +351,12 @@ impl Vits {
                 return Err(VitsError::Input(format!(
                     "item {n}: phoneme id {bad} outside 0..{}",
                     self.config.n_vocab
+                )));
+            }
+            if !(item.speed.is_finite() && item.speed > 0.0) {
+                return Err(VitsError::Input(format!(
+                    "item {n}: speed must be positive, got {}",
+                    item.speed
                 )));
             }
             if !(item.length_scale.is_finite() && item.length_scale > 0.0) {
@@ -471,3 +480,31 @@ fn take_structure_hints(
 
 #[cfg(test)]
 mod tests;
+
+/// Frames per phoneme for durations `w` (in frames, `length_scale` applied) at `speed`.
+///
+/// VITS rounds every phoneme up (`⌈w⌉`), so a plain `length_scale / speed` does not scale the
+/// total: phonemes shorter than a frame still take a whole one, and "2× faster" comes out only
+/// ~1.3× shorter. Away from speed 1 the durations are instead stretched so their total is the
+/// natural total `Σ⌈w⌉ / speed`, and rounded cumulatively (each boundary to the nearest frame),
+/// which keeps that total exactly. At speed 1 this is `⌈w⌉`, bit for bit what Piper computes.
+pub fn frames_for_speed(w: &[f32], speed: f32) -> Vec<usize> {
+    let natural: Vec<usize> = w.iter().map(|&d| d.max(0.0).ceil() as usize).collect();
+    let total: usize = natural.iter().sum();
+    let sum_w: f64 = w.iter().map(|&d| d.max(0.0) as f64).sum();
+    if speed == 1.0 || total == 0 || sum_w <= 0.0 {
+        return natural;
+    }
+    let stretch = (total as f64 / speed as f64).max(1.0) / sum_w;
+    let mut end = 0.0f64;
+    let mut previous = 0usize;
+    w.iter()
+        .map(|&d| {
+            end += d.max(0.0) as f64 * stretch;
+            let boundary = end.round() as usize;
+            let frames = boundary - previous;
+            previous = boundary;
+            frames
+        })
+        .collect()
+}

@@ -204,6 +204,7 @@ fn input(len: usize, seed: u64, speaker: Option<u32>) -> VitsInput {
             .collect(),
         speaker,
         length_scale: 1.0,
+        speed: 1.0,
         noise_scale: 0.667,
         noise_w: 0.8,
         seed,
@@ -431,4 +432,25 @@ fn safetensors_round_trip_gives_identical_audio() {
         vits.synthesize(&batch).unwrap(),
         again.synthesize(&batch).unwrap()
     );
+}
+
+#[test]
+fn speed_one_is_piper_rounding_and_other_speeds_scale_the_total() {
+    let w = [0.3, 1.7, 0.05, 4.2, 0.9, 2.5, 0.0];
+    let natural = super::frames_for_speed(&w, 1.0);
+    assert_eq!(natural, vec![1, 2, 1, 5, 1, 3, 0]);
+    let total: usize = natural.iter().sum();
+    for speed in [0.25f32, 0.5, 0.8, 1.25, 2.0, 4.0] {
+        let frames = super::frames_for_speed(&w, speed);
+        let sum: usize = frames.iter().sum();
+        let target = (total as f32 / speed).round() as usize;
+        assert!(
+            sum.abs_diff(target) <= 1,
+            "speed {speed}: {sum} frames, target {target}"
+        );
+        assert_eq!(frames[6], 0, "masked phonemes stay empty");
+    }
+    let slower: usize = super::frames_for_speed(&w, 0.5).iter().sum();
+    let faster: usize = super::frames_for_speed(&w, 2.0).iter().sum();
+    assert!(slower >= 3 * faster, "{slower} vs {faster}");
 }
