@@ -126,7 +126,7 @@ impl SpeechService {
 
     async fn synthesize_whole(&self, job: SpeechJob) -> Result<CachedAudio, ApiError> {
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let pending = self.start(&job).await?;
+        let pending = self.start(&job, false).await?;
         let mut pieces = Vec::with_capacity(pending.len());
         for reply in pending {
             pieces.push(await_reply(reply).await?);
@@ -149,7 +149,11 @@ impl SpeechService {
     }
 
     /// Splits the input and queues every sentence; returns one pending reply per sentence.
-    async fn start(&self, job: &SpeechJob) -> Result<Vec<oneshot::Receiver<Reply>>, ApiError> {
+    async fn start(
+        &self,
+        job: &SpeechJob,
+        first_alone: bool,
+    ) -> Result<Vec<oneshot::Receiver<Reply>>, ApiError> {
         let voice: Arc<dyn Voice> = self
             .inner
             .registry
@@ -188,7 +192,7 @@ impl SpeechService {
             .collect();
         self.inner
             .batcher
-            .submit(&job.voice.key(), &voice, items)
+            .submit(&job.voice.key(), &voice, items, first_alone)
             .map_err(|_| {
                 metrics::counter!(m::REJECTED, "reason" => "queue_full").increment(1);
                 ApiError::overloaded(std::time::Duration::from_secs(1))
@@ -216,7 +220,7 @@ impl SpeechService {
             metrics::counter!(m::CACHE_MISSES).increment(1);
         }
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let pending = self.start(&job).await?;
+        let pending = self.start(&job, true).await?;
         let encoder = audio::stream_encoder(format, rate).map_err(|e| {
             ApiError::internal(format!("encoder for {} failed: {e}", format.as_str()))
         })?;

@@ -63,11 +63,16 @@ impl Batcher {
     /// Queues the utterances of one request together (so they can share batches) and returns
     /// one receiver per utterance, in order. All or nothing: a request that doesn't fit is
     /// refused whole.
+    ///
+    /// `first_alone` queues the first utterance ahead of the rest, so that on an idle server it
+    /// starts at once on its own: a streamed response then sends its first audio after one
+    /// sentence instead of after a whole batch.
     pub fn submit(
         &self,
         voice_key: &str,
         voice: &Arc<dyn Voice>,
         items: Vec<SynthesisItem>,
+        first_alone: bool,
     ) -> Result<Vec<oneshot::Receiver<Reply>>, QueueFull> {
         let n = items.len();
         let capacity = self.capacity;
@@ -78,7 +83,7 @@ impl Batcher {
             .map_err(|_| QueueFull)?;
         let now = Instant::now();
         let mut receivers = Vec::with_capacity(n);
-        let entries = items
+        let mut entries: Vec<Entry> = items
             .into_iter()
             .map(|item| {
                 let (respond, rx) = oneshot::channel();
@@ -92,7 +97,14 @@ impl Batcher {
                 }
             })
             .collect();
-        if self.commands.send(entries).is_err() {
+        let rest = if first_alone && entries.len() > 1 {
+            entries.split_off(1)
+        } else {
+            Vec::new()
+        };
+        let sent = self.commands.send(entries).is_ok()
+            && (rest.is_empty() || self.commands.send(rest).is_ok());
+        if !sent {
             self.depth.fetch_sub(n, Ordering::SeqCst);
             return Err(QueueFull);
         }

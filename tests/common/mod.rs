@@ -2,6 +2,8 @@
 //! in-process (to inject a deterministic fake engine) or as the real binary.
 #![allow(dead_code)]
 
+pub mod decode;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

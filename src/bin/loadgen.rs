@@ -1,0 +1,204 @@
+//! Load generator for a running omnivoice-server: N speech requests at concurrency C.
+//!
+//! Performance claims in docs/performance.md come from this tool driving the real server over
+//! HTTP, never from timed tests. It prints requests per second, seconds of audio produced per
+//! wall-clock second, latency percentiles and time to first byte.
+//!
+//! Example: `cargo run --release --bin loadgen -- --url http://127.0.0.1:8880 -n 64 -c 16 --unique`
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use futures::StreamExt;
+use hdrhistogram::Histogram;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "loadgen",
+    about = "Drive an omnivoice-server with speech requests"
+)]
+struct Args {
+    /// Base URL of the server.
+    #[arg(long, default_value = "http://127.0.0.1:8880")]
+    url: String,
+    /// Total requests to send.
+    #[arg(short = 'n', long, default_value_t = 32)]
+    requests: usize,
+    /// Requests in flight at once.
+    #[arg(short = 'c', long, default_value_t = 4)]
+    concurrency: usize,
+    /// Make every request's text different (defeats the cache); otherwise all repeat one text.
+    #[arg(long)]
+    unique: bool,
+    /// Text to speak (a number is appended with --unique).
+    #[arg(
+        long,
+        default_value = "The quick brown fox jumps over the lazy dog near the river bank."
+    )]
+    text: String,
+    #[arg(long, default_value = "piper")]
+    model: String,
+    #[arg(long, default_value = "en_US-joe-medium")]
+    voice: String,
+    #[arg(long, default_value = "wav")]
+    format: String,
+    /// Ask for a chunked (streamed) response; time to first byte then shows early audio.
+    #[arg(long)]
+    stream: bool,
+    /// Bearer token, if the server requires one.
+    #[arg(long)]
+    api_key: Option<String>,
+    /// Requests sent (and not counted) before measuring, e.g. to fill the cache.
+    #[arg(long, default_value_t = 0)]
+    warmup: usize,
+}
+
+struct Sample {
+    latency: Duration,
+    first_byte: Duration,
+    audio_s: f64,
+    ok: bool,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Arc::new(Args::parse());
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.concurrency)
+        .build()
+        .expect("HTTP client");
+    for i in 0..args.warmup {
+        one_request(&client, &args, i).await;
+    }
+
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..args.concurrency.max(1))
+        .map(|_| {
+            let (client, args, next) = (client.clone(), args.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut samples = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= args.requests {
+                        return samples;
+                    }
+                    samples.push(one_request(&client, &args, i).await);
+                }
+            })
+        })
+        .collect();
+    let mut samples = Vec::new();
+    for worker in workers {
+        samples.extend(worker.await.expect("worker"));
+    }
+    let wall = started.elapsed().as_secs_f64();
+    report(&args, &samples, wall);
+}
+
+async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample {
+    let input = if args.unique {
+        format!("{} Number {i}.", args.text)
+    } else {
+        args.text.clone()
+    };
+    let body = serde_json::json!({
+        "model": args.model, "voice": args.voice, "input": input,
+        "response_format": args.format, "stream": args.stream,
+    });
+    let mut request = client
+        .post(format!("{}/v1/audio/speech", args.url))
+        .json(&body);
+    if let Some(key) = &args.api_key {
+        request = request.bearer_auth(key);
+    }
+    let started = Instant::now();
+    let failed = |started: Instant| Sample {
+        latency: started.elapsed(),
+        first_byte: started.elapsed(),
+        audio_s: 0.0,
+        ok: false,
+    };
+    let Ok(response) = request.send().await else {
+        return failed(started);
+    };
+    if !response.status().is_success() {
+        return failed(started);
+    }
+    let header_audio: Option<f64> = response
+        .headers()
+        .get("x-audio-duration-s")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok());
+    let bytes_per_second = bytes_per_audio_second(&args.format);
+    let mut first_byte = None;
+    let mut bytes = 0usize;
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let Ok(chunk) = chunk else {
+            return failed(started);
+        };
+        first_byte.get_or_insert_with(|| started.elapsed());
+        bytes += chunk.len();
+    }
+    let latency = started.elapsed();
+    // Streamed responses carry no duration header; uncompressed formats give it by size.
+    let audio_s = header_audio
+        .or_else(|| bytes_per_second.map(|r| bytes as f64 / r))
+        .unwrap_or(0.0);
+    Sample {
+        latency,
+        first_byte: first_byte.unwrap_or(latency),
+        audio_s,
+        ok: true,
+    }
+}
+
+fn bytes_per_audio_second(format: &str) -> Option<f64> {
+    match format {
+        "wav" => Some(22050.0 * 2.0),
+        "pcm" => Some(24000.0 * 2.0),
+        _ => None,
+    }
+}
+
+fn report(args: &Args, samples: &[Sample], wall: f64) {
+    let ok: Vec<&Sample> = samples.iter().filter(|s| s.ok).collect();
+    let mut latency = Histogram::<u64>::new(3).expect("histogram");
+    let mut ttfb = Histogram::<u64>::new(3).expect("histogram");
+    for s in &ok {
+        latency
+            .record(s.latency.as_micros() as u64)
+            .expect("latency fits");
+        ttfb.record(s.first_byte.as_micros() as u64)
+            .expect("ttfb fits");
+    }
+    let ms = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let audio: f64 = ok.iter().map(|s| s.audio_s).sum();
+    println!(
+        "requests={} concurrency={} unique={} stream={} format={} ok={} failed={}",
+        args.requests,
+        args.concurrency,
+        args.unique,
+        args.stream,
+        args.format,
+        ok.len(),
+        samples.len() - ok.len()
+    );
+    println!(
+        "wall_s={wall:.3} req_per_s={:.2} audio_s_per_wall_s={:.2}",
+        ok.len() as f64 / wall,
+        audio / wall
+    );
+    println!(
+        "latency_ms p50={:.1} p95={:.1} p99={:.1} | ttfb_ms p50={:.1} p95={:.1} p99={:.1}",
+        ms(&latency, 0.5),
+        ms(&latency, 0.95),
+        ms(&latency, 0.99),
+        ms(&ttfb, 0.5),
+        ms(&ttfb, 0.95),
+        ms(&ttfb, 0.99)
+    );
+}
