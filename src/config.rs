@@ -139,8 +139,14 @@ pub struct ServeArgs {
     /// Most voices kept loaded; the least recently used goes first [default: 4].
     #[arg(long, env = "OMNIVOICE_MAX_LOADED_VOICES")]
     pub max_loaded_voices: Option<usize>,
+    /// Release the voices of other engines when a request switches engine [default: false].
+    #[arg(long, env = "OMNIVOICE_SINGLE_ENGINE_RESIDENT", num_args = 0..=1, default_missing_value = "true")]
+    pub single_engine_resident: Option<bool>,
+    /// Release a voice unused for this many seconds; 0 = never [default: 0].
+    #[arg(long, env = "OMNIVOICE_IDLE_UNLOAD_S")]
+    pub idle_unload_s: Option<u64>,
     /// Voices loaded before the server reports ready (repeatable, `engine/voice` or a voice of
-    /// the default engine) [default: the default voice].
+    /// the default engine; `none` loads nothing) [default: the default voice].
     #[arg(long, env = "OMNIVOICE_PRELOAD", value_delimiter = ',')]
     pub preload: Vec<String>,
     /// Seed used when a request gives none; unset = a random seed per request.
@@ -182,6 +188,8 @@ struct FileConfig {
     cache_max_mb: Option<u64>,
     cache_ttl_s: Option<u64>,
     max_loaded_voices: Option<usize>,
+    single_engine_resident: Option<bool>,
+    idle_unload_s: Option<u64>,
     preload: Option<Vec<String>>,
     seed: Option<u64>,
     stream: Option<bool>,
@@ -219,6 +227,8 @@ pub struct Settings {
     pub batch: BatchSettings,
     pub cache: CacheSettings,
     pub max_loaded_voices: usize,
+    pub single_engine_resident: bool,
+    pub idle_unload_s: u64,
     pub preload: Vec<String>,
     pub seed: Option<u64>,
     pub stream: bool,
@@ -309,7 +319,7 @@ impl Settings {
                 if list.is_empty() {
                     vec![default_voice.clone()]
                 } else {
-                    list
+                    list.into_iter().filter(|v| v != "none").collect()
                 }
             },
             default_voice,
@@ -352,6 +362,11 @@ impl Settings {
                 .max_loaded_voices
                 .or(file.max_loaded_voices)
                 .unwrap_or(4),
+            single_engine_resident: args
+                .single_engine_resident
+                .or(file.single_engine_resident)
+                .unwrap_or(false),
+            idle_unload_s: args.idle_unload_s.or(file.idle_unload_s).unwrap_or(0),
             seed: args.seed.or(file.seed),
             stream: !args.no_stream && args.stream.or(file.stream).unwrap_or(true),
             model_aliases: file.models.aliases,

@@ -30,6 +30,10 @@ pub async fn run(
     let state = build(settings, engines, device);
     let app = api::router(state.clone());
     tokio::spawn(preload(state.clone()));
+    tokio::spawn(reload_on_sighup(state.clone()));
+    if state.settings.idle_unload_s > 0 {
+        tokio::spawn(unload_idle_voices(state.clone()));
+    }
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let server = axum::serve(listener, app).with_graceful_shutdown(async {
@@ -63,6 +67,9 @@ pub fn build(settings: Settings, engines: Vec<Arc<dyn Engine>>, device: String) 
             model_aliases: settings.model_aliases.clone(),
             voice_aliases: settings.voice_aliases.clone(),
             max_loaded: settings.max_loaded_voices,
+            single_engine_resident: settings.single_engine_resident,
+            idle_unload: (settings.idle_unload_s > 0)
+                .then(|| Duration::from_secs(settings.idle_unload_s)),
         },
     ));
     let batcher = Batcher::start(&settings.effective_batch(), settings.max_concurrent);
@@ -97,4 +104,34 @@ async fn preload(state: Arc<AppState>) {
     }
     state.set_ready();
     tracing::info!("ready");
+}
+
+/// SIGHUP rescans the voice directories, as daemons conventionally reload on it.
+async fn reload_on_sighup(state: Arc<AppState>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP; use POST /v1/voices/reload");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            let registry = state.speech.registry().clone();
+            let _ = tokio::task::spawn_blocking(move || registry.reload()).await;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = state;
+}
+
+/// Checks for idle voices a few times per `--idle-unload-s` period.
+async fn unload_idle_voices(state: Arc<AppState>) {
+    let period = Duration::from_secs(state.settings.idle_unload_s)
+        .div_f64(4.0)
+        .max(Duration::from_millis(250));
+    let mut ticks = tokio::time::interval(period);
+    loop {
+        ticks.tick().await;
+        state.speech.registry().unload_idle();
+    }
 }

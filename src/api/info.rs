@@ -61,6 +61,17 @@ pub async fn list_voices(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({"object": "list", "voices": voices}))
 }
 
+/// Rescans the voice directories (as SIGHUP does) and reports what changed.
+pub async fn reload_voices(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
+    let registry = state.speech.registry().clone();
+    let report = tokio::task::spawn_blocking(move || registry.reload())
+        .await
+        .map_err(|e| ApiError::internal(format!("voice rescan failed: {e}")))?;
+    Ok(Json(
+        json!({"reloaded": true, "voices": report.voices, "unloaded": report.unloaded}),
+    ))
+}
+
 pub async fn clear_cache(State(state): State<Arc<AppState>>) -> Json<Value> {
     let stats = state.speech.cache().clear().await;
     Json(json!({"cleared": true, "stats": stats}))

@@ -80,6 +80,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/audio/speech", post(speech::create_speech))
         .route("/v1/audio/voices", get(info::list_voices))
         .route("/v1/audio/cache", delete(info::clear_cache))
+        .route("/v1/voices/reload", post(info::reload_voices))
         .route("/v1/models", get(info::list_models))
         .route("/v1/models/{id}", get(info::get_model))
         .route_layer(middleware::from_fn_with_state(

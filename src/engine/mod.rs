@@ -110,6 +110,12 @@ pub trait Engine: Send + Sync {
         self.voices().into_iter().find(|v| v.id == voice)
     }
 
+    /// Looks for added, changed and removed voices; returns the ids of voices that were
+    /// removed or whose files changed (so loaded copies can be released).
+    fn rescan(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Identifies the voice's model content, so cached audio never outlives a changed model.
     fn fingerprint(&self, _voice: &str) -> String {
         String::new()

@@ -28,6 +28,8 @@ struct VoiceFiles {
     onnx: PathBuf,
     json: PathBuf,
     safetensors: Option<PathBuf>,
+    /// Sizes and modification times of the files: a cheap "did they change" check for rescans.
+    stamp: Vec<(u64, Option<std::time::SystemTime>)>,
     fingerprint: OnceLock<String>,
 }
 
@@ -52,21 +54,13 @@ impl VoiceFiles {
 
 impl PiperEngine {
     pub fn new(dir: impl Into<PathBuf>, device: Device) -> Self {
-        let engine = Self {
-            dir: dir.into(),
+        let dir = dir.into();
+        let voices = RwLock::new(scan(&dir));
+        Self {
+            dir,
             device,
-            voices: RwLock::default(),
-        };
-        engine.rescan();
-        engine
-    }
-
-    /// Re-reads the voices directory; returns how many voices it offers now.
-    pub fn rescan(&self) -> usize {
-        let found = scan(&self.dir);
-        let n = found.len();
-        *self.voices.write().expect("voice list lock") = found;
-        n
+            voices,
+        }
     }
 
     fn files(&self, voice: &str) -> Option<Arc<VoiceFiles>> {
@@ -106,6 +100,11 @@ fn scan(dir: &Path) -> BTreeMap<String, Arc<VoiceFiles>> {
         };
         let safetensors = Some(path.with_extension("safetensors")).filter(|p| p.is_file());
         let info = voice_info(&stem, &config);
+        let stamp = [Some(&path), Some(&json), safetensors.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(|p| std::fs::metadata(p).map_or((0, None), |m| (m.len(), m.modified().ok())))
+            .collect();
         voices.insert(
             stem,
             Arc::new(VoiceFiles {
@@ -113,6 +112,7 @@ fn scan(dir: &Path) -> BTreeMap<String, Arc<VoiceFiles>> {
                 onnx: path,
                 json,
                 safetensors,
+                stamp,
                 fingerprint: OnceLock::new(),
             }),
         );
@@ -163,6 +163,18 @@ impl Engine for PiperEngine {
             .values()
             .map(|v| v.info.clone())
             .collect()
+    }
+
+    fn rescan(&self) -> Vec<String> {
+        let found = scan(&self.dir);
+        let mut voices = self.voices.write().expect("voice list lock");
+        let stale = voices
+            .iter()
+            .filter(|(id, old)| found.get(*id).is_none_or(|new| new.stamp != old.stamp))
+            .map(|(id, _)| id.clone())
+            .collect();
+        *voices = found;
+        stale
     }
 
     fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {

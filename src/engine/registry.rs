@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
 
@@ -56,6 +56,10 @@ pub struct RegistryConfig {
     pub model_aliases: BTreeMap<String, String>,
     pub voice_aliases: BTreeMap<String, String>,
     pub max_loaded: usize,
+    /// Release every voice of other engines when a request switches engine.
+    pub single_engine_resident: bool,
+    /// Release voices unused for this long (`None` = never).
+    pub idle_unload: Option<Duration>,
 }
 
 pub struct Registry {
@@ -67,12 +71,37 @@ pub struct Registry {
 #[derive(Default)]
 struct Loaded {
     slots: BTreeMap<String, Slot>,
-    clock: u64,
 }
 
 struct Slot {
     cell: Arc<OnceCell<Arc<dyn Voice>>>,
-    last_used: u64,
+    last_used: Instant,
+}
+
+impl Loaded {
+    fn resident(&self) -> impl Iterator<Item = (&String, &Slot)> {
+        self.slots.iter().filter(|(_, s)| s.cell.initialized())
+    }
+
+    /// Drops the registry's reference; requests still holding the voice keep it alive.
+    fn unload(&mut self, key: &str, reason: &str) {
+        if self.slots.remove(key).is_some() {
+            let (engine, voice) = key.split_once('/').unwrap_or((key, ""));
+            tracing::info!(engine, voice, reason, "voice unloaded");
+            metrics::counter!(m::VOICE_UNLOADS, "engine" => engine.to_string(), "voice" => voice.to_string())
+                .increment(1);
+        }
+        metrics::gauge!(m::VOICES_LOADED).set(self.resident().count() as f64);
+    }
+}
+
+/// What a rescan of the voice directories did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadReport {
+    /// Voices offered after the rescan, all engines together.
+    pub voices: usize,
+    /// Loaded voices released because their files disappeared or changed.
+    pub unloaded: Vec<String>,
 }
 
 /// What the server can tell about a model id.
@@ -239,8 +268,19 @@ impl Registry {
         let key = voice.key();
         let cell = {
             let mut loaded = self.loaded.lock().expect("registry lock");
-            loaded.clock += 1;
-            let now = loaded.clock;
+            let now = Instant::now();
+            if self.config.single_engine_resident {
+                let prefix = format!("{}/", voice.engine);
+                let others: Vec<String> = loaded
+                    .slots
+                    .keys()
+                    .filter(|k| !k.starts_with(&prefix))
+                    .cloned()
+                    .collect();
+                for other in others {
+                    loaded.unload(&other, "another engine is in use");
+                }
+            }
             let slot = loaded.slots.entry(key.clone()).or_insert_with(|| Slot {
                 cell: Arc::new(OnceCell::new()),
                 last_used: now,
@@ -286,27 +326,51 @@ impl Registry {
     /// Drops the registry's reference to the least recently used voices beyond the limit.
     fn evict_beyond_limit(&self) {
         let mut loaded = self.loaded.lock().expect("registry lock");
-        loop {
-            let resident: Vec<(&String, u64)> = loaded
-                .slots
-                .iter()
-                .filter(|(_, s)| s.cell.initialized())
-                .map(|(k, s)| (k, s.last_used))
-                .collect();
-            if resident.len() <= self.config.max_loaded {
-                metrics::gauge!(m::VOICES_LOADED).set(resident.len() as f64);
-                return;
-            }
-            let victim = resident
-                .iter()
-                .min_by_key(|(_, used)| *used)
-                .map(|(k, _)| (*k).clone())
-                .expect("non-empty");
-            loaded.slots.remove(&victim);
-            let (engine, voice) = victim.split_once('/').unwrap_or((&victim, ""));
-            tracing::info!(engine, voice, "voice unloaded (least recently used)");
-            metrics::counter!(m::VOICE_UNLOADS, "engine" => engine.to_string(), "voice" => voice.to_string()).increment(1);
+        while loaded.resident().count() > self.config.max_loaded {
+            let victim = loaded
+                .resident()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(k, _)| k.clone())
+                .expect("more resident voices than the limit");
+            loaded.unload(&victim, "least recently used");
         }
+        metrics::gauge!(m::VOICES_LOADED).set(loaded.resident().count() as f64);
+    }
+
+    /// Releases voices unused for `--idle-unload-s`; returns their keys.
+    pub fn unload_idle(&self) -> Vec<String> {
+        let Some(idle) = self.config.idle_unload else {
+            return Vec::new();
+        };
+        let mut loaded = self.loaded.lock().expect("registry lock");
+        let stale: Vec<String> = loaded
+            .resident()
+            .filter(|(_, s)| s.last_used.elapsed() >= idle)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in &stale {
+            loaded.unload(key, "idle");
+        }
+        stale
+    }
+
+    /// Rescans every engine's voices: new voices become available, and loaded voices whose
+    /// files disappeared or changed are released (requests using them finish first).
+    pub fn reload(&self) -> ReloadReport {
+        let mut unloaded = Vec::new();
+        for (id, engine) in &self.engines {
+            for voice in engine.rescan() {
+                let key = format!("{id}/{voice}");
+                let mut loaded = self.loaded.lock().expect("registry lock");
+                if loaded.slots.contains_key(&key) {
+                    loaded.unload(&key, "voice files changed or removed");
+                    unloaded.push(key);
+                }
+            }
+        }
+        let voices = self.engines.values().map(|e| e.voices().len()).sum();
+        tracing::info!(voices, unloaded = unloaded.len(), "voices rescanned");
+        ReloadReport { voices, unloaded }
     }
 
     /// Voices resident now, as `engine/voice` keys.

@@ -1,0 +1,537 @@
+//! The model registry: names → engines and voices, single-flight loads, residency limits,
+//! safe switching under running requests, and rescans. Fake engines make load counts and
+//! lifetimes observable; the real Piper voice checks loads, reloads and memory.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use common::{metric, openai_error, Binary, InProcess};
+use omnivoice_server::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo};
+use serde_json::{json, Value};
+
+struct TrackedVoice {
+    info: VoiceInfo,
+}
+
+impl Voice for TrackedVoice {
+    fn info(&self) -> &VoiceInfo {
+        &self.info
+    }
+    fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
+        if batch.iter().any(|i| i.text.contains("SLOW")) {
+            std::thread::sleep(Duration::from_millis(1500));
+        }
+        Ok(batch
+            .iter()
+            .map(|_| Pcm {
+                samples: vec![0.1; 2205],
+                sample_rate: 22050,
+            })
+            .collect())
+    }
+}
+
+/// Counts loads and keeps a weak reference to every voice it handed out, so tests can see
+/// when the last user of a voice is gone.
+struct TrackedEngine {
+    id: &'static str,
+    voices: Vec<&'static str>,
+    load_delay: Duration,
+    loads: AtomicUsize,
+    handed_out: Mutex<BTreeMap<String, Weak<TrackedVoice>>>,
+}
+
+impl TrackedEngine {
+    fn new(id: &'static str, voices: &[&'static str], load_delay_ms: u64) -> Arc<Self> {
+        Arc::new(Self {
+            id,
+            voices: voices.to_vec(),
+            load_delay: Duration::from_millis(load_delay_ms),
+            loads: AtomicUsize::new(0),
+            handed_out: Mutex::default(),
+        })
+    }
+
+    fn alive(&self, voice: &str) -> bool {
+        self.handed_out
+            .lock()
+            .unwrap()
+            .get(voice)
+            .is_some_and(|w| w.strong_count() > 0)
+    }
+}
+
+impl Engine for TrackedEngine {
+    fn id(&self) -> &str {
+        self.id
+    }
+    fn voices(&self) -> Vec<VoiceInfo> {
+        self.voices
+            .iter()
+            .map(|v| VoiceInfo {
+                id: v.to_string(),
+                engine: self.id.into(),
+                language: "en".into(),
+                sample_rate: 22050,
+                speakers: vec![],
+            })
+            .collect()
+    }
+    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
+        let info = self
+            .find_voice(voice)
+            .ok_or_else(|| EngineError::UnknownVoice(voice.into()))?;
+        std::thread::sleep(self.load_delay);
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        let loaded = Arc::new(TrackedVoice { info });
+        self.handed_out
+            .lock()
+            .unwrap()
+            .insert(voice.into(), Arc::downgrade(&loaded));
+        Ok(loaded)
+    }
+}
+
+fn as_engines(list: &[&Arc<TrackedEngine>]) -> Vec<Arc<dyn Engine>> {
+    list.iter()
+        .map(|e| (*e).clone() as Arc<dyn Engine>)
+        .collect()
+}
+
+async fn speak(url: &str, model: &str, voice: &str, input: &str) -> reqwest::Response {
+    let body = json!({"model": model, "voice": voice, "input": input, "response_format": "wav", "stream": false});
+    reqwest::Client::new()
+        .post(format!("{url}/v1/audio/speech"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn health(url: &str) -> Value {
+    reqwest::get(format!("{url}/health"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn aliases_resolve_and_unknown_names_list_the_valid_ones() {
+    let alpha = TrackedEngine::new("alpha", &["a1", "a2"], 0);
+    let beta = TrackedEngine::new("beta", &["b1"], 0);
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        config.path(),
+        "[models.aliases]\nmy-model = \"beta\"\n[voices.aliases]\nalloy = \"a2\"\nnarrator = \"b1\"\n",
+    )
+    .unwrap();
+    let args = [
+        "--config",
+        config.path().to_str().unwrap(),
+        "--default-engine",
+        "alpha",
+        "--default-voice",
+        "a1",
+        "--preload",
+        "none",
+        "--no-cache",
+    ];
+    let server = InProcess::start(&args, as_engines(&[&alpha, &beta])).await;
+
+    assert_eq!(
+        speak(&server.url, "tts-1", "alloy", "hi").await.status(),
+        200
+    );
+    assert!(
+        alpha.alive("a2") && !alpha.alive("a1"),
+        "alloy is configured as a2"
+    );
+    assert_eq!(
+        speak(&server.url, "gpt-4o-mini-tts", "nova", "hi")
+            .await
+            .status(),
+        200
+    );
+    assert!(
+        alpha.alive("a1"),
+        "unconfigured OpenAI voices mean the default voice"
+    );
+    assert_eq!(
+        speak(&server.url, "my-model", "narrator", "hi")
+            .await
+            .status(),
+        200
+    );
+    assert!(beta.alive("b1"));
+
+    let error = openai_error(speak(&server.url, "nope", "a1", "hi").await, 400).await;
+    assert_eq!(error["param"], "model");
+    assert!(
+        error["message"].as_str().unwrap().contains("alpha, beta"),
+        "{error}"
+    );
+    let error = openai_error(speak(&server.url, "alpha", "zz", "hi").await, 400).await;
+    assert_eq!(error["param"], "voice");
+    assert!(error["message"].as_str().unwrap().contains("a1"), "{error}");
+    for hostile in ["../a1", "/etc/passwd", "a1/../../x", "a1:7"] {
+        openai_error(speak(&server.url, "alpha", hostile, "hi").await, 400).await;
+    }
+
+    let models: Value = reqwest::get(format!("{}/v1/models", server.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = models["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"my-model") && ids.contains(&"tts-1-hd"),
+        "{ids:?}"
+    );
+    let voices: Value = reqwest::get(format!("{}/v1/audio/voices", server.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let a2 = voices["voices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "a2")
+        .unwrap()
+        .clone();
+    assert_eq!(a2["aliases"], json!(["alloy"]));
+    assert_eq!(a2["loaded"], true);
+    let a1 = voices["voices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "a1")
+        .unwrap()
+        .clone();
+    assert!(a1["aliases"].as_array().unwrap().contains(&json!("nova")));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_first_requests_load_a_voice_once() {
+    let alpha = TrackedEngine::new("alpha", &["a1"], 500);
+    let args = [
+        "--default-engine",
+        "alpha",
+        "--default-voice",
+        "a1",
+        "--preload",
+        "none",
+        "--no-cache",
+    ];
+    let server = InProcess::start(&args, as_engines(&[&alpha])).await;
+    let requests = (0..8).map(|i| {
+        speak(
+            &server.url,
+            "alpha",
+            "a1",
+            if i % 2 == 0 { "even" } else { "odd" },
+        )
+    });
+    for response in futures::future::join_all(requests).await {
+        assert_eq!(response.status(), 200);
+    }
+    assert_eq!(alpha.loads.load(Ordering::SeqCst), 1);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_least_recently_used_voice_goes_at_the_limit() {
+    let alpha = TrackedEngine::new("alpha", &["a1", "a2", "a3"], 0);
+    let args = [
+        "--default-engine",
+        "alpha",
+        "--default-voice",
+        "a1",
+        "--preload",
+        "none",
+        "--no-cache",
+        "--max-loaded-voices",
+        "2",
+    ];
+    let server = InProcess::start(&args, as_engines(&[&alpha])).await;
+    for voice in ["a1", "a2", "a1", "a3"] {
+        assert_eq!(speak(&server.url, "alpha", voice, "hi").await.status(), 200);
+    }
+    let loaded = health(&server.url).await["voices_loaded"].clone();
+    assert_eq!(
+        loaded,
+        json!(["alpha/a1", "alpha/a3"]),
+        "a2 was least recently used"
+    );
+    assert!(!alpha.alive("a2"), "its memory is gone");
+    assert_eq!(alpha.loads.load(Ordering::SeqCst), 3);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn switching_engines_under_a_running_request_does_not_fail_it() {
+    let alpha = TrackedEngine::new("alpha", &["a1"], 0);
+    let beta = TrackedEngine::new("beta", &["b1"], 0);
+    let args = [
+        "--default-engine",
+        "alpha",
+        "--default-voice",
+        "a1",
+        "--preload",
+        "none",
+        "--no-cache",
+        "--single-engine-resident",
+    ];
+    let server = InProcess::start(&args, as_engines(&[&alpha, &beta])).await;
+    let url = server.url.clone();
+    let long =
+        tokio::spawn(async move { speak(&url, "alpha", "a1", "SLOW and long").await.status() });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        speak(&server.url, "beta", "b1", "switch").await.status(),
+        200
+    );
+    assert_eq!(
+        health(&server.url).await["voices_loaded"],
+        json!(["beta/b1"])
+    );
+    assert!(
+        alpha.alive("a1"),
+        "the running request still holds its voice"
+    );
+    assert_eq!(
+        long.await.unwrap(),
+        200,
+        "the running request finished normally"
+    );
+    assert!(!alpha.alive("a1"), "released once its last user finished");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn idle_voices_are_released() {
+    let alpha = TrackedEngine::new("alpha", &["a1"], 0);
+    let args = [
+        "--default-engine",
+        "alpha",
+        "--default-voice",
+        "a1",
+        "--preload",
+        "none",
+        "--no-cache",
+        "--idle-unload-s",
+        "1",
+    ];
+    let server = InProcess::start(&args, as_engines(&[&alpha])).await;
+    assert_eq!(speak(&server.url, "alpha", "a1", "hi").await.status(), 200);
+    assert!(alpha.alive("a1"));
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert!(!alpha.alive("a1"));
+    assert_eq!(health(&server.url).await["voices_loaded"], json!([]));
+    server.stop().await;
+}
+
+/// A voices directory holding the default voice under several names (hard links: no copies).
+fn voices_dir(names: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+    for name in names {
+        link_voice(dir.path(), name);
+    }
+    dir
+}
+
+fn link_voice(dir: &std::path::Path, name: &str) {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("voices");
+    for ext in ["onnx", "onnx.json"] {
+        let from = source.join(format!("en_US-joe-medium.{ext}"));
+        let to = dir.join(format!("{name}.{ext}"));
+        std::fs::hard_link(&from, &to)
+            .or_else(|_| std::fs::copy(&from, &to).map(|_| ()))
+            .unwrap();
+    }
+}
+
+fn piper_ids(voices: &Value) -> Vec<String> {
+    voices["voices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["engine"] == "piper")
+        .map(|v| v["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn real_voice_loads_once_and_rescans_add_and_remove_voices() {
+    let dir = voices_dir(&["first"]);
+    let server = Binary::ready(&[
+        "--voices-dir",
+        dir.path().to_str().unwrap(),
+        "--default-voice",
+        "first",
+        "--preload",
+        "none",
+        "--no-cache",
+    ])
+    .await;
+    let url = server.url.clone();
+    let requests = (0..4).map(|i| {
+        let url = url.clone();
+        async move {
+            speak(
+                &url,
+                "piper",
+                "first",
+                &format!("Load me once, number {i}."),
+            )
+            .await
+            .status()
+        }
+    });
+    assert!(futures::future::join_all(requests)
+        .await
+        .iter()
+        .all(|s| *s == 200));
+    let text = reqwest::get(format!("{url}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(
+        metric(
+            &text,
+            r#"omnivoice_voice_loads_total{engine="piper",voice="first"}"#
+        ),
+        1.0,
+        "{text}"
+    );
+
+    link_voice(dir.path(), "second");
+    let client = reqwest::Client::new();
+    let reload: Value = client
+        .post(format!("{url}/v1/voices/reload"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reload["reloaded"], true);
+    let voices: Value = reqwest::get(format!("{url}/v1/audio/voices"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(piper_ids(&voices), vec!["first", "second"]);
+    assert_eq!(
+        speak(&url, "piper", "second", "A new voice.")
+            .await
+            .status(),
+        200
+    );
+
+    // SIGHUP does the same: a removed voice stops being offered.
+    for ext in ["onnx", "onnx.json"] {
+        std::fs::remove_file(dir.path().join(format!("second.{ext}"))).unwrap();
+    }
+    let pid = server.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut offered = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let voices: Value = reqwest::get(format!("{url}/v1/audio/voices"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        offered = piper_ids(&voices);
+        if offered == vec!["first"] {
+            break;
+        }
+    }
+    assert_eq!(offered, vec!["first"]);
+    openai_error(speak(&url, "piper", "second", "Gone.").await, 400).await;
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn memory_stays_bounded_across_alternating_voices() {
+    let names = ["v1", "v2", "v3"];
+    let dir = voices_dir(&names);
+    let server = Binary::ready(&[
+        "--voices-dir",
+        dir.path().to_str().unwrap(),
+        "--default-voice",
+        "v1",
+        "--preload",
+        "none",
+        "--no-cache",
+        "--max-loaded-voices",
+        "1",
+    ])
+    .await;
+    let pid = server.child.id();
+    let mut after_warmup = 0;
+    for i in 0..50 {
+        let voice = names[i % names.len()];
+        assert_eq!(
+            speak(&server.url, "piper", voice, "Short.").await.status(),
+            200
+        );
+        if i == 5 {
+            after_warmup = rss_kib(pid);
+        }
+    }
+    let end = rss_kib(pid);
+    let text = reqwest::get(format!("{}/metrics", server.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metric(
+            &text,
+            "omnivoice_voice_unloads_total{engine=\"piper\",voice=\"v1\"}"
+        ) >= 10.0,
+        "voices were cycled"
+    );
+    assert_eq!(
+        health(&server.url).await["voices_loaded"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    // One voice is ~63 MB of weights; growth by a whole extra voice would mean a leak.
+    assert!(
+        end < after_warmup + 60 * 1024,
+        "RSS grew from {after_warmup} KiB to {end} KiB"
+    );
+}
