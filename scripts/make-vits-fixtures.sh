@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV="${VITS_REF_VENV:?set VITS_REF_VENV to the reference venv}"
-TOOL="${VITS_REF_TOOL:-/work/shared/tools/piper_reference.py}"
+TOOL="${VITS_REF_TOOL:-../shared/tools/piper_reference.py}"
 VOICE="${VITS_VOICE:-voices/en_US-joe-medium}"
 OUT=tests/fixtures/vits
 mkdir -p "$OUT"

@@ -1,0 +1,113 @@
+//! Whole-model speed of the native VITS against onnxruntime, measured in the same run.
+//!
+//! One thread, noise 0, the default voice: one sentence, and a padded batch of 8. onnxruntime
+//! runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python with
+//! onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle runs.
+//!
+//! `OMNIVOICE_REF_PYTHON=/path/venv/bin/python cargo bench --bench vits`
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use candle_core::Device;
+use omnivoice_server::vits::{Vits, VitsInput};
+
+const RUNS: usize = 5;
+/// The sentences of the reference fixtures; ids are read from the fixture files.
+const SENTENCES: [&str; 4] = [
+    "Hi.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Hello world, this is a test of the speech server.",
+    "Wait! Is it ready? Yes; mostly: it works, and it sounds natural enough for a first try.",
+];
+const SINGLE: usize = 2;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn ids(i: usize) -> Vec<i64> {
+    let path = root().join(format!("tests/fixtures/vits/sentence{i}.ids"));
+    let text = std::fs::read_to_string(&path).expect("fixture ids");
+    text.trim().split(',').map(|x| x.parse().unwrap()).collect()
+}
+
+fn input(i: usize) -> VitsInput {
+    VitsInput { ids: ids(i), speaker: None, length_scale: 1.0, speed: 1.0, noise_scale: 0.0, noise_w: 0.0, seed: 0 }
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Median wall seconds and the audio seconds of one run.
+fn time_candle(model: &Vits, batch: &[VitsInput]) -> (f64, f64) {
+    let audio = model.synthesize(batch).expect("synthesis");
+    let seconds: f64 = audio.iter().map(|a| a.len() as f64).sum::<f64>() / model.sample_rate() as f64;
+    let walls = (0..RUNS)
+        .map(|_| {
+            let started = Instant::now();
+            model.synthesize(batch).expect("synthesis");
+            started.elapsed().as_secs_f64()
+        })
+        .collect();
+    (median(walls), seconds)
+}
+
+/// onnxruntime's median wall seconds from the reference tool's report line.
+fn time_onnxruntime(python: &str, voice: &Path, args: &[&str]) -> Option<f64> {
+    let tool = std::env::var("OMNIVOICE_REF_TOOL")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("../shared/tools/piper_reference.py"));
+    let output = Command::new(python)
+        .arg(tool)
+        .arg("--onnx")
+        .arg(voice.with_extension("onnx"))
+        .arg("--config")
+        .arg(voice.with_extension("onnx.json"))
+        .args(["--noise-scale", "0", "--noise-w", "0", "--threads", "1", "--repeat", &RUNS.to_string()])
+        .args(args)
+        .output()
+        .ok()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().find(|l| l.starts_with("wall median"))?;
+    let ms: f64 = line.split_whitespace().nth(2)?.parse().ok()?;
+    Some(ms / 1000.0)
+}
+
+fn main() {
+    // One thread for candle, as for onnxruntime: the server runs one batch per worker thread.
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let voice = root().join("voices/en_US-joe-medium");
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(voice.with_extension("onnx.json")).unwrap()).unwrap();
+    let started = Instant::now();
+    let model = Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu).expect("voice");
+    println!("load (onnx → candle): {:.3} s", started.elapsed().as_secs_f64());
+
+    let single = vec![input(SINGLE)];
+    let batch: Vec<VitsInput> = (0..8).map(|i| input(i % 4)).collect();
+    let python = std::env::var("OMNIVOICE_REF_PYTHON").ok();
+    let batch_file = std::env::temp_dir().join("omnivoice-bench-batch.txt");
+    let texts: Vec<&str> = (0..8).map(|i| SENTENCES[i % 4]).collect();
+    std::fs::write(&batch_file, texts.join("\n")).unwrap();
+    let single_ids = ids(SINGLE).iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+
+    println!("| case | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime |");
+    println!("|---|---|---|---|---|---|");
+    let cases: [(&str, &[VitsInput], Vec<&str>); 2] = [
+        ("one sentence", &single, vec!["--ids", &single_ids]),
+        ("batch of 8", &batch, vec!["--batch-file", batch_file.to_str().unwrap()]),
+    ];
+    for (name, inputs, ort_args) in cases {
+        let (wall, audio) = time_candle(&model, inputs);
+        let ort = python.as_deref().and_then(|py| time_onnxruntime(py, &voice, &ort_args));
+        let (ort_text, ratio) = match ort {
+            Some(o) => (format!("{o:.3}"), format!("{:.2}×", wall / o)),
+            None => ("not run".into(), "-".into()),
+        };
+        println!("| {name} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} |", wall / audio);
+    }
+}
