@@ -30,7 +30,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Convert a Piper voice's ONNX weights to safetensors for faster loading.
     ConvertVoice {
         /// The voice's `.onnx` file (its `.onnx.json` must sit beside it).

@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Some(Command::ConvertVoice { input, output }) => convert_voice(&input, &output),
-        Some(Command::Serve(args)) => serve(args),
+        Some(Command::Serve(args)) => serve(*args),
         None => serve(cli.serve),
     }
 }
