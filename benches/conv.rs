@@ -5,8 +5,13 @@
 //! Throughput is reported in elements per second where one element is one multiply-accumulate,
 //! so criterion's "Gelem/s" reads as GMAC/s. Both sides run on one thread: `RAYON_NUM_THREADS`
 //! is set to 1 unless given, because candle's own convolution otherwise uses every core.
+//!
+//! On a shared machine wall time mostly measures the other processes; `CONV_BENCH_CLOCK=thread`
+//! measures this thread's CPU time instead (still affected by shared caches, but not by waiting
+//! for a core).
 
 use candle_core::{Device, Tensor};
+use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use omnivoice_server::vits::conv;
 use std::hint::black_box;
@@ -81,7 +86,7 @@ fn randn(dims: &[usize]) -> Tensor {
     Tensor::randn(0f32, 1f32, dims, &Device::Cpu).unwrap()
 }
 
-fn bench_conv1d(c: &mut Criterion) {
+fn bench_conv1d<M: Measurement>(c: &mut Criterion<M>) {
     let mut group = c.benchmark_group("conv1d");
     group
         .sample_size(10)
@@ -115,7 +120,7 @@ fn bench_conv1d(c: &mut Criterion) {
     group.finish();
 }
 
-fn bench_conv_transpose1d(c: &mut Criterion) {
+fn bench_conv_transpose1d<M: Measurement>(c: &mut Criterion<M>) {
     let mut group = c.benchmark_group("conv_transpose1d");
     group
         .sample_size(10)
@@ -153,7 +158,7 @@ fn bench_conv_transpose1d(c: &mut Criterion) {
 /// stages of (transposed conv, mean of three type-2 resblocks with kernels 3/5/7 and dilations
 /// (1,2)/(2,6)/(3,12), each conv residual), conv_post. Activations are left out so the number is
 /// the convolutions' share alone.
-fn bench_decoder_sequence(c: &mut Criterion) {
+fn bench_decoder_sequence<M: Measurement>(c: &mut Criterion<M>) {
     let mut group = c.benchmark_group("decoder convs");
     group
         .sample_size(10)
@@ -210,14 +215,77 @@ fn bench_decoder_sequence(c: &mut Criterion) {
     group.finish();
 }
 
+/// A large square matrix product through candle (the same `gemm` crate the convolutions use):
+/// the ceiling a convolution built on it can approach on this machine.
+fn bench_matmul_ceiling<M: Measurement>(c: &mut Criterion<M>) {
+    let mut group = c.benchmark_group("reference");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3));
+    let n = 768;
+    let (a, b) = (randn(&[n, n]), randn(&[n, n]));
+    group.throughput(Throughput::Elements((n * n * n) as u64));
+    group.bench_function("matmul 768^3", |bench| {
+        bench.iter(|| black_box(a.matmul(&b).unwrap()))
+    });
+    group.finish();
+}
+
+/// CPU time consumed by the calling thread, in nanoseconds.
+struct ThreadCpuTime;
+
+fn thread_cpu_nanos() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Measurement for ThreadCpuTime {
+    type Intermediate = u64;
+    type Value = u64;
+
+    fn start(&self) -> u64 {
+        thread_cpu_nanos()
+    }
+    fn end(&self, start: u64) -> u64 {
+        thread_cpu_nanos() - start
+    }
+    fn add(&self, a: &u64, b: &u64) -> u64 {
+        a + b
+    }
+    fn zero(&self) -> u64 {
+        0
+    }
+    fn to_f64(&self, value: &u64) -> f64 {
+        *value as f64
+    }
+    fn formatter(&self) -> &dyn ValueFormatter {
+        // Same unit (nanoseconds) as wall time, so its formatting applies unchanged.
+        WallTime.formatter()
+    }
+}
+
+fn run_all<M: Measurement>(mut c: Criterion<M>) {
+    bench_matmul_ceiling(&mut c);
+    bench_conv1d(&mut c);
+    bench_conv_transpose1d(&mut c);
+    bench_decoder_sequence(&mut c);
+    c.final_summary();
+}
+
 fn main() {
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
         // Single-threaded process start: no other thread reads the environment yet.
         std::env::set_var("RAYON_NUM_THREADS", "1");
     }
-    let mut c = Criterion::default().configure_from_args();
-    bench_conv1d(&mut c);
-    bench_conv_transpose1d(&mut c);
-    bench_decoder_sequence(&mut c);
-    c.final_summary();
+    let c = Criterion::default().configure_from_args();
+    match std::env::var("CONV_BENCH_CLOCK").as_deref() {
+        Ok("thread") => run_all(c.with_measurement(ThreadCpuTime)),
+        _ => run_all(c),
+    }
 }

@@ -12,9 +12,12 @@
 //! - run depthwise convolutions (one input channel per group) as a direct loop;
 //! - split transposed convolutions into `stride` phases, each an ordinary small convolution.
 //!
-//! Other devices and dtypes keep candle's implementation. The matrix products run on the caller's
-//! thread (`gemm::Parallelism::None`): the server runs several inference workers side by side,
-//! so each convolution must not also fan out over all cores.
+//! Other devices and dtypes keep candle's implementation, and so do single-group convolutions of
+//! short signals through many channels (L < 4·max(C_in, C_out): text encoder, flow, conv_pre), where
+//! candle's single large product measured faster. Our matrix products run on the caller's thread
+//! (`gemm::Parallelism::None`): the server runs several inference workers side by side, so each
+//! convolution must not also fan out over all cores. (The convolutions left to candle follow its
+//! own `RAYON_NUM_THREADS` / core-count policy.)
 
 use candle_core::{DType, Device, Result, Tensor};
 
@@ -28,7 +31,8 @@ pub fn conv1d(
     dilation: usize,
     groups: usize,
 ) -> Result<Tensor> {
-    if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups) {
+    let fast = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups);
+    if let Some(shape) = fast.filter(|s| !s.prefers_candle()) {
         return cpu_f32::conv1d(x, weight, bias, &shape);
     }
     let y = x.conv1d(weight, padding, 1, dilation, groups)?;
@@ -112,6 +116,13 @@ impl Conv1dShape {
             dilation,
             groups,
         })
+    }
+
+    /// Short signals through many channels (text encoder, flow, conv_pre) are what candle's
+    /// unfold + one large product handles well; it measured faster there than per-tap products.
+    /// Grouped convolutions never go to candle (it splits them into one convolution per group).
+    fn prefers_candle(&self) -> bool {
+        self.groups == 1 && self.l_out < 4 * self.c_in.max(self.c_out)
     }
 }
 
@@ -449,6 +460,20 @@ mod tests {
         diff.to_scalar::<f32>().unwrap() / scale
     }
 
+    /// Our CPU kernel regardless of the routing heuristic.
+    fn fast_conv1d(
+        x: &Tensor,
+        w: &Tensor,
+        b: Option<&Tensor>,
+        padding: usize,
+        dilation: usize,
+        groups: usize,
+    ) -> Tensor {
+        let shape = Conv1dShape::for_fast_path(x, w, b, padding, dilation, groups)
+            .expect("test shapes are valid CPU f32 convolutions");
+        cpu_f32::conv1d(x, w, b, &shape).unwrap()
+    }
+
     fn candle_conv1d(
         x: &Tensor,
         w: &Tensor,
@@ -480,10 +505,13 @@ mod tests {
         let x = random(rng, &[batch, c_in, len]);
         let w = random(rng, &[c_out, c_in / groups, k]);
         let b = with_bias.then(|| random(rng, &[c_out]));
-        let got = conv1d(&x, &w, b.as_ref(), padding, dilation, groups).unwrap();
+        let got = fast_conv1d(&x, &w, b.as_ref(), padding, dilation, groups);
         let want = candle_conv1d(&x, &w, b.as_ref(), padding, dilation, groups);
         let err = relative_error(&got, &want);
         assert!(err <= 1e-4, "conv1d {case:?}: relative error {err}");
+        // The public entry point (which may route to candle) agrees too.
+        let public = conv1d(&x, &w, b.as_ref(), padding, dilation, groups).unwrap();
+        assert!(relative_error(&public, &want) <= 1e-4);
     }
 
     #[test]
@@ -563,12 +591,12 @@ mod tests {
         let transposed = random(&mut rng, &[2, 300, 32]).transpose(1, 2).unwrap();
         for x in [&narrowed, &transposed] {
             assert!(!x.is_contiguous());
-            let got = conv1d(x, &w, Some(&b), 4, 2, 1).unwrap();
+            let got = fast_conv1d(x, &w, Some(&b), 4, 2, 1);
             let want = candle_conv1d(x, &w, Some(&b), 4, 2, 1);
             assert!(relative_error(&got, &want) <= 1e-4);
         }
         let dw = random(&mut rng, &[32, 1, 3]);
-        let got = conv1d(&transposed, &dw, None, 3, 3, 32).unwrap();
+        let got = fast_conv1d(&transposed, &dw, None, 3, 3, 32);
         let want = candle_conv1d(&transposed, &dw, None, 3, 3, 32);
         assert!(relative_error(&got, &want) <= 1e-4);
     }
