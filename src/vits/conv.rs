@@ -12,12 +12,9 @@
 //! - run depthwise convolutions (one input channel per group) as a direct loop;
 //! - split transposed convolutions into `stride` phases, each an ordinary small convolution.
 //!
-//! Other devices and dtypes keep candle's implementation, and so do single-group convolutions of
-//! short signals through many channels (L < 4·max(C_in, C_out): text encoder, flow, conv_pre), where
-//! candle's single large product measured faster. Our matrix products run on the caller's thread
-//! (`gemm::Parallelism::None`): the server runs several inference workers side by side, so each
-//! convolution must not also fan out over all cores. (The convolutions left to candle follow its
-//! own `RAYON_NUM_THREADS` / core-count policy.)
+//! Other devices and dtypes keep candle's implementation. The matrix products run on the caller's
+//! thread (`gemm::Parallelism::None`), whatever `RAYON_NUM_THREADS` says: the server runs several
+//! inference workers side by side, so each convolution must not also fan out over all cores.
 
 use candle_core::{DType, Device, Result, Tensor};
 
@@ -31,8 +28,7 @@ pub fn conv1d(
     dilation: usize,
     groups: usize,
 ) -> Result<Tensor> {
-    let fast = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups);
-    if let Some(shape) = fast.filter(|s| !s.prefers_candle()) {
+    if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups) {
         return cpu_f32::conv1d(x, weight, bias, &shape);
     }
     let y = x.conv1d(weight, padding, 1, dilation, groups)?;
@@ -117,13 +113,6 @@ impl Conv1dShape {
             groups,
         })
     }
-
-    /// Short signals through many channels (text encoder, flow, conv_pre) are what candle's
-    /// unfold + one large product handles well; it measured faster there than per-tap products.
-    /// Grouped convolutions never go to candle (it splits them into one convolution per group).
-    fn prefers_candle(&self) -> bool {
-        self.groups == 1 && self.l_out < 4 * self.c_in.max(self.c_out)
-    }
 }
 
 /// Validated dimensions of a transposed convolution (groups 1, dilation 1, no output padding).
@@ -202,6 +191,22 @@ mod cpu_f32 {
         Ok(f(&data[start..end]))
     }
 
+    /// Reorders a row-major [A, B, K] weight tensor so each tap k is one row-major matrix:
+    /// [K, A, B], or [K, B, A] when `swap` (for the transposed convolution's [C_in, C_out, K]).
+    /// One pass over the weights; small next to the convolution itself.
+    fn taps_first(w: &[f32], a: usize, b: usize, taps: usize, swap: bool) -> Vec<f32> {
+        let mut out = vec![0f32; w.len()];
+        for (ia, rows) in w.chunks_exact(b * taps).enumerate() {
+            for (ib, row) in rows.chunks_exact(taps).enumerate() {
+                let at = if swap { ib * a + ia } else { ia * b + ib };
+                for (k, &v) in row.iter().enumerate() {
+                    out[k * a * b + at] = v;
+                }
+            }
+        }
+        out
+    }
+
     fn bias_or_zero(bias: Option<&Tensor>, c_out: usize) -> Result<Vec<f32>> {
         match bias {
             Some(b) => b.flatten_all()?.to_vec1::<f32>(),
@@ -212,8 +217,12 @@ mod cpu_f32 {
     /// One kernel tap of a convolution written as a matrix product: output column `t` receives
     /// `weights · x[:, t + shift]` where the input column exists.
     struct Tap<'a> {
-        /// [rows × cols] row-major: output channels × input channels.
+        /// A (output channel × input channel) matrix starting at `weights[0]`, element (r, c) at
+        /// `r · row_stride + c · col_stride`: a strided view into the caller's weight tensor, so
+        /// no per-call repacking (gemm packs what it needs).
         weights: &'a [f32],
+        row_stride: usize,
+        col_stride: usize,
         shift: isize,
     }
 
@@ -236,7 +245,7 @@ mod cpu_f32 {
         assert!(dst.len() >= (rows - 1) * dst_stride + (t1 - t0));
         assert!(x.len() >= cols * x_len);
         for tap in taps {
-            assert_eq!(tap.weights.len(), rows * cols);
+            assert!(tap.weights.len() > (rows - 1) * tap.row_stride + (cols - 1) * tap.col_stride);
             // Output columns whose input column t + shift lies inside 0..x_len.
             let lo = (t0 as isize).max(-tap.shift);
             let hi = (t1 as isize).min(x_len as isize - tap.shift);
@@ -245,7 +254,8 @@ mod cpu_f32 {
             }
             let (lo, n) = (lo as usize, (hi - lo) as usize);
             let x_start = (lo as isize + tap.shift) as usize;
-            // SAFETY: gemm reads `rows × cols` weights (checked above), the input block of `cols`
+            // SAFETY: gemm reads the `rows × cols` weight view (its last element is in bounds,
+            // checked above), the input block of `cols`
             // rows × columns x_start..x_start + n (x_start + n ≤ x_len by the clipping above, and
             // x holds cols · x_len values), and reads/writes the `rows × n` destination block at
             // column lo − t0 (lo − t0 + n ≤ t1 − t0, checked against dst.len() above). The three
@@ -260,8 +270,8 @@ mod cpu_f32 {
                     dst_stride as isize,
                     true,
                     tap.weights.as_ptr(),
-                    1,
-                    cols as isize,
+                    tap.col_stride as isize,
+                    tap.row_stride as isize,
                     x.as_ptr().add(x_start),
                     1,
                     x_len as isize,
@@ -284,8 +294,9 @@ mod cpu_f32 {
     ) -> Result<Tensor> {
         let c_in_g = s.c_in / s.groups;
         let bias = bias_or_zero(bias, s.c_out)?;
-        // [K, C_out, C_in/groups]: each tap's (and group's) weights become one row-major matrix.
-        let weights = weight.permute((2, 0, 1))?.flatten_all()?.to_vec1::<f32>()?;
+        // [C_out, C_in/groups, K] → [K, C_out, C_in/groups]: each tap's matrix contiguous.
+        let weights =
+            with_contiguous_f32(weight, |w| taps_first(w, s.c_out, c_in_g, s.taps, false))?;
         let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
         with_contiguous_f32(x, |x| {
             for b in 0..s.batch {
@@ -315,6 +326,8 @@ mod cpu_f32 {
                     let start = (k * s.groups + g) * group_weights;
                     Tap {
                         weights: &weights[start..start + group_weights],
+                        row_stride: c_in_g,
+                        col_stride: 1,
                         shift: (k * s.dilation) as isize - s.padding as isize,
                     }
                 })
@@ -373,8 +386,10 @@ mod cpu_f32 {
         s: &ConvTranspose1dShape,
     ) -> Result<Tensor> {
         let bias = bias_or_zero(bias, s.c_out)?;
-        // [K, C_out, C_in]: tap k's weights as a row-major (output × input channel) matrix.
-        let weights = weight.permute((2, 1, 0))?.flatten_all()?.to_vec1::<f32>()?;
+        // [C_in, C_out, K] → [K, C_out, C_in]: each tap's (output × input channel) matrix
+        // contiguous.
+        let weights =
+            with_contiguous_f32(weight, |w| taps_first(w, s.c_in, s.c_out, s.taps, true))?;
         let tap_len = s.c_out * s.c_in;
         let tile = tile_columns(s.c_out, s.c_in);
         let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
@@ -397,6 +412,8 @@ mod cpu_f32 {
                         .enumerate()
                         .map(|(m, k)| Tap {
                             weights: &weights[k * tap_len..(k + 1) * tap_len],
+                            row_stride: s.c_in,
+                            col_stride: 1,
                             shift: q_lo - m as isize,
                         })
                         .collect();
@@ -423,11 +440,8 @@ mod cpu_f32 {
                             .chunks_exact_mut(s.l_out)
                             .zip(phase_tile.chunks_exact(tile))
                         {
-                            for (y, &v) in out_row[j0..]
-                                .iter_mut()
-                                .step_by(s.stride)
-                                .zip(&row[..width])
-                            {
+                            let out_phase = out_row[j0..].iter_mut().step_by(s.stride);
+                            for (y, &v) in out_phase.zip(&row[..width]) {
                                 *y = v;
                             }
                         }
@@ -460,7 +474,7 @@ mod tests {
         diff.to_scalar::<f32>().unwrap() / scale
     }
 
-    /// Our CPU kernel regardless of the routing heuristic.
+    /// Our CPU kernel, called directly so a routing change cannot turn a test into candle vs candle.
     fn fast_conv1d(
         x: &Tensor,
         w: &Tensor,
