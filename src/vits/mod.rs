@@ -1,3 +1,473 @@
 //! VITS inference in candle (the model behind Piper voices).
+//!
+//! Loads a Piper voice straight from its `.onnx` file (or from the safetensors this module
+//! writes) and runs the VITS inference path: text encoder → duration predictor → monotonic
+//! expansion → prior sample → reverse flow → HiFi-GAN decoder. Batches of different lengths
+//! are padded and masked so that each item's audio matches its single-item run, and every item
+//! draws its noise from its own seeded generator so a seed reproduces the same audio.
 
+pub mod config;
 pub mod conv;
+mod duration;
+mod flow;
+mod generator;
+mod layers;
+mod onnx;
+mod spline;
+mod text_encoder;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, StandardNormal};
+
+use config::StructureHints;
+pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKind, VitsConfig};
+use duration::DurationPredictor;
+use flow::Flow;
+use generator::Generator;
+use layers::sequence_mask;
+use text_encoder::TextEncoder;
+
+/// Longest audio one item may produce; guards against runaway durations (huge length_scale).
+const MAX_SECONDS_PER_ITEM: usize = 600;
+/// Safetensors keys that record the structure values the weights do not show.
+const META_UPSAMPLE_RATES: &str = "__structure__.upsample_rates";
+const META_RESBLOCK_DILATIONS: &str = "__structure__.resblock_dilations";
+const META_WAVENET_DILATION_RATE: &str = "__structure__.wavenet_dilation_rate";
+
+#[derive(Debug, thiserror::Error)]
+pub enum VitsError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{file}: {reason}")]
+    Format { file: PathBuf, reason: String },
+    #[error("{file}: tensor {tensor} is missing")]
+    MissingTensor { file: PathBuf, tensor: String },
+    #[error("{file}: tensor {tensor}: {reason}")]
+    Tensor {
+        file: PathBuf,
+        tensor: String,
+        reason: String,
+    },
+    #[error("{file}: loading weights: {source}")]
+    Load {
+        file: PathBuf,
+        source: candle_core::Error,
+    },
+    #[error("{file}: saving weights: {source}")]
+    Save {
+        file: PathBuf,
+        source: candle_core::Error,
+    },
+    #[error("voice config: {0}")]
+    Config(String),
+    #[error("invalid input: {0}")]
+    Input(String),
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
+
+/// One utterance to synthesize.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VitsInput {
+    /// Phoneme ids (Piper's `phoneme_id_map` applied, including `^`, `_` and `$`).
+    pub ids: Vec<i64>,
+    /// Speaker id for multi-speaker voices (`None` = speaker 0).
+    pub speaker: Option<u32>,
+    /// Duration multiplier (> 1 is slower).
+    pub length_scale: f32,
+    /// Prior noise scale (variation in the voice).
+    pub noise_scale: f32,
+    /// Duration noise scale (variation in timing).
+    pub noise_w: f32,
+    /// Seed of this item's noise.
+    pub seed: u64,
+}
+
+/// A loaded VITS voice.
+pub struct Vits {
+    config: VitsConfig,
+    /// All parameters by state-dict name, kept for `save_safetensors`.
+    weights: HashMap<String, Tensor>,
+    text_encoder: TextEncoder,
+    duration_predictor: DurationPredictor,
+    flow: Flow,
+    decoder: Generator,
+    speaker_embedding: Option<Tensor>,
+    device: Device,
+}
+
+impl Vits {
+    /// Load from a Piper .onnx file (weights only; hyperparameters from shapes + `voice_json`).
+    pub fn from_onnx(
+        onnx: &Path,
+        voice_json: &serde_json::Value,
+        device: &Device,
+    ) -> Result<Self, VitsError> {
+        let weights = onnx::read_weights(onnx, device)?;
+        let hints = config::hints_from_onnx(&weights.conv_attributes, &weights.tensors);
+        Self::from_tensors(weights.tensors, voice_json, &hints, onnx, device)
+    }
+
+    /// Load from a .safetensors written by `save_safetensors` (+ the same .onnx.json).
+    pub fn from_safetensors(
+        path: &Path,
+        voice_json: &serde_json::Value,
+        device: &Device,
+    ) -> Result<Self, VitsError> {
+        let mut tensors =
+            candle_core::safetensors::load(path, device).map_err(|source| VitsError::Load {
+                file: path.to_path_buf(),
+                source,
+            })?;
+        let hints = take_structure_hints(&mut tensors, path)?;
+        Self::from_tensors(tensors, voice_json, &hints, path, device)
+    }
+
+    /// Builds the model from parameters named as in the VITS state dict. `file` names the
+    /// source in errors.
+    pub(crate) fn from_tensors(
+        tensors: HashMap<String, Tensor>,
+        voice_json: &serde_json::Value,
+        hints: &StructureHints,
+        file: &Path,
+        device: &Device,
+    ) -> Result<Self, VitsError> {
+        let config = VitsConfig::infer(&tensors, voice_json, hints, file)?;
+        let load_error = |source| VitsError::Load {
+            file: file.to_path_buf(),
+            source,
+        };
+        let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, device);
+        let text_encoder = TextEncoder::load(vb.pp("enc_p"), &config).map_err(load_error)?;
+        let duration_predictor =
+            DurationPredictor::load(vb.pp("dp"), &config).map_err(load_error)?;
+        let flow = Flow::load(vb.pp("flow"), &config).map_err(load_error)?;
+        let decoder = Generator::load(vb.pp("dec"), &config).map_err(load_error)?;
+        let speaker_embedding = if config.gin_channels > 0 {
+            Some(
+                vb.get((config.num_speakers, config.gin_channels), "emb_g.weight")
+                    .map_err(load_error)?,
+            )
+        } else {
+            None
+        };
+        Ok(Self {
+            config,
+            weights: tensors,
+            text_encoder,
+            duration_predictor,
+            flow,
+            decoder,
+            speaker_embedding,
+            device: device.clone(),
+        })
+    }
+
+    pub fn save_safetensors(&self, path: &Path) -> Result<(), VitsError> {
+        let mut tensors = self.weights.clone();
+        let d = &self.config.decoder;
+        let cpu = Device::Cpu;
+        let u32s = |v: Vec<usize>| v.into_iter().map(|x| x as u32).collect::<Vec<u32>>();
+        tensors.insert(
+            META_UPSAMPLE_RATES.into(),
+            Tensor::new(u32s(d.upsample_rates.clone()), &cpu)?,
+        );
+        let steps = d.resblock_dilations.first().map_or(0, |x| x.len());
+        if d.resblock_dilations.iter().all(|x| x.len() == steps) {
+            let flat = u32s(d.resblock_dilations.concat());
+            tensors.insert(
+                META_RESBLOCK_DILATIONS.into(),
+                Tensor::from_vec(flat, (d.resblock_dilations.len(), steps), &cpu)?,
+            );
+        }
+        tensors.insert(
+            META_WAVENET_DILATION_RATE.into(),
+            Tensor::new(&[self.config.flow.dilation_rate as u32], &cpu)?,
+        );
+        candle_core::safetensors::save(&tensors, path).map_err(|source| VitsError::Save {
+            file: path.to_path_buf(),
+            source,
+        })
+    }
+
+    pub fn config(&self) -> &VitsConfig {
+        &self.config
+    }
+
+    pub fn sample_rate(&self) -> u32 {
+        self.config.sample_rate
+    }
+
+    pub fn num_speakers(&self) -> usize {
+        self.config.num_speakers
+    }
+
+    /// One batched forward pass over items of different lengths (padding + masks inside).
+    /// Returns each item's audio with its EXACT sample count (hop × its own frames).
+    pub fn synthesize(&self, batch: &[VitsInput]) -> Result<Vec<Vec<f32>>, VitsError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.validate(batch)?;
+        let dev = &self.device;
+        let b = batch.len();
+        let lengths: Vec<usize> = batch.iter().map(|item| item.ids.len()).collect();
+        let t_max = *lengths.iter().max().expect("non-empty batch");
+        let per_item = |f: fn(&VitsInput) -> f32| -> candle_core::Result<Tensor> {
+            Tensor::from_vec(batch.iter().map(f).collect::<Vec<f32>>(), (b, 1, 1), dev)
+        };
+        let length_scale = per_item(|i| i.length_scale)?;
+        let noise_scale = per_item(|i| i.noise_scale)?;
+        let noise_w = per_item(|i| i.noise_w)?;
+
+        // Padded ids [B, T] and text mask [B, 1, T].
+        let mut ids = vec![0u32; b * t_max];
+        for (row, item) in ids.chunks_mut(t_max).zip(batch) {
+            for (dst, &id) in row.iter_mut().zip(&item.ids) {
+                *dst = id as u32;
+            }
+        }
+        let ids = Tensor::from_vec(ids, (b, t_max), dev)?;
+        let x_mask = sequence_mask(&lengths, t_max, dev)?;
+        let g = self.speaker_conditioning(batch)?; // [B, gin, 1]
+
+        // 1. Text encoder: hidden [B, H, T], prior stats m_p, logs_p [B, C, T].
+        let text = self.text_encoder.forward(&ids, &x_mask)?;
+
+        // 2. Durations: logw = dp⁻¹(ε·noise_w | hidden); w = ⌈exp(logw)·length_scale⌉.
+        let mut rngs: Vec<StdRng> = batch
+            .iter()
+            .map(|i| StdRng::seed_from_u64(i.seed))
+            .collect();
+        let duration_noise: Vec<Vec<f32>> = rngs
+            .iter_mut()
+            .zip(&lengths)
+            .map(|(rng, &t)| gaussian(rng, 2 * t))
+            .collect();
+        let duration_noise = pad_rows(&duration_noise, &lengths, 2, t_max, dev)?;
+        let logw = self.duration_predictor.log_durations(
+            &text.hidden,
+            &x_mask,
+            g.as_ref(),
+            &duration_noise.broadcast_mul(&noise_w)?,
+        )?;
+        let w = logw
+            .exp()?
+            .broadcast_mul(&x_mask)?
+            .broadcast_mul(&length_scale)?
+            .ceil()?
+            .squeeze(1)?
+            .to_vec2::<f32>()?;
+        let durations: Vec<Vec<usize>> = w
+            .iter()
+            .zip(&lengths)
+            .map(|(row, &t)| row[..t].iter().map(|&d| d.max(0.0) as usize).collect())
+            .collect();
+        let frames: Vec<usize> = durations
+            .iter()
+            .map(|d| d.iter().sum::<usize>().max(1))
+            .collect();
+        let max_frames =
+            MAX_SECONDS_PER_ITEM * self.config.sample_rate as usize / self.config.hop_length;
+        if let Some(n) = frames.iter().position(|&f| f > max_frames) {
+            return Err(VitsError::Input(format!(
+                "item {n}: {} frames of audio exceed the {MAX_SECONDS_PER_ITEM} s limit",
+                frames[n]
+            )));
+        }
+        let f_max = *frames.iter().max().expect("non-empty batch");
+
+        // 3. Expand the prior to frames: z_p = m_p[a(f)] + ε·exp(logs_p[a(f)])·noise_scale.
+        let (m_p, logs_p) = self.expand_to_frames(&text.m_p, &text.logs_p, &durations, f_max)?;
+        let c = self.config.inter_channels;
+        let prior_noise: Vec<Vec<f32>> = rngs
+            .iter_mut()
+            .zip(&frames)
+            .map(|(rng, &f)| gaussian(rng, c * f))
+            .collect();
+        let prior_noise = pad_rows(&prior_noise, &frames, c, f_max, dev)?;
+        let z_p = (m_p
+            + prior_noise
+                .mul(&logs_p.exp()?)?
+                .broadcast_mul(&noise_scale)?)?;
+
+        // 4. z = flow⁻¹(z_p), then decode; masks only matter when lengths differ.
+        let y_mask = sequence_mask(&frames, f_max, dev)?;
+        let z = self
+            .flow
+            .reverse(&z_p, &y_mask, g.as_ref())?
+            .broadcast_mul(&y_mask)?;
+        let decoder_masks = if frames.iter().all(|&f| f == f_max) {
+            None
+        } else {
+            let mut masks = vec![y_mask.clone()];
+            let mut scale = 1;
+            for &u in &self.config.decoder.upsample_rates {
+                scale *= u;
+                let lens: Vec<usize> = frames.iter().map(|f| f * scale).collect();
+                masks.push(sequence_mask(&lens, f_max * scale, dev)?);
+            }
+            Some(masks)
+        };
+        let audio = self
+            .decoder
+            .forward(&z, g.as_ref(), decoder_masks.as_deref())?;
+
+        // 5. Each item keeps exactly hop × its own frames.
+        let audio = audio.squeeze(1)?.to_vec2::<f32>()?;
+        let hop = self.config.hop_length;
+        Ok(audio
+            .into_iter()
+            .zip(&frames)
+            .map(|(mut row, &f)| {
+                row.truncate(f * hop);
+                row
+            })
+            .collect())
+    }
+
+    fn validate(&self, batch: &[VitsInput]) -> Result<(), VitsError> {
+        for (n, item) in batch.iter().enumerate() {
+            if item.ids.is_empty() {
+                return Err(VitsError::Input(format!("item {n}: no phoneme ids")));
+            }
+            if let Some(bad) = item
+                .ids
+                .iter()
+                .find(|&&id| id < 0 || id as usize >= self.config.n_vocab)
+            {
+                return Err(VitsError::Input(format!(
+                    "item {n}: phoneme id {bad} outside 0..{}",
+                    self.config.n_vocab
+                )));
+            }
+            if !(item.length_scale.is_finite() && item.length_scale > 0.0) {
+                return Err(VitsError::Input(format!(
+                    "item {n}: length_scale must be positive, got {}",
+                    item.length_scale
+                )));
+            }
+            if !item.noise_scale.is_finite() || !item.noise_w.is_finite() {
+                return Err(VitsError::Input(format!(
+                    "item {n}: noise scales must be finite"
+                )));
+            }
+            if let Some(s) = item.speaker {
+                if s as usize >= self.config.num_speakers {
+                    return Err(VitsError::Input(format!(
+                        "item {n}: speaker {s} but the voice has {} speaker(s)",
+                        self.config.num_speakers
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// g = emb_g(speaker) as [B, gin, 1] for multi-speaker voices.
+    fn speaker_conditioning(&self, batch: &[VitsInput]) -> candle_core::Result<Option<Tensor>> {
+        let Some(table) = &self.speaker_embedding else {
+            return Ok(None);
+        };
+        let ids: Vec<u32> = batch.iter().map(|i| i.speaker.unwrap_or(0)).collect();
+        let ids = Tensor::new(ids, &self.device)?;
+        Ok(Some(table.index_select(&ids, 0)?.unsqueeze(2)?))
+    }
+
+    /// Repeats each token's prior stats for its duration (the monotonic alignment path):
+    /// [B, C, T] → [B, C, F_max], zero past each item's frames.
+    fn expand_to_frames(
+        &self,
+        m_p: &Tensor,
+        logs_p: &Tensor,
+        durations: &[Vec<usize>],
+        f_max: usize,
+    ) -> candle_core::Result<(Tensor, Tensor)> {
+        let mut ms = Vec::with_capacity(durations.len());
+        let mut logss = Vec::with_capacity(durations.len());
+        for (b, d) in durations.iter().enumerate() {
+            let mut index = Vec::with_capacity(f_max);
+            for (token, &n) in d.iter().enumerate() {
+                index.extend(std::iter::repeat_n(token as u32, n));
+            }
+            let assigned = index.len();
+            index.resize(f_max, 0);
+            let index = Tensor::new(index, &self.device)?;
+            let keep = sequence_mask(&[assigned], f_max, &self.device)?.squeeze(0)?;
+            ms.push(m_p.get(b)?.index_select(&index, 1)?.broadcast_mul(&keep)?);
+            logss.push(
+                logs_p
+                    .get(b)?
+                    .index_select(&index, 1)?
+                    .broadcast_mul(&keep)?,
+            );
+        }
+        Ok((Tensor::stack(&ms, 0)?, Tensor::stack(&logss, 0)?))
+    }
+}
+
+/// `n` standard-normal samples.
+fn gaussian(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| StandardNormal.sample(rng)).collect()
+}
+
+/// Per-item row-major `[channels, len_i]` data → zero-padded `[B, channels, max_len]`.
+fn pad_rows(
+    items: &[Vec<f32>],
+    lengths: &[usize],
+    channels: usize,
+    max_len: usize,
+    device: &Device,
+) -> candle_core::Result<Tensor> {
+    let mut data = vec![0f32; items.len() * channels * max_len];
+    for (b, (item, &len)) in items.iter().zip(lengths).enumerate() {
+        for c in 0..channels {
+            let dst = (b * channels + c) * max_len;
+            data[dst..dst + len].copy_from_slice(&item[c * len..(c + 1) * len]);
+        }
+    }
+    Tensor::from_vec(data, (items.len(), channels, max_len), device)
+}
+
+/// Removes the structure records written by `save_safetensors` from `tensors`.
+fn take_structure_hints(
+    tensors: &mut HashMap<String, Tensor>,
+    file: &Path,
+) -> Result<StructureHints, VitsError> {
+    let mut take = |name: &str| -> Result<Option<Vec<Vec<usize>>>, VitsError> {
+        let Some(t) = tensors.remove(name) else {
+            return Ok(None);
+        };
+        let t = if t.rank() == 1 { t.unsqueeze(0) } else { Ok(t) };
+        let rows = t
+            .and_then(|t| t.to_dtype(DType::U32)?.to_vec2::<u32>())
+            .map_err(|e| VitsError::Tensor {
+                file: file.to_path_buf(),
+                tensor: name.to_string(),
+                reason: e.to_string(),
+            })?;
+        Ok(Some(
+            rows.into_iter()
+                .map(|r| r.into_iter().map(|x| x as usize).collect())
+                .collect(),
+        ))
+    };
+    Ok(StructureHints {
+        upsample_rates: take(META_UPSAMPLE_RATES)?.map(|r| r.concat()),
+        resblock_dilations: take(META_RESBLOCK_DILATIONS)?,
+        wavenet_dilation_rate: take(META_WAVENET_DILATION_RATE)?
+            .and_then(|r| r.concat().first().copied()),
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,194 @@
+//! Building blocks shared by every VITS sub-network.
+//!
+//! VITS works on `[B, C, T]` tensors with a `[B, 1, T]` mask; these small wrappers keep the
+//! layout conventions (channel-wise LayerNorm, masked "same" convolutions) in one place so the
+//! sub-networks can read like the paper.
+
+use candle_core::{Device, Result, Tensor};
+use candle_nn::VarBuilder;
+
+use super::conv;
+
+/// A 1-D convolution with its hyperparameters fixed at load time; runs through [`conv::conv1d`].
+#[derive(Debug, Clone)]
+pub struct Conv1d {
+    weight: Tensor,
+    bias: Option<Tensor>,
+    padding: usize,
+    dilation: usize,
+    groups: usize,
+}
+
+/// How to load a [`Conv1d`]: shapes are checked against the stored weight.
+#[derive(Debug, Clone, Copy)]
+pub struct ConvSpec {
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub kernel_size: usize,
+    pub dilation: usize,
+    pub groups: usize,
+    pub bias: bool,
+}
+
+impl ConvSpec {
+    /// A pointwise (kernel 1) convolution with bias, the most common layer in VITS.
+    pub fn pointwise(in_channels: usize, out_channels: usize) -> Self {
+        Self::same(in_channels, out_channels, 1, 1)
+    }
+
+    /// A "same" convolution (output length = input length) with bias.
+    pub fn same(
+        in_channels: usize,
+        out_channels: usize,
+        kernel_size: usize,
+        dilation: usize,
+    ) -> Self {
+        Self {
+            in_channels,
+            out_channels,
+            kernel_size,
+            dilation,
+            groups: 1,
+            bias: true,
+        }
+    }
+}
+
+impl Conv1d {
+    /// Loads `weight` [C_out, C_in / groups, K] (and `bias` [C_out]) from `vb`; padding keeps the length.
+    pub fn load(vb: VarBuilder, spec: ConvSpec) -> Result<Self> {
+        let weight = vb.get(
+            (
+                spec.out_channels,
+                spec.in_channels / spec.groups,
+                spec.kernel_size,
+            ),
+            "weight",
+        )?;
+        let bias = if spec.bias {
+            Some(vb.get(spec.out_channels, "bias")?)
+        } else {
+            None
+        };
+        Ok(Self {
+            weight,
+            bias,
+            padding: spec.dilation * (spec.kernel_size - 1) / 2,
+            dilation: spec.dilation,
+            groups: spec.groups,
+        })
+    }
+
+    /// `x` [B, C_in, T] → [B, C_out, T].
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        conv::conv1d(
+            x,
+            &self.weight,
+            self.bias.as_ref(),
+            self.padding,
+            self.dilation,
+            self.groups,
+        )
+    }
+}
+
+/// LayerNorm over the channel axis of a `[B, C, T]` tensor (VITS' `modules.LayerNorm`).
+#[derive(Debug, Clone)]
+pub struct ChannelNorm {
+    gamma: Tensor,
+    beta: Tensor,
+}
+
+impl ChannelNorm {
+    pub const EPS: f32 = 1e-5;
+
+    pub fn load(vb: VarBuilder, channels: usize) -> Result<Self> {
+        Ok(Self {
+            gamma: vb.get(channels, "gamma")?,
+            beta: vb.get(channels, "beta")?,
+        })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let x = x.transpose(1, 2)?.contiguous()?;
+        candle_nn::ops::layer_norm(&x, &self.gamma, &self.beta, Self::EPS)?.transpose(1, 2)
+    }
+}
+
+/// `[B, 1, max_len]` mask with ones before each item's length and zeros after it.
+pub fn sequence_mask(lengths: &[usize], max_len: usize, device: &Device) -> Result<Tensor> {
+    let mut data = vec![0f32; lengths.len() * max_len];
+    for (row, &len) in data.chunks_mut(max_len.max(1)).zip(lengths) {
+        row[..len.min(max_len)].fill(1.0);
+    }
+    Tensor::from_vec(data, (lengths.len(), 1, max_len), device)
+}
+
+/// LeakyReLU as `max(x, slope·x)`, valid for 0 ≤ slope ≤ 1.
+pub fn leaky_relu(x: &Tensor, slope: f64) -> Result<Tensor> {
+    x.maximum(&(x * slope)?)
+}
+
+/// Splits `[B, C, T]` into the first `c0` channels and the rest.
+pub fn split_channels(x: &Tensor, c0: usize) -> Result<(Tensor, Tensor)> {
+    let c = x.dim(1)?;
+    Ok((x.narrow(1, 0, c0)?, x.narrow(1, c0, c - c0)?))
+}
+
+/// Reverses the channel order (VITS' `Flip` flow, its own inverse).
+pub fn flip_channels(x: &Tensor) -> Result<Tensor> {
+    let c = x.dim(1)?;
+    let order: Vec<u32> = (0..c as u32).rev().collect();
+    x.index_select(&Tensor::new(order, x.device())?, 1)
+}
+
+/// `tanh(a[:, :n]) · sigmoid(a[:, n:])`, the WaveNet gate.
+pub fn gated_tanh(a: &Tensor, n: usize) -> Result<Tensor> {
+    let (t, s) = split_channels(a, n)?;
+    t.tanh()?.mul(&candle_nn::ops::sigmoid(&s)?)
+}
+
+/// Multiplies by `mask` when there is one (a batch whose items all have the full length has none).
+pub fn apply_mask(x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+    match mask {
+        Some(m) => x.broadcast_mul(m),
+        None => Ok(x.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_mask_marks_each_length() -> Result<()> {
+        let m = sequence_mask(&[1, 3, 0], 3, &Device::Cpu)?;
+        assert_eq!(
+            m.to_vec3::<f32>()?,
+            vec![
+                vec![vec![1., 0., 0.]],
+                vec![vec![1., 1., 1.]],
+                vec![vec![0., 0., 0.]]
+            ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn flip_reverses_channels() -> Result<()> {
+        let x = Tensor::arange(0f32, 6., &Device::Cpu)?.reshape((1, 3, 2))?;
+        let y = flip_channels(&x)?;
+        assert_eq!(
+            y.to_vec3::<f32>()?,
+            vec![vec![vec![4., 5.], vec![2., 3.], vec![0., 1.]]]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn leaky_relu_scales_negatives_only() -> Result<()> {
+        let x = Tensor::new(&[-2f32, 0., 3.], &Device::Cpu)?;
+        assert_eq!(leaky_relu(&x, 0.1)?.to_vec1::<f32>()?, vec![-0.2, 0., 3.]);
+        Ok(())
+    }
+}
