@@ -61,6 +61,8 @@ fn convs() -> Vec<Conv> {
         conv("rb C32 k7 d12", 32, 32, FRAMES * 256, 7, 12, 1),
         conv("conv_post 32-1 k7", 32, 1, FRAMES * 256, 7, 1, 1),
         conv("flow 192-384 k5", 192, 384, FRAMES, 5, 1, 1),
+        conv("flow 1x1 192-384", 192, 384, FRAMES, 1, 1, 1),
+        conv("enc FFN 192-768 k3", 192, 768, 103, 3, 1, 1),
         conv("dp depthwise C192 k3 d9", 192, 192, 103, 3, 9, 192),
     ]
 }

@@ -286,6 +286,18 @@ mod cpu_f32 {
         }
     }
 
+    /// Below this many output columns per call, gemm reads the weights in the caller's layout
+    /// (packing them itself, once per call); above it, repacking every tap into one contiguous
+    /// matrix once per call is cheaper than gemm re-packing strided taps for every column tile.
+    const REPACK_MIN_COLUMNS: usize = 1024;
+
+    /// Where each tap's (output × input channel) matrix lives: the caller's weight layout read
+    /// with strides, or a `taps_first` copy.
+    enum TapWeights<'a> {
+        Original(&'a [f32]),
+        Packed(Vec<f32>),
+    }
+
     pub(super) fn conv1d(
         x: &Tensor,
         weight: &Tensor,
@@ -294,26 +306,37 @@ mod cpu_f32 {
     ) -> Result<Tensor> {
         let c_in_g = s.c_in / s.groups;
         let bias = bias_or_zero(bias, s.c_out)?;
-        // [C_out, C_in/groups, K] → [K, C_out, C_in/groups]: each tap's matrix contiguous.
-        let weights =
-            with_contiguous_f32(weight, |w| taps_first(w, s.c_out, c_in_g, s.taps, false))?;
         let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
-        with_contiguous_f32(x, |x| {
-            for b in 0..s.batch {
-                let x_b = &x[b * s.c_in * s.l_in..(b + 1) * s.c_in * s.l_in];
-                let out_b = &mut out[b * s.c_out * s.l_out..(b + 1) * s.c_out * s.l_out];
-                if c_in_g == 1 {
-                    depthwise(out_b, x_b, &weights, &bias, s);
-                } else {
-                    grouped_gemm(out_b, x_b, &weights, &bias, s);
+        // weights: [C_out, C_in/groups, K] row-major.
+        with_contiguous_f32(weight, |raw| {
+            let weights = if c_in_g > 1 && s.l_out >= REPACK_MIN_COLUMNS {
+                TapWeights::Packed(taps_first(raw, s.c_out, c_in_g, s.taps, false))
+            } else {
+                TapWeights::Original(raw)
+            };
+            with_contiguous_f32(x, |x| {
+                for b in 0..s.batch {
+                    let x_b = &x[b * s.c_in * s.l_in..(b + 1) * s.c_in * s.l_in];
+                    let out_b = &mut out[b * s.c_out * s.l_out..(b + 1) * s.c_out * s.l_out];
+                    if c_in_g == 1 {
+                        depthwise(out_b, x_b, raw, &bias, s);
+                    } else {
+                        grouped_gemm(out_b, x_b, &weights, &bias, s);
+                    }
                 }
-            }
-        })?;
+            })
+        })??;
         Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
     }
 
     /// One batch item of a convolution with several input channels per group.
-    fn grouped_gemm(out: &mut [f32], x: &[f32], weights: &[f32], bias: &[f32], s: &Conv1dShape) {
+    fn grouped_gemm(
+        out: &mut [f32],
+        x: &[f32],
+        weights: &TapWeights<'_>,
+        bias: &[f32],
+        s: &Conv1dShape,
+    ) {
         let c_in_g = s.c_in / s.groups;
         let c_out_g = s.c_out / s.groups;
         let tile = tile_columns(c_out_g, c_in_g);
@@ -323,12 +346,25 @@ mod cpu_f32 {
             let out_g = &mut out[g * c_out_g * s.l_out..(g + 1) * c_out_g * s.l_out];
             let taps: Vec<Tap> = (0..s.taps)
                 .map(|k| {
-                    let start = (k * s.groups + g) * group_weights;
-                    Tap {
-                        weights: &weights[start..start + group_weights],
-                        row_stride: c_in_g,
-                        col_stride: 1,
-                        shift: (k * s.dilation) as isize - s.padding as isize,
+                    let shift = (k * s.dilation) as isize - s.padding as isize;
+                    match weights {
+                        // [C_out, C_in/groups, K]
+                        TapWeights::Original(w) => Tap {
+                            weights: &w[g * group_weights * s.taps + k..],
+                            row_stride: c_in_g * s.taps,
+                            col_stride: s.taps,
+                            shift,
+                        },
+                        // [K, C_out, C_in/groups]
+                        TapWeights::Packed(w) => {
+                            let start = (k * s.groups + g) * group_weights;
+                            Tap {
+                                weights: &w[start..start + group_weights],
+                                row_stride: c_in_g,
+                                col_stride: 1,
+                                shift,
+                            }
+                        }
                     }
                 })
                 .collect();
@@ -353,14 +389,15 @@ mod cpu_f32 {
     }
 
     /// One batch item of a convolution with one input channel per group: each output channel is
-    /// a short filter over one input row, too little work for a matrix product.
+    /// a short filter over one input row, too little work for a matrix product. `weights` is
+    /// [C_out, 1, K].
     fn depthwise(out: &mut [f32], x: &[f32], weights: &[f32], bias: &[f32], s: &Conv1dShape) {
         let c_out_g = s.c_out / s.groups;
         for (co, row) in out.chunks_exact_mut(s.l_out).enumerate() {
             let x_row = &x[(co / c_out_g) * s.l_in..][..s.l_in];
             row.fill(bias[co]);
             for k in 0..s.taps {
-                let w = weights[k * s.c_out + co];
+                let w = weights[co * s.taps + k];
                 let shift = (k * s.dilation) as isize - s.padding as isize;
                 let lo = 0isize.max(-shift);
                 let hi = (s.l_out as isize).min(s.l_in as isize - shift);
@@ -388,67 +425,87 @@ mod cpu_f32 {
         let bias = bias_or_zero(bias, s.c_out)?;
         // [C_in, C_out, K] → [K, C_out, C_in]: each tap's (output × input channel) matrix
         // contiguous.
-        let weights =
-            with_contiguous_f32(weight, |w| taps_first(w, s.c_in, s.c_out, s.taps, true))?;
         let tap_len = s.c_out * s.c_in;
         let tile = tile_columns(s.c_out, s.c_in);
         let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
         let mut phase_tile = vec![0f32; s.c_out * tile];
         let (stride, padding) = (s.stride as isize, s.padding as isize);
-        with_contiguous_f32(x, |x| {
-            for b in 0..s.batch {
-                let x_b = &x[b * s.c_in * s.l_in..(b + 1) * s.c_in * s.l_in];
-                let out_b = &mut out[b * s.c_out * s.l_out..(b + 1) * s.c_out * s.l_out];
-                for r in 0..s.stride {
-                    // q range with 0 ≤ q·stride + r − padding < l_out.
-                    let q_lo = (padding - r as isize).div_euclid(stride)
-                        + ((padding - r as isize).rem_euclid(stride) != 0) as isize;
-                    let q_hi =
-                        (s.l_out as isize + padding - r as isize + stride - 1).div_euclid(stride);
-                    // Columns are indexed phase-locally, t = q − q_lo, so tap m reads input
-                    // i = q − m = t + q_lo − m.
-                    let taps: Vec<Tap> = (r..s.taps)
-                        .step_by(s.stride)
-                        .enumerate()
-                        .map(|(m, k)| Tap {
-                            weights: &weights[k * tap_len..(k + 1) * tap_len],
-                            row_stride: s.c_in,
-                            col_stride: 1,
-                            shift: q_lo - m as isize,
-                        })
-                        .collect();
-                    let n_q = (q_hi - q_lo).max(0) as usize;
-                    for t0 in (0..n_q).step_by(tile) {
-                        let t1 = (t0 + tile).min(n_q);
-                        let width = t1 - t0;
-                        for (row, &bv) in phase_tile.chunks_exact_mut(tile).zip(&bias) {
-                            row[..width].fill(bv);
-                        }
-                        accumulate_taps(
-                            &mut phase_tile,
-                            tile,
-                            t0,
-                            t1,
-                            x_b,
-                            s.l_in,
-                            s.c_out,
-                            s.c_in,
-                            &taps,
-                        );
-                        let j0 = ((t0 as isize + q_lo) * stride + r as isize - padding) as usize;
-                        for (out_row, row) in out_b
-                            .chunks_exact_mut(s.l_out)
-                            .zip(phase_tile.chunks_exact(tile))
-                        {
-                            let out_phase = out_row[j0..].iter_mut().step_by(s.stride);
-                            for (y, &v) in out_phase.zip(&row[..width]) {
-                                *y = v;
+        // weights: [C_in, C_out, K] row-major.
+        with_contiguous_f32(weight, |raw| {
+            let weights = if s.l_in >= REPACK_MIN_COLUMNS {
+                TapWeights::Packed(taps_first(raw, s.c_in, s.c_out, s.taps, true))
+            } else {
+                TapWeights::Original(raw)
+            };
+            with_contiguous_f32(x, |x| {
+                for b in 0..s.batch {
+                    let x_b = &x[b * s.c_in * s.l_in..(b + 1) * s.c_in * s.l_in];
+                    let out_b = &mut out[b * s.c_out * s.l_out..(b + 1) * s.c_out * s.l_out];
+                    for r in 0..s.stride {
+                        // q range with 0 ≤ q·stride + r − padding < l_out.
+                        let q_lo = (padding - r as isize).div_euclid(stride)
+                            + ((padding - r as isize).rem_euclid(stride) != 0) as isize;
+                        let q_hi = (s.l_out as isize + padding - r as isize + stride - 1)
+                            .div_euclid(stride);
+                        // Columns are indexed phase-locally, t = q − q_lo, so tap m reads input
+                        // i = q − m = t + q_lo − m.
+                        let taps: Vec<Tap> = (r..s.taps)
+                            .step_by(s.stride)
+                            .enumerate()
+                            .map(|(m, k)| {
+                                let shift = q_lo - m as isize;
+                                match &weights {
+                                    // [C_in, C_out, K]
+                                    TapWeights::Original(w) => Tap {
+                                        weights: &w[k..],
+                                        row_stride: s.taps,
+                                        col_stride: s.c_out * s.taps,
+                                        shift,
+                                    },
+                                    // [K, C_out, C_in]
+                                    TapWeights::Packed(w) => Tap {
+                                        weights: &w[k * tap_len..(k + 1) * tap_len],
+                                        row_stride: s.c_in,
+                                        col_stride: 1,
+                                        shift,
+                                    },
+                                }
+                            })
+                            .collect();
+                        let n_q = (q_hi - q_lo).max(0) as usize;
+                        for t0 in (0..n_q).step_by(tile) {
+                            let t1 = (t0 + tile).min(n_q);
+                            let width = t1 - t0;
+                            for (row, &bv) in phase_tile.chunks_exact_mut(tile).zip(&bias) {
+                                row[..width].fill(bv);
+                            }
+                            accumulate_taps(
+                                &mut phase_tile,
+                                tile,
+                                t0,
+                                t1,
+                                x_b,
+                                s.l_in,
+                                s.c_out,
+                                s.c_in,
+                                &taps,
+                            );
+                            let j0 =
+                                ((t0 as isize + q_lo) * stride + r as isize - padding) as usize;
+                            for (out_row, row) in out_b
+                                .chunks_exact_mut(s.l_out)
+                                .zip(phase_tile.chunks_exact(tile))
+                            {
+                                let out_phase = out_row[j0..].iter_mut().step_by(s.stride);
+                                for (y, &v) in out_phase.zip(&row[..width]) {
+                                    *y = v;
+                                }
                             }
                         }
                     }
                 }
-            }
-        })?;
+            })
+        })??;
         Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
     }
 }
