@@ -10,7 +10,9 @@
 //!   output, over column tiles small enough that the output tile and input slab stay in cache, and
 //!   with zero padding handled by clipping each tap's column range (no padded copy);
 //! - run depthwise convolutions (one input channel per group) as a direct loop;
-//! - split transposed convolutions into `stride` phases, each an ordinary small convolution.
+//! - split transposed convolutions into `stride` phases, each an ordinary small convolution;
+//! - read the weights in place for short signals and repack them tap-major once per call for
+//!   long ones, where many column tiles reuse them.
 //!
 //! Other devices and dtypes keep candle's implementation. The matrix products run on the caller's
 //! thread (`gemm::Parallelism::None`), whatever `RAYON_NUM_THREADS` says: the server runs several
@@ -218,8 +220,7 @@ mod cpu_f32 {
     /// `weights · x[:, t + shift]` where the input column exists.
     struct Tap<'a> {
         /// A (output channel × input channel) matrix starting at `weights[0]`, element (r, c) at
-        /// `r · row_stride + c · col_stride`: a strided view into the caller's weight tensor, so
-        /// no per-call repacking (gemm packs what it needs).
+        /// `r · row_stride + c · col_stride` (see [`TapWeights`] for the two layouts used).
         weights: &'a [f32],
         row_stride: usize,
         col_stride: usize,
@@ -255,10 +256,10 @@ mod cpu_f32 {
             let (lo, n) = (lo as usize, (hi - lo) as usize);
             let x_start = (lo as isize + tap.shift) as usize;
             // SAFETY: gemm reads the `rows × cols` weight view (its last element is in bounds,
-            // checked above), the input block of `cols`
-            // rows × columns x_start..x_start + n (x_start + n ≤ x_len by the clipping above, and
-            // x holds cols · x_len values), and reads/writes the `rows × n` destination block at
-            // column lo − t0 (lo − t0 + n ≤ t1 − t0, checked against dst.len() above). The three
+            // checked above), the input block of `cols` rows × columns x_start..x_start + n
+            // (x_start + n ≤ x_len by the clipping above, and x holds cols · x_len values), and
+            // reads/writes the `rows × n` destination block at column lo − t0
+            // (lo − t0 + n ≤ t1 − t0, checked against dst.len() above). The three
             // regions come from distinct borrows, so the destination aliases neither input.
             unsafe {
                 gemm(
@@ -589,6 +590,8 @@ mod tests {
     fn conv1d_matches_candle_on_model_shapes() {
         let mut rng = StdRng::seed_from_u64(7);
         let cases: &[ConvCase] = &[
+            // Lengths ≥ REPACK_MIN_COLUMNS exercise the repacked weight layout, shorter ones the
+            // in-place one.
             // decoder resblocks (kernels 3/5/7, dilations 1..12, "same" padding), spanning tiles
             (1, 32, 32, 2500, 3, 1, 1, 1, true),
             (1, 32, 32, 2500, 7, 36, 12, 1, true),
@@ -692,7 +695,8 @@ mod tests {
     fn conv_transpose1d_matches_candle() {
         let mut rng = StdRng::seed_from_u64(19);
         let cases: &[TransposeCase] = &[
-            // decoder upsamplers (the last one spans several tiles per phase)
+            // decoder upsamplers (the last one spans several tiles per phase and, being longer
+            // than REPACK_MIN_COLUMNS, uses the repacked weights)
             (1, 256, 128, 40, 16, 8, 4, true),
             (1, 128, 64, 100, 16, 8, 4, true),
             (1, 64, 32, 1500, 8, 4, 2, true),
