@@ -17,6 +17,7 @@ use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
 use moka::notification::RemovalCause;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
 
 use crate::api::ApiError;
 use crate::config::CacheSettings;
@@ -80,9 +81,14 @@ impl CacheStatus {
 type Flight = Shared<BoxFuture<'static, Result<Arc<CachedAudio>, ApiError>>>;
 type WeakFlight = WeakShared<BoxFuture<'static, Result<Arc<CachedAudio>, ApiError>>>;
 
+/// Syntheses in progress, by key; the number tells flights of the same key apart, so a
+/// finished flight never removes its successor.
+type InFlight = Arc<Mutex<HashMap<KeyHash, (u64, WeakFlight)>>>;
+
 pub struct AudioCache {
     store: Option<moka::future::Cache<KeyHash, Arc<CachedAudio>>>,
-    in_flight: Arc<Mutex<HashMap<KeyHash, WeakFlight>>>,
+    in_flight: InFlight,
+    next_flight: AtomicU64,
     max_bytes: u64,
     evictions: Arc<AtomicU64>,
 }
@@ -122,6 +128,7 @@ impl AudioCache {
         Self {
             store,
             in_flight: Arc::default(),
+            next_flight: AtomicU64::new(0),
             max_bytes,
             evictions,
         }
@@ -145,30 +152,38 @@ impl AudioCache {
         let Some(store) = self.store.as_ref().filter(|_| !bypass) else {
             return (synthesize.await.map(Arc::new), CacheStatus::Bypass);
         };
-        if let Some(hit) = store.get(&key).await {
-            metrics::counter!(m::CACHE_HITS).increment(1);
-            metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
-            return (Ok(hit), CacheStatus::Hit);
-        }
-        let (flight, status) = {
-            let mut in_flight = self.in_flight.lock().expect("cache lock");
-            match in_flight.get(&key).and_then(WeakShared::upgrade) {
-                Some(flight) => (flight, CacheStatus::Coalesced),
-                None => {
-                    let flight = self.leader(key, store.clone(), synthesize);
-                    in_flight.insert(key, flight.downgrade().expect("flight is pending"));
-                    (flight, CacheStatus::Miss)
-                }
-            }
-        };
-        match status {
-            CacheStatus::Coalesced => {
-                metrics::counter!(m::CACHE_COALESCED).increment(1);
+        let mut synthesize = Some(synthesize);
+        loop {
+            if let Some(hit) = store.get(&key).await {
+                metrics::counter!(m::CACHE_HITS).increment(1);
                 metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+                return (Ok(hit), CacheStatus::Hit);
             }
-            _ => metrics::counter!(m::CACHE_MISSES).increment(1),
+            let (flight, status) = {
+                let mut in_flight = self.in_flight.lock().expect("cache lock");
+                match in_flight.get(&key).and_then(|(_, weak)| weak.upgrade()) {
+                    Some(flight) => (flight, CacheStatus::Coalesced),
+                    None => {
+                        let id = self.next_flight.fetch_add(1, Ordering::Relaxed);
+                        let work = synthesize.take().expect("a request leads at most once");
+                        let flight = self.leader(key, id, store.clone(), work);
+                        in_flight.insert(key, (id, flight.downgrade().expect("flight is pending")));
+                        (flight, CacheStatus::Miss)
+                    }
+                }
+            };
+            if status == CacheStatus::Miss {
+                metrics::counter!(m::CACHE_MISSES).increment(1);
+                return (flight.await, status);
+            }
+            metrics::counter!(m::CACHE_COALESCED).increment(1);
+            metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+            match flight.await {
+                // A streamed leader went away: lead instead.
+                Err(e) if e.code == Some(ABANDONED) => continue,
+                result => return (result, status),
+            }
         }
-        (flight.await, status)
     }
 
     /// The shared future of the first request for a key: it synthesizes, stores a success and
@@ -176,6 +191,7 @@ impl AudioCache {
     fn leader<F>(
         &self,
         key: KeyHash,
+        id: u64,
         store: moka::future::Cache<KeyHash, Arc<CachedAudio>>,
         synthesize: F,
     ) -> Flight
@@ -191,25 +207,60 @@ impl AudioCache {
                     store.insert(key, audio.clone()).await;
                 }
             }
-            in_flight.lock().expect("cache lock").remove(&key);
+            leave(&in_flight, key, id);
             result
         }
         .boxed()
         .shared()
     }
 
-    /// Stores a finished response (used by streamed responses, which complete outside of
-    /// [`Self::get_or_synthesize`]).
-    pub async fn insert(&self, key: KeyHash, audio: CachedAudio) {
-        if let Some(store) = &self.store {
-            if (audio.bytes.len() as u64) <= self.max_bytes {
-                store.insert(key, Arc::new(audio)).await;
+    /// For a streamed response, which produces its bytes piece by piece outside of this
+    /// cache: the cached bytes, the bytes of an identical request in flight (waited for), or a
+    /// lease to produce them and hand them to whoever arrives meanwhile. If the streaming
+    /// request that holds the lease goes away, its waiters take over: one of them leads next.
+    pub async fn lead_or_follow(&self, key: KeyHash) -> Result<StreamRole, ApiError> {
+        let Some(store) = &self.store else {
+            return Ok(StreamRole::Lead(None));
+        };
+        loop {
+            if let Some(hit) = store.get(&key).await {
+                metrics::counter!(m::CACHE_HITS).increment(1);
+                metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+                return Ok(StreamRole::Done(hit, CacheStatus::Hit));
+            }
+            let flight = {
+                let mut in_flight = self.in_flight.lock().expect("cache lock");
+                match in_flight.get(&key).and_then(|(_, weak)| weak.upgrade()) {
+                    Some(flight) => flight,
+                    None => {
+                        let id = self.next_flight.fetch_add(1, Ordering::Relaxed);
+                        let (sender, receiver) = oneshot::channel();
+                        let flight: Flight = receiver
+                            .map(|r| r.unwrap_or_else(|_| Err(abandoned())))
+                            .boxed()
+                            .shared();
+                        in_flight.insert(key, (id, flight.downgrade().expect("flight is pending")));
+                        metrics::counter!(m::CACHE_MISSES).increment(1);
+                        return Ok(StreamRole::Lead(Some(StreamLease {
+                            key,
+                            id,
+                            sender: Some(sender),
+                            _keep_alive: flight,
+                            in_flight: self.in_flight.clone(),
+                            store: store.clone(),
+                            max_bytes: self.max_bytes,
+                        })));
+                    }
+                }
+            };
+            metrics::counter!(m::CACHE_COALESCED).increment(1);
+            metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+            match flight.await {
+                Ok(audio) => return Ok(StreamRole::Done(audio, CacheStatus::Coalesced)),
+                Err(e) if e.code == Some(ABANDONED) => continue,
+                Err(e) => return Err(e),
             }
         }
-    }
-
-    pub async fn get(&self, key: &KeyHash) -> Option<Arc<CachedAudio>> {
-        self.store.as_ref()?.get(key).await
     }
 
     pub async fn stats(&self) -> CacheStats {
@@ -246,6 +297,68 @@ impl AudioCache {
     /// Refreshes the entry/byte gauges; called after stores.
     pub async fn publish_gauges(&self) {
         let _ = self.stats().await;
+    }
+}
+
+/// What a streamed request does: produce the audio (holding the lease, if the cache is on),
+/// or send bytes that already exist.
+pub enum StreamRole {
+    Lead(Option<StreamLease>),
+    Done(Arc<CachedAudio>, CacheStatus),
+}
+
+/// The right, and the duty, to produce a key's bytes for everyone waiting on them.
+pub struct StreamLease {
+    key: KeyHash,
+    id: u64,
+    sender: Option<oneshot::Sender<Result<Arc<CachedAudio>, ApiError>>>,
+    /// Keeps the shared flight alive while no waiter holds it, so later arrivals still find it.
+    _keep_alive: Flight,
+    in_flight: InFlight,
+    store: moka::future::Cache<KeyHash, Arc<CachedAudio>>,
+    max_bytes: u64,
+}
+
+impl StreamLease {
+    /// Stores a success, and hands the result to every waiter.
+    pub async fn complete(mut self, result: Result<CachedAudio, ApiError>) {
+        let result = result.map(Arc::new);
+        if let Ok(audio) = &result {
+            if (audio.bytes.len() as u64) <= self.max_bytes {
+                self.store.insert(self.key, audio.clone()).await;
+            }
+        }
+        leave(&self.in_flight, self.key, self.id);
+        if let Some(sender) = self.sender.take() {
+            let _ = sender.send(result);
+        }
+    }
+}
+
+impl Drop for StreamLease {
+    fn drop(&mut self) {
+        // Not completed: the streaming client went away. Waiters see `ABANDONED` and retry.
+        if self.sender.is_some() {
+            leave(&self.in_flight, self.key, self.id);
+        }
+    }
+}
+
+/// Error code of a flight whose leader went away before finishing.
+const ABANDONED: &str = "abandoned";
+
+fn abandoned() -> ApiError {
+    ApiError::unavailable("the identical request this one waited for was abandoned")
+        .with_code(ABANDONED)
+}
+
+fn leave(in_flight: &InFlight, key: KeyHash, id: u64) {
+    let mut in_flight = in_flight.lock().expect("cache lock");
+    if in_flight
+        .get(&key)
+        .is_some_and(|(current, _)| *current == id)
+    {
+        in_flight.remove(&key);
     }
 }
 
@@ -339,7 +452,10 @@ mod tests {
             .get_or_synthesize([4; 32], false, async { Ok(audio(2 * 1024 * 1024)) })
             .await;
         assert!(result.is_ok(), "the caller still gets its audio");
-        assert!(cache.get(&[4; 32]).await.is_none());
+        assert!(matches!(
+            cache.lead_or_follow([4; 32]).await,
+            Ok(StreamRole::Lead(_))
+        ));
     }
 
     #[tokio::test]
@@ -349,7 +465,10 @@ mod tests {
             .get_or_synthesize([5; 32], true, async { Ok(audio(1)) })
             .await;
         assert_eq!(status, CacheStatus::Bypass);
-        assert!(cache.get(&[5; 32]).await.is_none());
+        assert!(matches!(
+            cache.lead_or_follow([5; 32]).await,
+            Ok(StreamRole::Lead(_))
+        ));
     }
 
     #[tokio::test]
@@ -367,6 +486,50 @@ mod tests {
             .await;
         assert_eq!(status, CacheStatus::Miss);
         assert_eq!(result.unwrap().bytes.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_stream_lease_serves_its_followers_and_then_the_cache() {
+        let cache = Arc::new(AudioCache::new(&settings(1, 0)));
+        let Ok(StreamRole::Lead(Some(lease))) = cache.lead_or_follow([7; 32]).await else {
+            panic!("the first request leads");
+        };
+        let follower = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.lead_or_follow([7; 32]).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        lease.complete(Ok(audio(5))).await;
+        match follower.await.unwrap() {
+            Ok(StreamRole::Done(audio, CacheStatus::Coalesced)) => assert_eq!(audio.bytes.len(), 5),
+            _ => panic!("the follower gets the leader's bytes"),
+        }
+        assert!(matches!(
+            cache.lead_or_follow([7; 32]).await,
+            Ok(StreamRole::Done(_, CacheStatus::Hit))
+        ));
+    }
+
+    #[tokio::test]
+    async fn followers_of_an_abandoned_stream_take_over() {
+        let cache = Arc::new(AudioCache::new(&settings(1, 0)));
+        let Ok(StreamRole::Lead(lease)) = cache.lead_or_follow([8; 32]).await else {
+            panic!("the first request leads");
+        };
+        let follower = tokio::spawn({
+            let cache = cache.clone();
+            async move { cache.lead_or_follow([8; 32]).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        drop(lease);
+        let role = tokio::time::timeout(Duration::from_secs(5), follower)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            matches!(role, Ok(StreamRole::Lead(Some(_)))),
+            "the follower leads now"
+        );
     }
 
     #[test]

@@ -58,6 +58,17 @@ pub fn install() -> PrometheusHandle {
         .clone()
 }
 
+/// Adds to `omnivoice_audio_seconds_total`. Prometheus counters here are integers, so the
+/// fractional part is carried over to the next call instead of being rounded away.
+pub fn add_audio_seconds(seconds: f64) {
+    static CARRY: std::sync::Mutex<f64> = std::sync::Mutex::new(0.0);
+    let mut carry = CARRY.lock().unwrap_or_else(|e| e.into_inner());
+    *carry += seconds.max(0.0);
+    let whole = carry.floor();
+    *carry -= whole;
+    metrics::counter!(AUDIO_SECONDS_TOTAL).increment(whole as u64);
+}
+
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     describe_counter!(REQUESTS_TOTAL, "HTTP requests by route and status code.");

@@ -14,7 +14,9 @@ use tokio::sync::oneshot;
 use crate::api::ApiError;
 use crate::audio::{self, AudioFormat};
 use crate::batch::{BatchError, Batcher, Reply};
-use crate::cache::{AudioCache, CacheKey, CacheStatus, CachedAudio, KeyHash};
+use crate::cache::{
+    AudioCache, CacheKey, CacheStatus, CachedAudio, KeyHash, StreamLease, StreamRole,
+};
 use crate::engine::registry::{Registry, ResolvedVoice};
 use crate::engine::{Pcm, SynthesisItem, Voice};
 use crate::metrics as m;
@@ -203,37 +205,51 @@ impl SpeechService {
     /// when the stream ends; a cached body is sent at once. Errors after the first chunk end
     /// the stream (and are logged and counted).
     pub async fn speak_streaming(&self, job: SpeechJob) -> Result<SpeechStream, ApiError> {
-        let key = self.key(&job);
         let rate = job.voice.sample_rate;
         let format = job.format;
-        if !job.bypass_cache {
-            if let Some(hit) = self.inner.cache.get(&key).await {
-                metrics::counter!(m::CACHE_HITS).increment(1);
-                metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
-                let bytes = hit.bytes.clone();
-                return Ok(SpeechStream {
-                    sample_rate: hit.sample_rate,
-                    cache: CacheStatus::Hit,
-                    chunks: stream::once(async move { Ok(bytes) }).boxed(),
-                });
+        let lease = if job.bypass_cache {
+            None
+        } else {
+            match self.inner.cache.lead_or_follow(self.key(&job)).await? {
+                StreamRole::Lead(lease) => lease,
+                StreamRole::Done(audio, status) => {
+                    let bytes = audio.bytes.clone();
+                    m::add_audio_seconds(audio.duration_s);
+                    return Ok(SpeechStream {
+                        sample_rate: audio.sample_rate,
+                        cache: status,
+                        chunks: stream::once(async move { Ok(bytes) }).boxed(),
+                    });
+                }
             }
-            metrics::counter!(m::CACHE_MISSES).increment(1);
-        }
+        };
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let pending = self.start(&job, true).await?;
-        let encoder = audio::stream_encoder(format, rate).map_err(|e| {
-            ApiError::internal(format!("encoder for {} failed: {e}", format.as_str()))
-        })?;
+        let started = self.start(&job, true).await.and_then(|pending| {
+            audio::stream_encoder(format, rate)
+                .map(|encoder| (pending, encoder))
+                .map_err(|e| {
+                    ApiError::internal(format!("encoder for {} failed: {e}", format.as_str()))
+                })
+        });
+        let (pending, encoder) = match started {
+            Ok(started) => started,
+            Err(e) => {
+                if let Some(lease) = lease {
+                    lease.complete(Err(e.clone())).await;
+                }
+                return Err(e);
+            }
+        };
         let sample_rate = format.output_sample_rate(rate);
         let state = StreamState {
             pending: pending.into_iter(),
             encoder: Some(encoder),
-            body: (!job.bypass_cache && self.inner.cache.enabled()).then(Vec::new),
+            body: lease.is_some().then(Vec::new),
+            lease,
             first: true,
             audio_s: 0.0,
             rate,
             cache: self.clone(),
-            key,
             sample_rate,
             format,
         };
@@ -244,7 +260,7 @@ impl SpeechService {
         .boxed();
         Ok(SpeechStream {
             sample_rate,
-            cache: if job.bypass_cache {
+            cache: if job.bypass_cache || !self.inner.cache.enabled() {
                 CacheStatus::Bypass
             } else {
                 CacheStatus::Miss
@@ -264,13 +280,14 @@ pub struct SpeechStream {
 struct StreamState {
     pending: std::vec::IntoIter<oneshot::Receiver<Reply>>,
     encoder: Option<Box<dyn audio::StreamEncoder>>,
-    /// The whole body so far, kept for the cache (None when the cache is bypassed).
+    /// The whole body so far, for the cache and identical requests waiting on the lease.
     body: Option<Vec<u8>>,
+    /// Dropped unfinished when the client goes away: waiting identical requests take over.
+    lease: Option<StreamLease>,
     first: bool,
     audio_s: f64,
     rate: u32,
     cache: SpeechService,
-    key: KeyHash,
     sample_rate: u32,
     format: AudioFormat,
 }
@@ -294,13 +311,19 @@ impl StreamState {
                 }
                 Err(e) => {
                     self.encoder = None;
+                    if let Some(lease) = self.lease.take() {
+                        lease.complete(Err(e.clone())).await;
+                    }
                     return Some(Err(e));
                 }
             },
             None => {
                 let encoder = self.encoder.take()?;
                 let last = encoder.finish();
-                if let (Ok(tail), Some(mut body)) = (&last, self.body.take()) {
+                m::add_audio_seconds(self.audio_s);
+                if let (Ok(tail), Some(mut body), Some(lease)) =
+                    (&last, self.body.take(), self.lease.take())
+                {
                     body.extend_from_slice(tail);
                     let audio = CachedAudio {
                         bytes: Bytes::from(body),
@@ -308,14 +331,18 @@ impl StreamState {
                         sample_rate: self.sample_rate,
                         duration_s: self.audio_s,
                     };
-                    self.cache.inner.cache.insert(self.key, audio).await;
+                    lease.complete(Ok(audio)).await;
                     self.cache.inner.cache.publish_gauges().await;
                 }
-                metrics::counter!(m::AUDIO_SECONDS_TOTAL).increment(self.audio_s.round() as u64);
                 last
             }
         };
         let chunk = chunk.map_err(|e| ApiError::internal(format!("encoding failed: {e}")));
+        if let Err(e) = &chunk {
+            if let Some(lease) = self.lease.take() {
+                lease.complete(Err(e.clone())).await;
+            }
+        }
         if let (Ok(bytes), Some(body)) = (&chunk, self.body.as_mut()) {
             body.extend_from_slice(bytes);
         }

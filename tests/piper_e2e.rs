@@ -216,3 +216,32 @@ async fn the_cache_stays_within_its_byte_budget() {
         ) > 0.0
     );
 }
+
+#[tokio::test]
+async fn identical_streamed_requests_are_synthesized_once() {
+    let server = Binary::ready(&[]).await;
+    let body = json!({"model": "piper", "voice": VOICE, "input": "Streams can share one synthesis. Two sentences.",
+                      "response_format": "mp3", "seed": 21});
+    let before = metric(&metrics(&server.url).await, "omnivoice_syntheses_total");
+    let requests = (0..4).map(|_| {
+        let (url, body) = (server.url.clone(), body.clone());
+        async move {
+            let response = post(&url, &body).await;
+            let status = response.headers()["x-cache"].to_str().unwrap().to_string();
+            (status, response.bytes().await.unwrap())
+        }
+    });
+    let results = futures::future::join_all(requests).await;
+    let after = metric(&metrics(&server.url).await, "omnivoice_syntheses_total");
+    assert_eq!(
+        after - before,
+        1.0,
+        "{:?}",
+        results.iter().map(|r| &r.0).collect::<Vec<_>>()
+    );
+    assert!(
+        results.iter().all(|(_, bytes)| *bytes == results[0].1),
+        "everyone got the same file"
+    );
+    assert_eq!(post(&server.url, &body).await.headers()["x-cache"], "HIT");
+}

@@ -78,7 +78,7 @@ pub async fn create_speech(
                 .await
                 .map_err(|_| timed_out(state.settings.request_timeout_s))??;
             let audio = spoken.audio;
-            metrics::counter!(m::AUDIO_SECONDS_TOTAL).increment(audio.duration_s.round() as u64);
+            m::add_audio_seconds(audio.duration_s);
             let mut response = Response::new(Body::from(audio.bytes.clone()));
             let headers = response.headers_mut();
             set_common_headers(
