@@ -132,6 +132,29 @@ fn main() {
             vec!["--batch-file", batch_file.to_str().unwrap()],
         ),
     ];
+    // The same 8 sentences one at a time: what a CPU worker does when it skips padding.
+    let samples: usize = batch
+        .iter()
+        .map(|item| {
+            model
+                .synthesize(std::slice::from_ref(item))
+                .expect("synthesis")[0]
+                .len()
+        })
+        .sum();
+    let sequential_audio = samples as f64 / model.sample_rate() as f64;
+    let walls: Vec<f64> = (0..RUNS)
+        .map(|_| {
+            let started = Instant::now();
+            for item in &batch {
+                model
+                    .synthesize(std::slice::from_ref(item))
+                    .expect("synthesis");
+            }
+            started.elapsed().as_secs_f64()
+        })
+        .collect();
+    let sequential = median(walls);
     for (name, inputs, ort_args) in cases {
         let (wall, audio) = time_candle(&model, inputs);
         let ort = python
@@ -146,4 +169,8 @@ fn main() {
             wall / audio
         );
     }
+    println!(
+        "| the same 8, one at a time | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - |",
+        sequential / sequential_audio
+    );
 }

@@ -542,18 +542,38 @@ async fn convert_voice_writes_safetensors_that_load_and_sound_the_same() {
     let bin = env!("CARGO_BIN_EXE_omnivoice-server");
     let onnx = dir.path().join("converted.onnx");
     let out = dir.path().join("converted.safetensors");
-    let status = std::process::Command::new(bin).arg("convert-voice").arg(&onnx).arg(&out).status().unwrap();
+    let status = std::process::Command::new(bin)
+        .arg("convert-voice")
+        .arg(&onnx)
+        .arg(&out)
+        .status()
+        .unwrap();
     assert!(status.success());
-    assert!(std::fs::metadata(&out).unwrap().len() > 10_000_000, "the weights were written");
+    assert!(
+        std::fs::metadata(&out).unwrap().len() > 10_000_000,
+        "the weights were written"
+    );
     let missing = std::process::Command::new(bin)
-        .args(["convert-voice", "/nonexistent/x.onnx", "/tmp/never.safetensors"])
+        .args([
+            "convert-voice",
+            "/nonexistent/x.onnx",
+            "/tmp/never.safetensors",
+        ])
         .output()
         .unwrap();
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("/nonexistent/x.onnx"));
 
-    let server = Binary::ready(&["--voices-dir", dir.path().to_str().unwrap(), "--default-voice", "plain",
-                                 "--preload", "none", "--no-cache"]).await;
+    let server = Binary::ready(&[
+        "--voices-dir",
+        dir.path().to_str().unwrap(),
+        "--default-voice",
+        "plain",
+        "--preload",
+        "none",
+        "--no-cache",
+    ])
+    .await;
     let mut audio = Vec::new();
     for voice in ["plain", "converted"] {
         let body = json!({"model": "piper", "voice": voice, "input": "Same weights, same voice.",
@@ -567,5 +587,8 @@ async fn convert_voice_writes_safetensors_that_load_and_sound_the_same() {
         assert_eq!(response.status(), 200);
         audio.push(response.bytes().await.unwrap());
     }
-    assert_eq!(audio[0], audio[1], "safetensors and ONNX give identical audio");
+    assert_eq!(
+        audio[0], audio[1],
+        "safetensors and ONNX give identical audio"
+    );
 }

@@ -210,6 +210,10 @@ impl Vits {
         self.config.sample_rate
     }
 
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
     pub fn num_speakers(&self) -> usize {
         self.config.num_speakers
     }
