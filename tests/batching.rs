@@ -40,6 +40,37 @@ impl Voice for FakeVoice {
             })
             .collect())
     }
+
+    /// Items whose text says "LATE" take a second longer; earlier items are handed over first.
+    fn synthesize_each(
+        &self,
+        batch: &[SynthesisItem],
+        done: &mut dyn FnMut(usize, Pcm),
+    ) -> Result<(), EngineError> {
+        if !batch.iter().any(|i| i.text.contains("LATE")) {
+            for (index, pcm) in self.synthesize(batch)?.into_iter().enumerate() {
+                done(index, pcm);
+            }
+            return Ok(());
+        }
+        self.batches
+            .lock()
+            .unwrap()
+            .push(batch.iter().map(|i| i.text.clone()).collect());
+        for (index, item) in batch.iter().enumerate() {
+            if item.text.contains("LATE") {
+                std::thread::sleep(Duration::from_millis(1000));
+            }
+            done(
+                index,
+                Pcm {
+                    samples: vec![0.25; 2205],
+                    sample_rate: 22050,
+                },
+            );
+        }
+        Ok(())
+    }
 }
 
 struct FakeEngine {
@@ -344,4 +375,45 @@ async fn health_is_503_starting_until_preloads_finish() {
         ready["version"].is_string() && ready["uptime_s"].is_number() && ready["device"] == "cpu"
     );
     server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn early_items_of_a_batch_are_answered_before_late_ones_finish() {
+    let s = setup(10, &["--max-concurrent", "1", "--batch-timeout-ms", "1000"]).await;
+    let blocker = tokio::spawn(s.speak("SLOW blocker").send());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let (early, late) = tokio::join!(
+        async {
+            s.speak("early one")
+                .send()
+                .await
+                .map(|r| (r.status(), started.elapsed()))
+        },
+        async {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            s.speak("LATE one")
+                .send()
+                .await
+                .map(|r| (r.status(), started.elapsed()))
+        }
+    );
+    let (early, late) = (early.unwrap(), late.unwrap());
+    assert_eq!(
+        (early.0, late.0),
+        (reqwest::StatusCode::OK, reqwest::StatusCode::OK)
+    );
+    assert_eq!(blocker.await.unwrap().unwrap().status(), 200);
+    let batches = s.computed();
+    assert!(
+        batches.contains(&vec!["early one".to_string(), "LATE one".to_string()]),
+        "{batches:?}"
+    );
+    assert!(
+        late.1 >= early.1 + Duration::from_millis(700),
+        "early {:?}, late {:?}",
+        early.1,
+        late.1
+    );
+    s.server.stop().await;
 }

@@ -192,27 +192,28 @@ fn compute(batch: Vec<Entry>) {
     metrics::counter!(m::BATCHES_TOTAL).increment(1);
 
     let voice = batch[0].voice.clone();
-    let items: Vec<SynthesisItem> = batch.iter().map(|e| e.item.clone()).collect();
-    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| voice.synthesize(&items)));
+    let size = batch.len();
+    let (items, mut replies): (Vec<SynthesisItem>, Vec<Option<oneshot::Sender<Reply>>>) =
+        batch.into_iter().map(|e| (e.item, Some(e.respond))).unzip();
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        voice.synthesize_each(&items, &mut |index, pcm| {
+            if let Some(reply) = replies.get_mut(index).and_then(Option::take) {
+                let _ = reply.send(Ok(pcm));
+            }
+        })
+    }));
     metrics::histogram!(m::INFERENCE_SECONDS).record(started.elapsed().as_secs_f64());
 
-    let results: Vec<Reply> = match outcome {
-        Ok(Ok(audio)) if audio.len() == batch.len() => audio.into_iter().map(Ok).collect(),
-        Ok(Ok(audio)) => {
-            let why = format!(
-                "engine returned {} results for {} items",
-                audio.len(),
-                batch.len()
-            );
-            vec![Err(BatchError::Engine(why)); batch.len()]
-        }
-        Ok(Err(e)) => vec![Err(BatchError::Engine(e.to_string())); batch.len()],
+    // Whatever was not answered yet gets the batch's failure.
+    let failure = match outcome {
+        Ok(Ok(())) => BatchError::Engine("the engine returned no audio for this item".into()),
+        Ok(Err(e)) => BatchError::Engine(e.to_string()),
         Err(_) => {
-            tracing::error!(voice = %voice.info().id, size = batch.len(), "engine panicked");
-            vec![Err(BatchError::Panicked); batch.len()]
+            tracing::error!(voice = %voice.info().id, size, "engine panicked");
+            BatchError::Panicked
         }
     };
-    for (entry, result) in batch.into_iter().zip(results) {
-        let _ = entry.respond.send(result);
+    for reply in replies.into_iter().flatten() {
+        let _ = reply.send(Err(failure.clone()));
     }
 }

@@ -92,6 +92,20 @@ pub trait Voice: Send + Sync {
     /// Synthesizes every item; returns exactly one [`Pcm`] per item, in order, each with its
     /// own length (no padding).
     fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError>;
+
+    /// Like [`Voice::synthesize`], but hands each item's audio to `done` as soon as it exists,
+    /// so a caller can answer early items before late ones are computed. Engines that compute
+    /// items one after another override it; the default delivers all at the end.
+    fn synthesize_each(
+        &self,
+        batch: &[SynthesisItem],
+        done: &mut dyn FnMut(usize, Pcm),
+    ) -> Result<(), EngineError> {
+        for (index, pcm) in self.synthesize(batch)?.into_iter().enumerate() {
+            done(index, pcm);
+        }
+        Ok(())
+    }
 }
 
 /// A family of voices that share one implementation.

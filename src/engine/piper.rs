@@ -242,6 +242,17 @@ impl Voice for PiperVoice {
     }
 
     fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
+        let mut audio = vec![None; batch.len()];
+        self.synthesize_each(batch, &mut |index, pcm| audio[index] = Some(pcm))?;
+        Ok(audio.into_iter().flatten().collect())
+    }
+
+    fn synthesize_each(
+        &self,
+        batch: &[SynthesisItem],
+        done: &mut dyn FnMut(usize, Pcm),
+    ) -> Result<(), EngineError> {
+        let failed = |e: crate::vits::VitsError| EngineError::Synthesis(e.to_string());
         let mut inputs = Vec::with_capacity(batch.len());
         for item in batch {
             let ipa = phonemize(&item.text, &self.espeak_voice)
@@ -256,32 +267,31 @@ impl Voice for PiperVoice {
                 seed: item.seed,
             });
         }
-        // On a GPU one padded forward pass computes the whole batch in parallel. On a CPU the
-        // kernels go through the items one after another anyway, so padding is pure extra work:
-        // measured 2.75× slower for 8 mixed sentences than running them one at a time
-        // (docs/performance.md). Same results either way (batch equivalence is tested).
-        let audio = if self.model.device().is_cpu() {
-            inputs
-                .iter()
-                .map(|input| {
-                    Ok(self
-                        .model
-                        .synthesize(std::slice::from_ref(input))?
-                        .remove(0))
-                })
-                .collect::<Result<Vec<_>, crate::vits::VitsError>>()
-        } else {
-            self.model.synthesize(&inputs)
-        }
-        .map_err(|e| EngineError::Synthesis(e.to_string()))?;
         let rate = self.model.sample_rate();
-        Ok(audio
-            .into_iter()
-            .map(|samples| Pcm {
-                samples,
-                sample_rate: rate,
-            })
-            .collect())
+        let pcm = |samples| Pcm {
+            samples,
+            sample_rate: rate,
+        };
+        // On a GPU one padded forward pass computes the whole batch in parallel. On a CPU the
+        // kernels go through the items one after another anyway, so padding is pure extra work
+        // (measured 2.75× slower for 8 mixed sentences, docs/performance.md), and running items
+        // one by one also lets each be answered as soon as it is done. Same audio either way:
+        // batch equivalence is tested.
+        if self.model.device().is_cpu() {
+            for (index, input) in inputs.iter().enumerate() {
+                let mut audio = self
+                    .model
+                    .synthesize(std::slice::from_ref(input))
+                    .map_err(failed)?;
+                done(index, pcm(audio.remove(0)));
+            }
+        } else {
+            let audio = self.model.synthesize(&inputs).map_err(failed)?;
+            for (index, samples) in audio.into_iter().enumerate() {
+                done(index, pcm(samples));
+            }
+        }
+        Ok(())
     }
 }
 
