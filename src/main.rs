@@ -32,6 +32,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     init_logging(&settings);
+    share_cores_among_workers(settings.max_concurrent);
     let device = match select_device(settings.device) {
         Ok(device) => device,
         Err(e) => {
@@ -80,6 +81,16 @@ fn serve(args: ServeArgs) -> ExitCode {
             }
         }
     })
+}
+
+/// Each inference worker computes one batch at a time; candle's own thread pool would give every
+/// worker all cores and oversubscribe the machine. Split the cores among the workers instead,
+/// unless the user chose a thread count. Runs before any thread exists, as `set_var` requires.
+fn share_cores_among_workers(workers: usize) {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let threads = (num_cpus::get() / workers.max(1)).max(1);
+        std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    }
 }
 
 fn init_logging(settings: &Settings) {
