@@ -4,7 +4,7 @@
 //! runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python with
 //! onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle runs.
 //!
-//! `OMNIVOICE_REF_PYTHON=/path/venv/bin/python cargo bench --bench vits`
+//! `OMNIVOICE_REF_PYTHON=/path/venv/bin/python cargo bench --bench vits [-- NAME_FILTER]`
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -34,7 +34,15 @@ fn ids(i: usize) -> Vec<i64> {
 }
 
 fn input(i: usize) -> VitsInput {
-    VitsInput { ids: ids(i), speaker: None, length_scale: 1.0, speed: 1.0, noise_scale: 0.0, noise_w: 0.0, seed: 0 }
+    VitsInput {
+        ids: ids(i),
+        speaker: None,
+        length_scale: 1.0,
+        speed: 1.0,
+        noise_scale: 0.0,
+        noise_w: 0.0,
+        seed: 0,
+    }
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -45,7 +53,8 @@ fn median(mut xs: Vec<f64>) -> f64 {
 /// Median wall seconds and the audio seconds of one run.
 fn time_candle(model: &Vits, batch: &[VitsInput]) -> (f64, f64) {
     let audio = model.synthesize(batch).expect("synthesis");
-    let seconds: f64 = audio.iter().map(|a| a.len() as f64).sum::<f64>() / model.sample_rate() as f64;
+    let seconds: f64 =
+        audio.iter().map(|a| a.len() as f64).sum::<f64>() / model.sample_rate() as f64;
     let walls = (0..RUNS)
         .map(|_| {
             let started = Instant::now();
@@ -67,7 +76,16 @@ fn time_onnxruntime(python: &str, voice: &Path, args: &[&str]) -> Option<f64> {
         .arg(voice.with_extension("onnx"))
         .arg("--config")
         .arg(voice.with_extension("onnx.json"))
-        .args(["--noise-scale", "0", "--noise-w", "0", "--threads", "1", "--repeat", &RUNS.to_string()])
+        .args([
+            "--noise-scale",
+            "0",
+            "--noise-w",
+            "0",
+            "--threads",
+            "1",
+            "--repeat",
+            &RUNS.to_string(),
+        ])
         .args(args)
         .output()
         .ok()?;
@@ -82,10 +100,15 @@ fn main() {
     std::env::set_var("RAYON_NUM_THREADS", "1");
     let voice = root().join("voices/en_US-joe-medium");
     let config: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(voice.with_extension("onnx.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(voice.with_extension("onnx.json")).unwrap())
+            .unwrap();
     let started = Instant::now();
-    let model = Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu).expect("voice");
-    println!("load (onnx → candle): {:.3} s", started.elapsed().as_secs_f64());
+    let model =
+        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu).expect("voice");
+    println!(
+        "load (onnx → candle): {:.3} s",
+        started.elapsed().as_secs_f64()
+    );
 
     let single = vec![input(SINGLE)];
     let batch: Vec<VitsInput> = (0..8).map(|i| input(i % 4)).collect();
@@ -93,21 +116,39 @@ fn main() {
     let batch_file = std::env::temp_dir().join("omnivoice-bench-batch.txt");
     let texts: Vec<&str> = (0..8).map(|i| SENTENCES[i % 4]).collect();
     std::fs::write(&batch_file, texts.join("\n")).unwrap();
-    let single_ids = ids(SINGLE).iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+    let single_ids = ids(SINGLE)
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
 
     println!("| case | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime |");
     println!("|---|---|---|---|---|---|");
     let cases: [(&str, &[VitsInput], Vec<&str>); 2] = [
         ("one sentence", &single, vec!["--ids", &single_ids]),
-        ("batch of 8", &batch, vec!["--batch-file", batch_file.to_str().unwrap()]),
+        (
+            "batch of 8",
+            &batch,
+            vec!["--batch-file", batch_file.to_str().unwrap()],
+        ),
     ];
+    // `cargo bench --bench vits -- sentence` runs only the cases whose name contains "sentence".
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     for (name, inputs, ort_args) in cases {
+        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
         let (wall, audio) = time_candle(&model, inputs);
-        let ort = python.as_deref().and_then(|py| time_onnxruntime(py, &voice, &ort_args));
+        let ort = python
+            .as_deref()
+            .and_then(|py| time_onnxruntime(py, &voice, &ort_args));
         let (ort_text, ratio) = match ort {
             Some(o) => (format!("{o:.3}"), format!("{:.2}×", wall / o)),
             None => ("not run".into(), "-".into()),
         };
-        println!("| {name} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} |", wall / audio);
+        println!(
+            "| {name} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} |",
+            wall / audio
+        );
     }
 }

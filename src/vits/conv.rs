@@ -53,6 +53,63 @@ pub fn conv_transpose1d(
     add_bias(y, bias)
 }
 
+/// An elementwise map fused into a convolution's input: `x ↦ LeakyReLU(x · scale) · mask`.
+#[derive(Debug, Clone, Copy)]
+pub struct InputMap<'a> {
+    pub scale: f64,
+    /// Negative-side slope of a LeakyReLU applied after scaling (0 ≤ slope ≤ 1), if any.
+    pub leaky_slope: Option<f64>,
+    /// `[B, 1, L_in]` sequence mask, if any.
+    pub mask: Option<&'a Tensor>,
+}
+
+impl InputMap<'_> {
+    /// The map as tensor ops, for the paths that do not fuse it.
+    pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
+        let mut x = if self.scale == 1.0 {
+            x.clone()
+        } else {
+            (x * self.scale)?
+        };
+        if let Some(slope) = self.leaky_slope {
+            x = x.maximum(&(&x * slope)?)?;
+        }
+        match self.mask {
+            Some(m) => x.broadcast_mul(m),
+            None => Ok(x),
+        }
+    }
+}
+
+/// `residual + conv1d(map(x))` (stride 1, groups 1): the decoder's residual step. On the CPU in
+/// `f32` the map, bias and residual are fused into one pass of the direct kernel; elsewhere it
+/// runs as separate tensor ops.
+pub fn conv1d_fused(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    padding: usize,
+    dilation: usize,
+    map: &InputMap<'_>,
+    residual: Option<&Tensor>,
+) -> Result<Tensor> {
+    if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, 1) {
+        let (b, c, l) = (shape.batch, shape.c_out, shape.l_out);
+        let residual_ok = residual.is_none_or(|r| is_cpu_f32(r, r, None) && r.dims() == [b, c, l]);
+        let mask_ok = map
+            .mask
+            .is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [shape.batch, 1, shape.l_in]);
+        if residual_ok && mask_ok {
+            return cpu_f32::conv1d_direct(x, weight, bias, &shape, map, residual);
+        }
+    }
+    let y = conv1d(&map.apply(x)?, weight, bias, padding, dilation, 1)?;
+    match residual {
+        Some(r) => r + y,
+        None => Ok(y),
+    }
+}
+
 fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     match bias {
         Some(b) => y.broadcast_add(&b.reshape((1, (), 1))?),
@@ -166,6 +223,7 @@ impl ConvTranspose1dShape {
 
 mod cpu_f32 {
     use super::{Conv1dShape, ConvTranspose1dShape};
+    use crate::vits::direct_conv::{self, InputMap, PackedWeights};
     use candle_core::{Result, Storage, Tensor};
     use gemm::{gemm, Parallelism};
 
@@ -326,6 +384,56 @@ mod cpu_f32 {
                     }
                 }
             })
+        })??;
+        Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
+    }
+
+    /// [`super::conv1d_fused`] through [`direct_conv`] (groups 1).
+    pub(super) fn conv1d_direct(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        s: &Conv1dShape,
+        map: &super::InputMap<'_>,
+        residual: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let bias = bias_or_zero(bias, s.c_out)?;
+        let packed =
+            with_contiguous_f32(weight, |w| PackedWeights::new(w, s.c_out, s.c_in, s.taps))?;
+        let mask = map
+            .mask
+            .map(|m| m.flatten_all()?.to_vec1::<f32>())
+            .transpose()?;
+        let residual = residual.map(|r| r.contiguous()).transpose()?;
+        let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
+        let run = |out: &mut [f32], x: &[f32], residual: Option<&[f32]>| {
+            let (in_len, out_len) = (s.c_in * s.l_in, s.c_out * s.l_out);
+            for (b, out_b) in out.chunks_exact_mut(out_len).enumerate() {
+                let item_map = InputMap {
+                    scale: map.scale as f32,
+                    leaky_slope: map.leaky_slope.map(|v| v as f32),
+                    mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
+                };
+                direct_conv::conv1d(
+                    out_b,
+                    s.l_out,
+                    &x[b * in_len..(b + 1) * in_len],
+                    s.l_in,
+                    &packed,
+                    &bias,
+                    residual.map(|r| &r[b * out_len..(b + 1) * out_len]),
+                    s.padding,
+                    s.dilation,
+                    &item_map,
+                );
+            }
+        };
+        with_contiguous_f32(x, |x| match &residual {
+            Some(r) => with_contiguous_f32(r, |r| run(&mut out, x, Some(r))),
+            None => {
+                run(&mut out, x, None);
+                Ok(())
+            }
         })??;
         Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
     }
@@ -722,6 +830,66 @@ mod tests {
     }
 
     #[test]
+    fn input_map_scales_then_leaks_then_masks() {
+        let x = Tensor::new(&[[[-2f32, 0., 3., 6.]]], &Device::Cpu).unwrap();
+        let mask = Tensor::new(&[[[1f32, 1., 1., 0.]]], &Device::Cpu).unwrap();
+        let map = InputMap {
+            scale: 0.5,
+            leaky_slope: Some(0.1),
+            mask: Some(&mask),
+        };
+        let y = map.apply(&x).unwrap().flatten_all().unwrap();
+        assert_eq!(y.to_vec1::<f32>().unwrap(), vec![-0.1, 0., 1.5, 0.]);
+    }
+
+    #[test]
+    fn conv1d_fused_matches_separate_ops() {
+        let mut rng = StdRng::seed_from_u64(29);
+        // (batch, c_in, c_out, length, kernel, padding, dilation)
+        let cases = [
+            (1, 32, 32, 3000, 7, 36, 12),
+            (3, 16, 16, 200, 5, 6, 3),
+            (2, 32, 1, 500, 7, 3, 1),
+            (1, 8, 12, 5, 3, 4, 1),
+        ];
+        for (batch, c_in, c_out, len, k, padding, dilation) in cases {
+            let x = random(&mut rng, &[batch, c_in, len]);
+            let w = random(&mut rng, &[c_out, c_in, k]);
+            let b = random(&mut rng, &[c_out]);
+            let lengths: Vec<usize> = (0..batch).map(|i| len - i * len / 4).collect();
+            let mask = crate::vits::layers::sequence_mask(&lengths, len, &Device::Cpu).unwrap();
+            let map = InputMap {
+                scale: 1.0 / 3.0,
+                leaky_slope: Some(0.1),
+                mask: Some(&mask),
+            };
+            let l_out = len + 2 * padding - dilation * (k - 1);
+            let residual = random(&mut rng, &[batch, c_out, l_out]);
+            for res in [None, Some(&residual)] {
+                let got = conv1d_fused(&x, &w, Some(&b), padding, dilation, &map, res).unwrap();
+                let mut want =
+                    candle_conv1d(&map.apply(&x).unwrap(), &w, Some(&b), padding, dilation, 1);
+                if let Some(r) = res {
+                    want = (want + r).unwrap();
+                }
+                let err = relative_error(&got, &want);
+                assert!(err <= 1e-4, "fused conv relative error {err}");
+            }
+        }
+        // Non-contiguous input takes the same path.
+        let x = random(&mut rng, &[1, 40, 16]).transpose(1, 2).unwrap();
+        let w = random(&mut rng, &[16, 16, 3]);
+        let map = InputMap {
+            scale: 1.0,
+            leaky_slope: Some(0.01),
+            mask: None,
+        };
+        let got = conv1d_fused(&x, &w, None, 1, 1, &map, None).unwrap();
+        let want = candle_conv1d(&map.apply(&x).unwrap(), &w, None, 1, 1, 1);
+        assert!(relative_error(&got, &want) <= 1e-4);
+    }
+
+    #[test]
     fn other_dtypes_use_candle_and_bad_shapes_are_errors() {
         let mut rng = StdRng::seed_from_u64(23);
         let x = random(&mut rng, &[1, 8, 20]);
@@ -738,5 +906,69 @@ mod tests {
         assert!(conv1d(&x, &wrong_channels, None, 1, 1, 1).is_err());
         let wrong_transposed = random(&mut rng, &[5, 4, 3]);
         assert!(conv_transpose1d(&x, &wrong_transposed, None, 2, 0).is_err());
+    }
+}
+
+#[cfg(test)]
+mod timing {
+    use super::*;
+
+    fn cpu_ns() -> u64 {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: clock_gettime writes one timespec through a valid pointer.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+
+    fn best<F: FnMut()>(mut f: F) -> f64 {
+        (0..5)
+            .map(|_| {
+                let t = cpu_ns();
+                f();
+                (cpu_ns() - t) as f64 / 1e6
+            })
+            .fold(f64::MAX, f64::min)
+    }
+
+    #[test]
+    #[ignore]
+    fn direct_vs_gemm() {
+        let dev = Device::Cpu;
+        for &(c, l, k, d) in &[
+            (32usize, 64256usize, 3usize, 1usize),
+            (32, 64256, 7, 12),
+            (64, 16064, 5, 6),
+            (128, 2008, 7, 12),
+            (192, 251, 5, 1),
+        ] {
+            let x = Tensor::randn(0f32, 1., (1, c, l), &dev).unwrap();
+            let w = Tensor::randn(0f32, 1., (c, c, k), &dev).unwrap();
+            let b = Tensor::randn(0f32, 1., c, &dev).unwrap();
+            let p = d * (k - 1) / 2;
+            let map = InputMap {
+                scale: 1.0,
+                leaky_slope: Some(0.1),
+                mask: None,
+            };
+            let g = best(|| {
+                let y = conv1d(&map.apply(&x).unwrap(), &w, Some(&b), p, d, 1).unwrap();
+                let _ = (&x + y).unwrap();
+            });
+            let gp = best(|| {
+                let _ = conv1d(&x, &w, Some(&b), p, d, 1).unwrap();
+            });
+            let f = best(|| {
+                let _ = conv1d_fused(&x, &w, Some(&b), p, d, &map, Some(&x)).unwrap();
+            });
+            let gmac = (c * c * k * l) as f64 / 1e9;
+            println!(
+                "C{c} L{l} k{k} d{d}: gemm+ops {g:.2} ms (gemm only {gp:.2} = {:.1} GMAC/s), fused direct {f:.2} ms ({:.1} GMAC/s)",
+                gmac / gp * 1e3,
+                gmac / f * 1e3
+            );
+        }
     }
 }

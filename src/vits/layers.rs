@@ -92,6 +92,34 @@ impl Conv1d {
     }
 }
 
+impl Conv1d {
+    /// `residual + self(map(x))` with the map and residual fused into the convolution where the
+    /// kernel supports it (groups 1; see [`conv::conv1d_fused`]).
+    pub fn forward_fused(
+        &self,
+        x: &Tensor,
+        map: &conv::InputMap<'_>,
+        residual: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        if self.groups != 1 {
+            let y = self.forward(&map.apply(x)?)?;
+            return match residual {
+                Some(r) => r + y,
+                None => Ok(y),
+            };
+        }
+        conv::conv1d_fused(
+            x,
+            &self.weight,
+            self.bias.as_ref(),
+            self.padding,
+            self.dilation,
+            map,
+            residual,
+        )
+    }
+}
+
 /// LayerNorm over the channel axis of a `[B, C, T]` tensor (VITS' `modules.LayerNorm`).
 #[derive(Debug, Clone)]
 pub struct ChannelNorm {
@@ -122,11 +150,6 @@ pub fn sequence_mask(lengths: &[usize], max_len: usize, device: &Device) -> Resu
         row[..len.min(max_len)].fill(1.0);
     }
     Tensor::from_vec(data, (lengths.len(), 1, max_len), device)
-}
-
-/// LeakyReLU as `max(x, slope·x)`, valid for 0 ≤ slope ≤ 1.
-pub fn leaky_relu(x: &Tensor, slope: f64) -> Result<Tensor> {
-    x.maximum(&(x * slope)?)
 }
 
 /// Splits `[B, C, T]` into the first `c0` channels and the rest.
@@ -182,13 +205,6 @@ mod tests {
             y.to_vec3::<f32>()?,
             vec![vec![vec![4., 5.], vec![2., 3.], vec![0., 1.]]]
         );
-        Ok(())
-    }
-
-    #[test]
-    fn leaky_relu_scales_negatives_only() -> Result<()> {
-        let x = Tensor::new(&[-2f32, 0., 3.], &Device::Cpu)?;
-        assert_eq!(leaky_relu(&x, 0.1)?.to_vec1::<f32>()?, vec![-0.2, 0., 3.]);
         Ok(())
     }
 }
