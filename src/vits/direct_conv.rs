@@ -16,6 +16,9 @@
 const ROWS: usize = 4;
 /// Output samples per register block (three 8-float vectors).
 const COLS: usize = 24;
+/// Floats of weights (all output channels, a chunk of input channels) used per input pass
+/// (~128 KiB, inside L2).
+const WEIGHT_CHUNK_FLOATS: usize = 32 * 1024;
 /// Floats of packed input tile plus output tile worked on at once (~192 KiB, inside L2).
 const TILE_FLOATS: usize = 48 * 1024;
 
@@ -109,7 +112,8 @@ impl PackedWeights {
 }
 
 /// One batch item: `out[co, t] = bias[co] + residual[co, t] + Σ_ci Σ_k w[co, ci, k] ·
-/// map(x[ci, t + k·dilation − padding])`, with `x` outside `0..l_in` read as zero.
+/// map(x[ci, t + k·dilation − padding])`, with `x` outside `0..l_in` read as zero. A negative
+/// `padding` starts the output inside the signal (used by the transposed convolution's phases).
 /// `x` is [C_in, l_in], `out` and `residual` are [C_out, l_out], all row-major.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv1d(
@@ -120,7 +124,7 @@ pub(crate) fn conv1d(
     w: &PackedWeights,
     bias: &[f32],
     residual: Option<&[f32]>,
-    padding: usize,
+    padding: isize,
     dilation: usize,
     map: &InputMap<'_>,
 ) {
@@ -136,13 +140,16 @@ pub(crate) fn conv1d(
     let row_len = tile + span;
     let mut packed = vec![0f32; c_in * row_len];
     let fast = simd::available();
+    let ci_chunk = (WEIGHT_CHUNK_FLOATS / (c_out.div_ceil(ROWS) * ROWS * taps))
+        .max(8)
+        .min(c_in);
     let mut block_out = [[0f32; COLS]; ROWS];
     for t0 in (0..l_out).step_by(tile) {
         let width = tile.min(l_out - t0);
         let padded_width = width.div_ceil(COLS) * COLS;
         // Input sample read by packed column j is t0 + j − padding: columns before the signal
         // start and past its end are zero padding.
-        let first = t0 as isize - padding as isize;
+        let first = t0 as isize - padding;
         let j_lo = (-first).clamp(0, (padded_width + span) as isize) as usize;
         let j_hi =
             (l_in as isize - first).clamp(j_lo as isize, (padded_width + span) as isize) as usize;
@@ -169,28 +176,35 @@ pub(crate) fn conv1d(
                 None => row.fill(bias[co]),
             }
         }
-        for block in 0..c_out.div_ceil(ROWS) {
-            let weights = w.block(block);
-            let rows = ROWS.min(c_out - block * ROWS);
+        // Input channels in chunks whose weights (all output channels) stay in L2; per chunk,
+        // column blocks outside and channel blocks inside, so the input columns one block reads
+        // stay in L1 while the weights stream through in order.
+        for ci0 in (0..c_in).step_by(ci_chunk) {
+            let chunk = ci_chunk.min(c_in - ci0);
             for j0 in (0..width).step_by(COLS) {
                 let cols = COLS.min(width - j0);
-                let xs = &packed[j0..];
-                if fast {
-                    // SAFETY: `available()` confirmed AVX2 and FMA. The block reads, for each
-                    // input channel ci, packed[ci·row_len + j0 + k·dilation + 0..COLS] with
-                    // k ≤ taps − 1: j0 + COLS ≤ padded_width, so the last index is below
-                    // (ci)·row_len + padded_width + span ≤ (ci + 1)·row_len, inside `packed`.
-                    // `weights` holds c_in·taps·ROWS values, all read in order.
-                    unsafe {
-                        simd::block(weights, xs, row_len, c_in, taps, dilation, &mut block_out)
-                    };
-                } else {
-                    portable_block(weights, xs, row_len, c_in, taps, dilation, &mut block_out);
-                }
-                for (r, acc) in block_out.iter().enumerate().take(rows) {
-                    let start = (block * ROWS + r) * l_out + t0 + j0;
-                    for (y, &v) in out[start..start + cols].iter_mut().zip(acc) {
-                        *y += v;
+                let xs = &packed[ci0 * row_len + j0..];
+                for block in 0..c_out.div_ceil(ROWS) {
+                    let weights = &w.block(block)[ci0 * taps * ROWS..(ci0 + chunk) * taps * ROWS];
+                    let rows = ROWS.min(c_out - block * ROWS);
+                    if fast {
+                        // SAFETY: `available()` confirmed AVX2 and FMA. The block reads, for
+                        // each input channel c < chunk, xs[c·row_len + k·dilation + 0..COLS]
+                        // with k ≤ taps − 1, i.e. packed[(ci0 + c)·row_len + j0 + ..]: since
+                        // j0 + COLS ≤ padded_width, the last index is below
+                        // (ci0 + c)·row_len + padded_width + span ≤ (ci0 + c + 1)·row_len,
+                        // inside `packed`. `weights` holds chunk·taps·ROWS values.
+                        unsafe {
+                            simd::block(weights, xs, row_len, chunk, taps, dilation, &mut block_out)
+                        };
+                    } else {
+                        portable_block(weights, xs, row_len, chunk, taps, dilation, &mut block_out);
+                    }
+                    for (r, acc) in block_out.iter().enumerate().take(rows) {
+                        let start = (block * ROWS + r) * l_out + t0 + j0;
+                        for (y, &v) in out[start..start + cols].iter_mut().zip(acc) {
+                            *y += v;
+                        }
                     }
                 }
             }
@@ -379,7 +393,16 @@ mod tests {
                 let packed = PackedWeights::new(&w, c_out, c_in, taps);
                 let mut got = vec![0f32; c_out * l_out];
                 conv1d(
-                    &mut got, l_out, &x, l_in, &packed, &bias, res, padding, dilation, map,
+                    &mut got,
+                    l_out,
+                    &x,
+                    l_in,
+                    &packed,
+                    &bias,
+                    res,
+                    padding as isize,
+                    dilation,
+                    map,
                 );
                 let worst = got
                     .iter()

@@ -180,8 +180,14 @@ impl Generator {
                 leaky_slope: Some(LRELU_SLOPE),
                 mask: mask(i),
             };
-            let y = map.apply(&x)?;
-            let y = conv::conv_transpose1d(&y, &up.weight, Some(&up.bias), up.stride, up.padding)?;
+            let y = conv::conv_transpose1d_fused(
+                &x,
+                &up.weight,
+                Some(&up.bias),
+                up.stride,
+                up.padding,
+                &map,
+            )?;
             // Multi-receptive-field fusion: mean of the stage's resblocks.
             let mut sum: Option<Tensor> = None;
             for block in stage {
