@@ -133,10 +133,9 @@ pub fn conv_transpose1d_fused(
         let mask_ok = map
             .mask
             .is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [shape.batch, 1, shape.l_in]);
-        // Measured on one core: the direct phases win from about a thousand input columns
-        // (2008: 12.2 → 10.8 ms, 16064: 18.2 → 14.3 ms) and lose on short inputs with many
-        // channels (256→128 over 251 columns: 6.3 → 7.3 ms).
-        if mask_ok && shape.l_in >= 1024 {
+        // Measured on one core: 128→64 k16 s8 over 2008 columns 11.5 → 9.3 ms, 64→32 k8 s4
+        // over 16064 columns 15.8 → 13.1 ms, 256→128 k16 s8 over 251 columns a tie.
+        if mask_ok {
             return cpu_f32::conv_transpose1d_direct(x, weight, bias, &shape, map);
         }
     }
@@ -208,12 +207,13 @@ impl Conv1dShape {
 }
 
 impl Conv1dShape {
-    /// Whether the direct kernel beats per-tap matrix products: measured on one core (AVX2),
-    /// it is 15–25 % faster from 5 taps up and for long 3-tap signals (fewer passes over the
-    /// output), but slower for pointwise and short 3-tap convolutions, where gemm's packed
-    /// panels reuse the input better.
+    /// Whether the direct kernel beats per-tap matrix products. Measured on one core (AVX2,
+    /// thread CPU time): from 3 taps it is faster at every model shape (192→384 k5 over 251
+    /// columns 4.0 → 3.0 ms, 768→192 k3 over 103 columns 2.2 → 1.8 ms, 64→64 k5 over 16064
+    /// columns 14.1 → 9.3 ms); pointwise convolutions tie or lose (192→192 over 103 columns
+    /// 0.15 → 0.20 ms), so they stay with gemm.
     fn prefers_direct(&self) -> bool {
-        self.groups == 1 && (self.taps >= 5 || (self.taps >= 3 && self.l_out >= 1024))
+        self.groups == 1 && self.taps >= 3
     }
 }
 
