@@ -196,7 +196,16 @@ pub(crate) fn conv1d(
                         // (ci0 + c)·row_len + padded_width + span ≤ (ci0 + c + 1)·row_len,
                         // inside `packed`. `weights` holds chunk·taps·ROWS values.
                         unsafe {
-                            simd::block(weights, xs, row_len, chunk, taps, dilation, &mut block_out)
+                            simd::block(
+                                weights,
+                                xs,
+                                row_len,
+                                chunk,
+                                taps,
+                                dilation,
+                                rows,
+                                &mut block_out,
+                            )
                         };
                     } else {
                         portable_block(weights, xs, row_len, chunk, taps, dilation, &mut block_out);
@@ -250,11 +259,13 @@ mod simd {
         is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
     }
 
-    /// The AVX2/FMA version of [`super::portable_block`].
+    /// The AVX2/FMA version of [`super::portable_block`], computing only the first `rows`
+    /// output rows (the last block of a channel count that is not a multiple of ROWS).
     ///
     /// # Safety
     /// The CPU must support AVX2 and FMA; `weights` must hold `c_in·taps·ROWS` values and `x`
     /// must be readable at `ci·x_stride + k·dilation + 0..COLS` for every ci < c_in, k < taps.
+    #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn block(
         weights: &[f32],
@@ -263,11 +274,30 @@ mod simd {
         c_in: usize,
         taps: usize,
         dilation: usize,
+        rows: usize,
         out: &mut [[f32; COLS]; ROWS],
     ) {
         debug_assert!(weights.len() >= c_in * taps * ROWS);
         debug_assert!(x.len() >= (c_in - 1) * x_stride + (taps - 1) * dilation + COLS);
-        let mut acc = [[_mm256_setzero_ps(); VECS]; ROWS];
+        let args = (weights, x, x_stride, c_in, taps, dilation);
+        match rows {
+            1 => rows_block::<1>(args, out),
+            2 => rows_block::<2>(args, out),
+            3 => rows_block::<3>(args, out),
+            4 => rows_block::<4>(args, out),
+            5 => rows_block::<5>(args, out),
+            _ => rows_block::<ROWS>(args, out),
+        }
+    }
+
+    /// [`block`] for R ≤ ROWS rows; safety requirements as there.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn rows_block<const R: usize>(
+        (weights, x, x_stride, c_in, taps, dilation): (&[f32], &[f32], usize, usize, usize, usize),
+        out: &mut [[f32; COLS]; ROWS],
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); VECS]; R];
         let mut wp = weights.as_ptr();
         for ci in 0..c_in {
             let row = x.as_ptr().add(ci * x_stride);
@@ -300,6 +330,7 @@ mod simd {
     }
 
     /// Never called: `available()` is false off x86-64.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn block(
         weights: &[f32],
         x: &[f32],
@@ -307,6 +338,7 @@ mod simd {
         c_in: usize,
         taps: usize,
         dilation: usize,
+        _rows: usize,
         out: &mut [[f32; COLS]; ROWS],
     ) {
         super::portable_block(weights, x, x_stride, c_in, taps, dilation, out)
@@ -425,13 +457,15 @@ mod tests {
         let weights = random(&mut rng, c_in * taps * ROWS);
         let x = random(&mut rng, c_in * stride);
         let mut a = [[0f32; COLS]; ROWS];
-        let mut b = [[0f32; COLS]; ROWS];
         portable_block(&weights, &x, stride, c_in, taps, dilation, &mut a);
-        // SAFETY: AVX2/FMA checked above; x rows are 40 ≥ (taps − 1)·dilation + COLS = 28 long.
-        unsafe { simd::block(&weights, &x, stride, c_in, taps, dilation, &mut b) };
-        for (ra, rb) in a.iter().zip(&b) {
-            for (va, vb) in ra.iter().zip(rb) {
-                assert!((va - vb).abs() < 1e-5);
+        for rows in 1..=ROWS {
+            let mut b = [[f32::NAN; COLS]; ROWS];
+            // SAFETY: AVX2/FMA checked above; x rows are 40 ≥ (taps − 1)·dilation + COLS long.
+            unsafe { simd::block(&weights, &x, stride, c_in, taps, dilation, rows, &mut b) };
+            for (ra, rb) in a.iter().zip(&b).take(rows) {
+                for (va, vb) in ra.iter().zip(rb) {
+                    assert!((va - vb).abs() < 1e-5, "{rows} rows: {va} vs {vb}");
+                }
             }
         }
     }
