@@ -32,7 +32,7 @@ pub fn conv1d(
 ) -> Result<Tensor> {
     if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups) {
         if shape.prefers_direct() {
-            return cpu_f32::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, None);
+            return cpu_f32::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, &[]);
         }
         return cpu_f32::conv1d(x, weight, bias, &shape);
     }
@@ -91,9 +91,9 @@ impl InputMap<'_> {
     }
 }
 
-/// `residual + conv1d(map(x))` (stride 1, groups 1): the decoder's residual step. On the CPU in
-/// `f32` the map, bias and residual are fused into one pass of the direct kernel; elsewhere it
-/// runs as separate tensor ops.
+/// `Σ residuals + conv1d(map(x))` (stride 1, groups 1): the decoder's residual step, which can
+/// also add a running sum. On the CPU in `f32` the map, bias and residuals are fused into one
+/// pass of the direct kernel; elsewhere it runs as separate tensor ops.
 pub fn conv1d_fused(
     x: &Tensor,
     weight: &Tensor,
@@ -101,23 +101,25 @@ pub fn conv1d_fused(
     padding: usize,
     dilation: usize,
     map: &InputMap<'_>,
-    residual: Option<&Tensor>,
+    residuals: &[&Tensor],
 ) -> Result<Tensor> {
     if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, 1) {
         let (b, c, l) = (shape.batch, shape.c_out, shape.l_out);
-        let residual_ok = residual.is_none_or(|r| is_cpu_f32(r, r, None) && r.dims() == [b, c, l]);
+        let residuals_ok = residuals
+            .iter()
+            .all(|r| is_cpu_f32(r, r, None) && r.dims() == [b, c, l]);
         let mask_ok = map
             .mask
             .is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [shape.batch, 1, shape.l_in]);
-        if residual_ok && mask_ok {
-            return cpu_f32::conv1d_direct(x, weight, bias, &shape, map, residual);
+        if residuals_ok && mask_ok {
+            return cpu_f32::conv1d_direct(x, weight, bias, &shape, map, residuals);
         }
     }
-    let y = conv1d(&map.apply(x)?, weight, bias, padding, dilation, 1)?;
-    match residual {
-        Some(r) => r + y,
-        None => Ok(y),
+    let mut y = conv1d(&map.apply(x)?, weight, bias, padding, dilation, 1)?;
+    for r in residuals {
+        y = (*r + y)?;
     }
+    Ok(y)
 }
 
 /// `conv_transpose1d(map(x))`, with the map fused into the CPU kernel's input packing.
@@ -438,7 +440,7 @@ mod cpu_f32 {
         bias: Option<&Tensor>,
         s: &Conv1dShape,
         map: &super::InputMap<'_>,
-        residual: Option<&Tensor>,
+        residuals: &[&Tensor],
     ) -> Result<Tensor> {
         let bias = bias_or_zero(bias, s.c_out)?;
         let packed =
@@ -447,16 +449,36 @@ mod cpu_f32 {
             .mask
             .map(|m| m.flatten_all()?.to_vec1::<f32>())
             .transpose()?;
-        let residual = residual.map(|r| r.contiguous()).transpose()?;
+        let residuals: Vec<Tensor> = residuals
+            .iter()
+            .map(|r| r.contiguous())
+            .collect::<Result<_>>()?;
+        let guards: Vec<_> = residuals.iter().map(|r| r.storage_and_layout()).collect();
+        let residuals: Vec<&[f32]> = guards
+            .iter()
+            .map(|(storage, layout)| {
+                let Storage::Cpu(cpu) = &**storage else {
+                    candle_core::bail!("fast conv path needs a CPU tensor");
+                };
+                let Some((start, end)) = layout.contiguous_offsets() else {
+                    candle_core::bail!("tensor is not contiguous after `contiguous()`");
+                };
+                Ok(&cpu.as_slice::<f32>()?[start..end])
+            })
+            .collect::<Result<_>>()?;
         let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
-        let run = |out: &mut [f32], x: &[f32], residual: Option<&[f32]>| {
-            let (in_len, out_len) = (s.c_in * s.l_in, s.c_out * s.l_out);
+        let (in_len, out_len) = (s.c_in * s.l_in, s.c_out * s.l_out);
+        with_contiguous_f32(x, |x| {
             for (b, out_b) in out.chunks_exact_mut(out_len).enumerate() {
                 let item_map = InputMap {
                     scale: map.scale as f32,
                     leaky_slope: map.leaky_slope.map(|v| v as f32),
                     mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
                 };
+                let item_residuals: Vec<&[f32]> = residuals
+                    .iter()
+                    .map(|r| &r[b * out_len..(b + 1) * out_len])
+                    .collect();
                 direct_conv::conv1d(
                     out_b,
                     s.l_out,
@@ -464,20 +486,13 @@ mod cpu_f32 {
                     s.l_in,
                     &packed,
                     &bias,
-                    residual.map(|r| &r[b * out_len..(b + 1) * out_len]),
+                    &item_residuals,
                     s.padding as isize,
                     s.dilation,
                     &item_map,
                 );
             }
-        };
-        with_contiguous_f32(x, |x| match &residual {
-            Some(r) => with_contiguous_f32(r, |r| run(&mut out, x, Some(r))),
-            None => {
-                run(&mut out, x, None);
-                Ok(())
-            }
-        })??;
+        })?;
         Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
     }
 
@@ -630,7 +645,7 @@ mod cpu_f32 {
                                 s.l_in,
                                 packed,
                                 &bias,
-                                None,
+                                &[],
                                 m_taps as isize - 1 - q_lo,
                                 1,
                                 &item_map,
@@ -995,12 +1010,13 @@ mod tests {
             };
             let l_out = len + 2 * padding - dilation * (k - 1);
             let residual = random(&mut rng, &[batch, c_out, l_out]);
-            for res in [None, Some(&residual)] {
+            let sum = random(&mut rng, &[batch, c_out, l_out]);
+            for res in [&[][..], &[&residual], &[&residual, &sum]] {
                 let got = conv1d_fused(&x, &w, Some(&b), padding, dilation, &map, res).unwrap();
                 let mut want =
                     candle_conv1d(&map.apply(&x).unwrap(), &w, Some(&b), padding, dilation, 1);
-                if let Some(r) = res {
-                    want = (want + r).unwrap();
+                for r in res {
+                    want = (want + *r).unwrap();
                 }
                 let err = relative_error(&got, &want);
                 assert!(err <= 1e-4, "fused conv relative error {err}");
@@ -1014,7 +1030,7 @@ mod tests {
             leaky_slope: Some(0.01),
             mask: None,
         };
-        let got = conv1d_fused(&x, &w, None, 1, 1, &map, None).unwrap();
+        let got = conv1d_fused(&x, &w, None, 1, 1, &map, &[]).unwrap();
         let want = candle_conv1d(&map.apply(&x).unwrap(), &w, None, 1, 1, 1);
         assert!(relative_error(&got, &want) <= 1e-4);
     }
@@ -1172,7 +1188,7 @@ mod timing {
             });
             let gp = g;
             let f = best(|| {
-                let _ = conv1d_fused(&x, &w, Some(&b), p, d, &map, None).unwrap();
+                let _ = conv1d_fused(&x, &w, Some(&b), p, d, &map, &[]).unwrap();
             });
             let gmac = (ci * c * k * l) as f64 / 1e9;
             println!(

@@ -112,10 +112,10 @@ impl PackedWeights {
     }
 }
 
-/// One batch item: `out[co, t] = bias[co] + residual[co, t] + Σ_ci Σ_k w[co, ci, k] ·
+/// One batch item: `out[co, t] = bias[co] + Σ residuals[co, t] + Σ_ci Σ_k w[co, ci, k] ·
 /// map(x[ci, t + k·dilation − padding])`, with `x` outside `0..l_in` read as zero. A negative
 /// `padding` starts the output inside the signal (used by the transposed convolution's phases).
-/// `x` is [C_in, l_in], `out` and `residual` are [C_out, l_out], all row-major.
+/// `x` is [C_in, l_in], `out` and each residual are [C_out, l_out], all row-major.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv1d(
     out: &mut [f32],
@@ -124,7 +124,7 @@ pub(crate) fn conv1d(
     l_in: usize,
     w: &PackedWeights,
     bias: &[f32],
-    residual: Option<&[f32]>,
+    residuals: &[&[f32]],
     padding: isize,
     dilation: usize,
     map: &InputMap<'_>,
@@ -133,7 +133,7 @@ pub(crate) fn conv1d(
     assert_eq!(x.len(), c_in * l_in);
     assert_eq!(out.len(), c_out * l_out);
     assert_eq!(bias.len(), c_out);
-    assert!(residual.is_none_or(|r| r.len() == out.len()));
+    assert!(residuals.iter().all(|r| r.len() == out.len()));
     assert!(map.mask.is_none_or(|m| m.len() == l_in));
     let span = dilation * (taps - 1);
     let tile = ((TILE_FLOATS / (c_in + c_out)).saturating_sub(span) / COLS * COLS).max(COLS);
@@ -167,14 +167,12 @@ pub(crate) fn conv1d(
         }
         for co in 0..c_out {
             let row = &mut out[co * l_out + t0..co * l_out + t0 + width];
-            match residual {
-                Some(r) => {
-                    let r = &r[co * l_out + t0..co * l_out + t0 + width];
-                    for (y, &v) in row.iter_mut().zip(r) {
-                        *y = v + bias[co];
-                    }
+            row.fill(bias[co]);
+            for r in residuals {
+                let r = &r[co * l_out + t0..co * l_out + t0 + width];
+                for (y, &v) in row.iter_mut().zip(r) {
+                    *y += v;
                 }
-                None => row.fill(bias[co]),
             }
         }
         // Input channels in chunks whose weights (all output channels) stay in L2; per chunk,
@@ -361,7 +359,7 @@ mod tests {
         c_in: usize,
         taps: usize,
         bias: &[f32],
-        residual: Option<&[f32]>,
+        residuals: &[&[f32]],
         padding: usize,
         dilation: usize,
         map: &InputMap<'_>,
@@ -370,7 +368,11 @@ mod tests {
         let mut out = vec![0f32; c_out * l_out];
         for co in 0..c_out {
             for t in 0..l_out {
-                let mut s = bias[co] as f64 + residual.map_or(0.0, |r| r[co * l_out + t] as f64);
+                let mut s = bias[co] as f64
+                    + residuals
+                        .iter()
+                        .map(|r| r[co * l_out + t] as f64)
+                        .sum::<f64>();
                 for ci in 0..c_in {
                     for k in 0..taps {
                         let i = (t + k * dilation) as isize - padding as isize;
@@ -419,7 +421,7 @@ mod tests {
                 },
             ];
             for map in &maps {
-                let res = (i % 2 == 0).then_some(&residual[..]);
+                let res: &[&[f32]] = if i % 2 == 0 { &[&residual] } else { &[] };
                 let want = reference(
                     &x, l_in, &w, c_out, c_in, taps, &bias, res, padding, dilation, map,
                 );

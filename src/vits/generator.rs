@@ -52,24 +52,30 @@ impl ResBlock {
     }
 
     /// x ← x + conv(LeakyReLU(x)) per step (type 1: two convs per step); each convolution
-    /// applies the activation and mask to its input and adds the residual itself.
-    fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+    /// applies the activation and mask to its input and adds the residual itself. With `sum`,
+    /// returns `sum + x` instead (the last convolution adds it), for the stage's mean.
+    fn forward(&self, x: &Tensor, mask: Option<&Tensor>, sum: Option<&Tensor>) -> Result<Tensor> {
         let map = InputMap {
             scale: 1.0,
             leaky_slope: Some(LRELU_SLOPE),
             mask,
         };
         let mut x = x.clone();
-        for (dilated, plain) in &self.steps {
+        for (step, (dilated, plain)) in self.steps.iter().enumerate() {
+            let last = step + 1 == self.steps.len();
+            let residuals: Vec<&Tensor> = std::iter::once(&x).chain(sum.filter(|_| last)).collect();
             x = match plain {
-                None => dilated.forward_fused(&x, &map, Some(&x))?,
+                None => dilated.forward_fused(&x, &map, &residuals)?,
                 Some(plain) => {
-                    let y = dilated.forward_fused(&x, &map, None)?;
-                    plain.forward_fused(&y, &map, Some(&x))?
+                    let y = dilated.forward_fused(&x, &map, &[])?;
+                    plain.forward_fused(&y, &map, &residuals)?
                 }
             };
         }
-        Ok(x)
+        match (sum, self.steps.is_empty()) {
+            (Some(s), true) => s + x,
+            _ => Ok(x),
+        }
     }
 }
 
@@ -191,11 +197,7 @@ impl Generator {
             // Multi-receptive-field fusion: mean of the stage's resblocks.
             let mut sum: Option<Tensor> = None;
             for block in stage {
-                let out = block.forward(&y, mask(i + 1))?;
-                sum = Some(match sum {
-                    Some(s) => (s + out)?,
-                    None => out,
-                });
+                sum = Some(block.forward(&y, mask(i + 1), sum.as_ref())?);
             }
             x = sum.expect("at least one resblock per stage");
             scale = 1.0 / stage.len() as f64;
@@ -205,6 +207,6 @@ impl Generator {
             leaky_slope: Some(FINAL_LRELU_SLOPE),
             mask: mask(self.ups.len()),
         };
-        self.conv_post.forward_fused(&x, &map, None)?.tanh()
+        self.conv_post.forward_fused(&x, &map, &[])?.tanh()
     }
 }

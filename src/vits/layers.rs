@@ -93,20 +93,20 @@ impl Conv1d {
 }
 
 impl Conv1d {
-    /// `residual + self(map(x))` with the map and residual fused into the convolution where the
-    /// kernel supports it (groups 1; see [`conv::conv1d_fused`]).
+    /// `Σ residuals + self(map(x))` with the map and residuals fused into the convolution
+    /// where the kernel supports it (groups 1; see [`conv::conv1d_fused`]).
     pub fn forward_fused(
         &self,
         x: &Tensor,
         map: &conv::InputMap<'_>,
-        residual: Option<&Tensor>,
+        residuals: &[&Tensor],
     ) -> Result<Tensor> {
         if self.groups != 1 {
-            let y = self.forward(&map.apply(x)?)?;
-            return match residual {
-                Some(r) => r + y,
-                None => Ok(y),
-            };
+            let mut y = self.forward(&map.apply(x)?)?;
+            for r in residuals {
+                y = (*r + y)?;
+            }
+            return Ok(y);
         }
         conv::conv1d_fused(
             x,
@@ -115,7 +115,7 @@ impl Conv1d {
             self.padding,
             self.dilation,
             map,
-            residual,
+            residuals,
         )
     }
 }
