@@ -1,21 +1,24 @@
 //! 1-D convolutions used by every VITS block.
 //!
-//! All model code calls convolutions through these two functions so that one place decides how
+//! All model code calls convolutions through these functions so that one place decides how
 //! they run: this is where the decoder spends most of its time. candle's CPU convolution unfolds
 //! the whole input (im2col) before one big matrix product, which for the decoder's long signals
 //! (tens of thousands of samples) streams hundreds of megabytes through memory, and it runs
 //! grouped convolutions as one tiny convolution per group. For `f32` on the CPU we instead:
 //!
-//! - write every kernel tap as a matrix product `W_k · X[:, t + shift_k]` accumulated into the
-//!   output, over column tiles small enough that the output tile and input slab stay in cache, and
+//! - run convolutions with 3 or more taps through [`super::direct_conv`], a register-blocked
+//!   kernel that writes each output once; [`conv1d_fused`] and [`conv_transpose1d_fused`] also
+//!   fold an elementwise input map (scale, LeakyReLU, mask) and residual adds into it, which is
+//!   how the decoder's `x + conv(LeakyReLU(x))` steps run in one pass;
+//! - write pointwise convolutions as a matrix product (`gemm`), and grouped ones with several
+//!   input channels per group as one product per tap, over column tiles that stay in cache,
 //!   with zero padding handled by clipping each tap's column range (no padded copy);
 //! - run depthwise convolutions (one input channel per group) as a direct loop;
-//! - split transposed convolutions into `stride` phases, each an ordinary small convolution;
-//! - read the weights in place for short signals and repack them tap-major once per call for
-//!   long ones, where many column tiles reuse them.
+//! - split transposed convolutions into `stride` phases, each an ordinary small convolution.
 //!
-//! Other devices and dtypes keep candle's implementation. The matrix products run on the caller's
-//! thread (`gemm::Parallelism::None`), whatever `RAYON_NUM_THREADS` says: the server runs several
+//! Other devices and dtypes keep candle's implementation (the fused entry points then run the
+//! map and adds as tensor ops). Everything runs on the caller's thread
+//! (`gemm::Parallelism::None`), whatever `RAYON_NUM_THREADS` says: the server runs several
 //! inference workers side by side, so each convolution must not also fan out over all cores.
 
 use candle_core::{DType, Device, Result, Tensor};
@@ -135,9 +138,10 @@ pub fn conv_transpose1d_fused(
         let mask_ok = map
             .mask
             .is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [shape.batch, 1, shape.l_in]);
-        // Measured on one core: 128→64 k16 s8 over 2008 columns 11.5 → 9.3 ms, 64→32 k8 s4
-        // over 16064 columns 15.8 → 13.1 ms, 256→128 k16 s8 over 251 columns a tie.
-        if mask_ok {
+        // Measured on one core (`timing` below): 128→64 k16 s8 over 2008 columns 14.0 → 11.3 ms,
+        // 64→32 k8 s4 over 16064 columns 16.4 → 14.0 ms, but 256→128 k16 s8 over 251 columns
+        // 6.1–6.4 → 6.1–7.3 ms, so short inputs keep the per-tap products.
+        if mask_ok && shape.l_in >= 1024 {
             return cpu_f32::conv_transpose1d_direct(x, weight, bias, &shape, map);
         }
     }
@@ -1106,95 +1110,96 @@ mod tests {
     }
 }
 
+/// Side-by-side timings of the direct kernel and the per-tap gemm path on the model's shapes,
+/// in this thread's CPU time (less skewed by a busy machine than wall time); they back the
+/// routing choices above. `cargo test --lib vits::conv::timing -- --ignored --nocapture`
 #[cfg(test)]
 mod timing {
     use super::*;
 
-    fn cpu_ns() -> u64 {
+    fn thread_cpu_ms() -> f64 {
         let mut ts = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
         };
         // SAFETY: clock_gettime writes one timespec through a valid pointer.
         unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
     }
 
-    fn best<F: FnMut()>(mut f: F) -> f64 {
+    /// Best of five runs, in milliseconds.
+    fn best(mut f: impl FnMut()) -> f64 {
         (0..5)
             .map(|_| {
-                let t = cpu_ns();
+                let start = thread_cpu_ms();
                 f();
-                (cpu_ns() - t) as f64 / 1e6
+                thread_cpu_ms() - start
             })
             .fold(f64::MAX, f64::min)
     }
 
     #[test]
-    #[ignore]
-    fn transposed_direct_vs_gemm() {
+    #[ignore = "timing report, run by hand"]
+    fn conv1d_direct_vs_per_tap_gemm() {
         let dev = Device::Cpu;
-        for &(ci, co, l, k, st) in &[
-            (256usize, 128usize, 251usize, 16usize, 8usize),
-            (128, 64, 2008, 16, 8),
-            (64, 32, 16064, 8, 4),
+        // (c_in, c_out, length, kernel, dilation): decoder resblocks, flow, text encoder.
+        for &(c_in, c_out, len, k, d) in &[
+            (32usize, 32usize, 64256usize, 3usize, 1usize),
+            (32, 32, 64256, 7, 12),
+            (64, 64, 16064, 5, 6),
+            (128, 128, 2008, 7, 12),
+            (192, 384, 251, 5, 1),
+            (192, 384, 251, 1, 1),
+            (192, 256, 251, 7, 1),
+            (192, 768, 103, 3, 1),
+            (192, 192, 103, 1, 1),
         ] {
-            let x = Tensor::randn(0f32, 1., (1, ci, l), &dev).unwrap();
-            let w = Tensor::randn(0f32, 1., (ci, co, k), &dev).unwrap();
-            let b = Tensor::randn(0f32, 1., co, &dev).unwrap();
-            let p = (k - st) / 2;
-            let map = InputMap {
-                scale: 1.0,
-                leaky_slope: Some(0.1),
-                mask: None,
-            };
-            let g = best(|| {
-                let _ = conv_transpose1d(&map.apply(&x).unwrap(), &w, Some(&b), st, p).unwrap();
+            let x = Tensor::randn(0f32, 1., (1, c_in, len), &dev).unwrap();
+            let w = Tensor::randn(0f32, 1., (c_out, c_in, k), &dev).unwrap();
+            let b = Tensor::randn(0f32, 1., c_out, &dev).unwrap();
+            let p = d * (k - 1) / 2;
+            let shape = Conv1dShape::for_fast_path(&x, &w, Some(&b), p, d, 1).unwrap();
+            let gemm = best(|| {
+                cpu_f32::conv1d(&x, &w, Some(&b), &shape).unwrap();
             });
-            let f = best(|| {
-                let _ = conv_transpose1d_fused(&x, &w, Some(&b), st, p, &map).unwrap();
+            let direct = best(|| {
+                cpu_f32::conv1d_direct(&x, &w, Some(&b), &shape, &InputMap::IDENTITY, &[]).unwrap();
             });
-            println!("T {ci}->{co} L{l} k{k} s{st}: ops+gemm {g:.2} ms, fused direct {f:.2} ms");
+            let gmac = (c_in * c_out * k * len) as f64 / 1e9;
+            println!(
+                "{c_in}→{c_out} k{k} d{d} × {len}: per-tap gemm {gemm:.2} ms ({:.1} GMAC/s), \
+                 direct {direct:.2} ms ({:.1} GMAC/s)",
+                gmac / gemm * 1e3,
+                gmac / direct * 1e3
+            );
         }
     }
 
     #[test]
-    #[ignore]
-    fn direct_vs_gemm() {
+    #[ignore = "timing report, run by hand"]
+    fn conv_transpose1d_direct_vs_per_tap_gemm() {
         let dev = Device::Cpu;
-        for &(ci, c, l, k, d) in &[
-            (32usize, 32usize, 64256usize, 3usize, 1usize),
-            (64, 64, 16064, 5, 6),
-            (192, 384, 251, 5, 1),
-            (192, 384, 251, 1, 1),
-            (384, 192, 251, 1, 1),
-            (192, 256, 251, 7, 1),
-            (192, 768, 103, 3, 1),
-            (768, 192, 103, 3, 1),
-            (192, 192, 103, 1, 1),
+        // (c_in, c_out, length, kernel, stride): the decoder's upsamplers.
+        for &(c_in, c_out, len, k, stride) in &[
+            (256usize, 128usize, 251usize, 16usize, 8usize),
+            (128, 64, 2008, 16, 8),
+            (64, 32, 16064, 8, 4),
         ] {
-            let x = Tensor::randn(0f32, 1., (1, ci, l), &dev).unwrap();
-            let w = Tensor::randn(0f32, 1., (c, ci, k), &dev).unwrap();
-            let b = Tensor::randn(0f32, 1., c, &dev).unwrap();
-            let p = d * (k - 1) / 2;
-            let map = InputMap {
-                scale: 1.0,
-                leaky_slope: None,
-                mask: None,
-            };
-            let g = best(|| {
-                let shape = Conv1dShape::for_fast_path(&x, &w, Some(&b), p, d, 1).unwrap();
-                let _ = cpu_f32::conv1d(&x, &w, Some(&b), &shape).unwrap();
+            let x = Tensor::randn(0f32, 1., (1, c_in, len), &dev).unwrap();
+            let w = Tensor::randn(0f32, 1., (c_in, c_out, k), &dev).unwrap();
+            let b = Tensor::randn(0f32, 1., c_out, &dev).unwrap();
+            let p = (k - stride) / 2;
+            let shape = ConvTranspose1dShape::for_fast_path(&x, &w, Some(&b), stride, p).unwrap();
+            let gemm = best(|| {
+                cpu_f32::conv_transpose1d(&x, &w, Some(&b), &shape).unwrap();
             });
-            let gp = g;
-            let f = best(|| {
-                let _ = conv1d_fused(&x, &w, Some(&b), p, d, &map, &[]).unwrap();
+            let direct = best(|| {
+                cpu_f32::conv_transpose1d_direct(&x, &w, Some(&b), &shape, &InputMap::IDENTITY)
+                    .unwrap();
             });
-            let gmac = (ci * c * k * l) as f64 / 1e9;
             println!(
-                "{ci}->{c} L{l} k{k} d{d}: gemm+ops {g:.2} ms (gemm only {gp:.2} = {:.1} GMAC/s), fused direct {f:.2} ms ({:.1} GMAC/s)",
-                gmac / gp * 1e3,
-                gmac / f * 1e3
+                "transposed {c_in}→{c_out} k{k} s{stride} × {len}: per-tap gemm {gemm:.2} ms, \
+                 direct {direct:.2} ms"
             );
         }
     }
