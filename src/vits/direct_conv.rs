@@ -192,7 +192,8 @@ pub(crate) fn conv1d(
                         // with k ≤ taps − 1, i.e. packed[(ci0 + c)·row_len + j0 + ..]: since
                         // j0 + COLS ≤ padded_width, the last index is below
                         // (ci0 + c)·row_len + padded_width + span ≤ (ci0 + c + 1)·row_len,
-                        // inside `packed`. `weights` holds chunk·taps·ROWS values.
+                        // inside `packed`. `weights` holds chunk·taps·ROWS values. (`block`
+                        // asserts both bounds itself before reading.)
                         unsafe {
                             simd::block(
                                 weights,
@@ -275,8 +276,11 @@ mod simd {
         rows: usize,
         out: &mut [[f32; COLS]; ROWS],
     ) {
-        debug_assert!(weights.len() >= c_in * taps * ROWS);
-        debug_assert!(x.len() >= (c_in - 1) * x_stride + (taps - 1) * dilation + COLS);
+        // Checked here, once per block, so the pointer arithmetic below stays in bounds whatever
+        // the caller computed.
+        assert!(c_in > 0 && taps > 0 && rows <= ROWS);
+        assert!(weights.len() >= c_in * taps * ROWS);
+        assert!(x.len() >= (c_in - 1) * x_stride + (taps - 1) * dilation + COLS);
         let args = (weights, x, x_stride, c_in, taps, dilation);
         match rows {
             1 => rows_block::<1>(args, out),
