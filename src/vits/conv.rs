@@ -21,6 +21,8 @@
 //! (`gemm::Parallelism::None`), whatever `RAYON_NUM_THREADS` says: the server runs several
 //! inference workers side by side, so each convolution must not also fan out over all cores.
 
+use std::sync::{Arc, OnceLock};
+
 use candle_core::{DType, Device, Result, Tensor};
 
 /// `x` [B, C_in, L], `weight` [C_out, C_in / groups, K], `bias` [C_out]; stride 1.
@@ -35,7 +37,7 @@ pub fn conv1d(
 ) -> Result<Tensor> {
     if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups) {
         if shape.prefers_direct() {
-            return cpu_f32::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, &[]);
+            return cpu_f32::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, &[], None);
         }
         return cpu_f32::conv1d(x, weight, bias, &shape);
     }
@@ -94,9 +96,17 @@ impl InputMap<'_> {
     }
 }
 
+/// The direct kernel's copy of a layer's convolution weights, made on first CPU use and kept
+/// with the layer: the weights never change after loading, so repacking them on every call
+/// (megabytes per utterance in the flow) is wasted work. Clones share the copy.
+#[derive(Debug, Clone, Default)]
+pub struct PackedWeightCache(Arc<OnceLock<super::direct_conv::PackedWeights>>);
+
 /// `Σ residuals + conv1d(map(x))` (stride 1, groups 1): the decoder's residual step, which can
 /// also add a running sum. On the CPU in `f32` the map, bias and residuals are fused into one
-/// pass of the direct kernel; elsewhere it runs as separate tensor ops.
+/// pass of the direct kernel; elsewhere it runs as separate tensor ops. `cache`, if given,
+/// must only ever be used with this `weight`.
+#[allow(clippy::too_many_arguments)]
 pub fn conv1d_fused(
     x: &Tensor,
     weight: &Tensor,
@@ -105,6 +115,7 @@ pub fn conv1d_fused(
     dilation: usize,
     map: &InputMap<'_>,
     residuals: &[&Tensor],
+    cache: Option<&PackedWeightCache>,
 ) -> Result<Tensor> {
     if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, 1) {
         let (b, c, l) = (shape.batch, shape.c_out, shape.l_out);
@@ -115,7 +126,7 @@ pub fn conv1d_fused(
             .mask
             .is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [shape.batch, 1, shape.l_in]);
         if residuals_ok && mask_ok {
-            return cpu_f32::conv1d_direct(x, weight, bias, &shape, map, residuals);
+            return cpu_f32::conv1d_direct(x, weight, bias, &shape, map, residuals, cache);
         }
     }
     let mut y = conv1d(&map.apply(x)?, weight, bias, padding, dilation, 1)?;
@@ -445,10 +456,28 @@ mod cpu_f32 {
         s: &Conv1dShape,
         map: &super::InputMap<'_>,
         residuals: &[&Tensor],
+        cache: Option<&super::PackedWeightCache>,
     ) -> Result<Tensor> {
         let bias = bias_or_zero(bias, s.c_out)?;
-        let packed =
-            with_contiguous_f32(weight, |w| PackedWeights::new(w, s.c_out, s.c_in, s.taps))?;
+        let pack =
+            || with_contiguous_f32(weight, |w| PackedWeights::new(w, s.c_out, s.c_in, s.taps));
+        let fresh;
+        let packed = match cache.map(|c| &c.0) {
+            Some(cell) => match cell.get() {
+                Some(p) => p,
+                None => {
+                    let _ = cell.set(pack()?);
+                    cell.get().expect("just set")
+                }
+            },
+            None => {
+                fresh = pack()?;
+                &fresh
+            }
+        };
+        if !packed.has_shape(s.c_out, s.c_in, s.taps) {
+            candle_core::bail!("packed weight cache used with a differently shaped weight");
+        }
         let mask = map
             .mask
             .map(|m| m.flatten_all()?.to_vec1::<f32>())
@@ -488,7 +517,7 @@ mod cpu_f32 {
                     s.l_out,
                     &x[b * in_len..(b + 1) * in_len],
                     s.l_in,
-                    &packed,
+                    packed,
                     &bias,
                     &item_residuals,
                     s.padding as isize,
@@ -1016,7 +1045,14 @@ mod tests {
             let residual = random(&mut rng, &[batch, c_out, l_out]);
             let sum = random(&mut rng, &[batch, c_out, l_out]);
             for res in [&[][..], &[&residual], &[&residual, &sum]] {
-                let got = conv1d_fused(&x, &w, Some(&b), padding, dilation, &map, res).unwrap();
+                let cache = PackedWeightCache::default();
+                let got =
+                    conv1d_fused(&x, &w, Some(&b), padding, dilation, &map, res, Some(&cache))
+                        .unwrap();
+                let again =
+                    conv1d_fused(&x, &w, Some(&b), padding, dilation, &map, res, Some(&cache))
+                        .unwrap();
+                assert_eq!(relative_error(&again, &got), 0.0);
                 let mut want =
                     candle_conv1d(&map.apply(&x).unwrap(), &w, Some(&b), padding, dilation, 1);
                 for r in res {
@@ -1034,7 +1070,7 @@ mod tests {
             leaky_slope: Some(0.01),
             mask: None,
         };
-        let got = conv1d_fused(&x, &w, None, 1, 1, &map, &[]).unwrap();
+        let got = conv1d_fused(&x, &w, None, 1, 1, &map, &[], None).unwrap();
         let want = candle_conv1d(&map.apply(&x).unwrap(), &w, None, 1, 1, 1);
         assert!(relative_error(&got, &want) <= 1e-4);
     }
@@ -1163,7 +1199,8 @@ mod timing {
                 cpu_f32::conv1d(&x, &w, Some(&b), &shape).unwrap();
             });
             let direct = best(|| {
-                cpu_f32::conv1d_direct(&x, &w, Some(&b), &shape, &InputMap::IDENTITY, &[]).unwrap();
+                cpu_f32::conv1d_direct(&x, &w, Some(&b), &shape, &InputMap::IDENTITY, &[], None)
+                    .unwrap();
             });
             let gmac = (c_in * c_out * k * len) as f64 / 1e9;
             println!(

@@ -83,7 +83,22 @@ pub(crate) struct PackedWeights {
     taps: usize,
 }
 
+impl std::fmt::Debug for PackedWeights {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackedWeights")
+            .field("c_out", &self.c_out)
+            .field("c_in", &self.c_in)
+            .field("taps", &self.taps)
+            .finish_non_exhaustive()
+    }
+}
+
 impl PackedWeights {
+    /// Whether these were packed from a [c_out, c_in, taps] weight.
+    pub fn has_shape(&self, c_out: usize, c_in: usize, taps: usize) -> bool {
+        (self.c_out, self.c_in, self.taps) == (c_out, c_in, taps)
+    }
+
     /// `w` is row-major [c_out, c_in, taps].
     pub fn new(w: &[f32], c_out: usize, c_in: usize, taps: usize) -> Self {
         assert_eq!(w.len(), c_out * c_in * taps);

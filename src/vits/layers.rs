@@ -17,6 +17,8 @@ pub struct Conv1d {
     padding: usize,
     dilation: usize,
     groups: usize,
+    /// The direct kernel's layout of `weight`, made on first use.
+    packed: conv::PackedWeightCache,
 }
 
 /// How to load a [`Conv1d`]: shapes are checked against the stored weight.
@@ -76,11 +78,17 @@ impl Conv1d {
             padding: spec.dilation * (spec.kernel_size - 1) / 2,
             dilation: spec.dilation,
             groups: spec.groups,
+            packed: conv::PackedWeightCache::default(),
         })
     }
 
     /// `x` [B, C_in, T] → [B, C_out, T].
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        // Convolutions that take the direct kernel anyway (groups 1, 3+ taps) go through the
+        // fused entry point to reuse the packed weights.
+        if self.groups == 1 && self.weight.dim(2)? >= 3 {
+            return self.forward_fused(x, &conv::InputMap::IDENTITY, &[]);
+        }
         conv::conv1d(
             x,
             &self.weight,
@@ -116,6 +124,7 @@ impl Conv1d {
             self.dilation,
             map,
             residuals,
+            Some(&self.packed),
         )
     }
 }
