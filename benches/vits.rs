@@ -4,7 +4,7 @@
 //! runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python with
 //! onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle runs.
 //!
-//! `OMNIVOICE_REF_PYTHON=/path/venv/bin/python cargo bench --bench vits`
+//! `OMNIVOICE_REF_PYTHON=/path/venv/bin/python cargo bench --bench vits [-- NAME_FILTER]`
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -155,7 +155,12 @@ fn main() {
         })
         .collect();
     let sequential = median(walls);
+    // `cargo bench --bench vits -- sentence` runs only the cases whose name contains "sentence".
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     for (name, inputs, ort_args) in cases {
+        if filter.as_deref().is_some_and(|f| !name.contains(f)) {
+            continue;
+        }
         let (wall, audio) = time_candle(&model, inputs);
         let ort = python
             .as_deref()

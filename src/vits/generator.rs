@@ -9,8 +9,8 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::{ResBlockKind, VitsConfig};
-use super::conv;
-use super::layers::{apply_mask, leaky_relu, Conv1d, ConvSpec};
+use super::conv::{self, InputMap};
+use super::layers::{apply_mask, Conv1d, ConvSpec};
 
 /// LeakyReLU slope inside HiFi-GAN.
 const LRELU_SLOPE: f64 = 0.1;
@@ -51,17 +51,31 @@ impl ResBlock {
         Ok(Self { steps })
     }
 
-    /// x ← x + conv(LeakyReLU(x)) per step (type 1: two convs per step).
-    fn forward(&self, x: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+    /// x ← x + conv(LeakyReLU(x)) per step (type 1: two convs per step); each convolution
+    /// applies the activation and mask to its input and adds the residual itself. With `sum`,
+    /// returns `sum + x` instead (the last convolution adds it), for the stage's mean.
+    fn forward(&self, x: &Tensor, mask: Option<&Tensor>, sum: Option<&Tensor>) -> Result<Tensor> {
+        let map = InputMap {
+            scale: 1.0,
+            leaky_slope: Some(LRELU_SLOPE),
+            mask,
+        };
         let mut x = x.clone();
-        for (dilated, plain) in &self.steps {
-            let mut y = dilated.forward(&apply_mask(&leaky_relu(&x, LRELU_SLOPE)?, mask)?)?;
-            if let Some(plain) = plain {
-                y = plain.forward(&apply_mask(&leaky_relu(&y, LRELU_SLOPE)?, mask)?)?;
-            }
-            x = (x + y)?;
+        for (step, (dilated, plain)) in self.steps.iter().enumerate() {
+            let last = step + 1 == self.steps.len();
+            let residuals: Vec<&Tensor> = std::iter::once(&x).chain(sum.filter(|_| last)).collect();
+            x = match plain {
+                None => dilated.forward_fused(&x, &map, &residuals)?,
+                Some(plain) => {
+                    let y = dilated.forward_fused(&x, &map, &[])?;
+                    plain.forward_fused(&y, &map, &residuals)?
+                }
+            };
         }
-        Ok(x)
+        match (sum, self.steps.is_empty()) {
+            (Some(s), true) => s + x,
+            _ => Ok(x),
+        }
     }
 }
 
@@ -163,22 +177,36 @@ impl Generator {
         if let (Some(cond), Some(g)) = (&self.cond, g) {
             x = x.broadcast_add(&cond.forward(g)?)?;
         }
+        // Each stage ends with the mean of its resblocks; the division is folded into the next
+        // convolution's input map (LeakyReLU(s / n) = LeakyReLU(s) / n), saving a pass.
+        let mut scale = 1.0;
         for (i, (up, stage)) in self.ups.iter().zip(&self.resblocks).enumerate() {
-            let y = apply_mask(&leaky_relu(&x, LRELU_SLOPE)?, mask(i))?;
-            let y = conv::conv_transpose1d(&y, &up.weight, Some(&up.bias), up.stride, up.padding)?;
+            let map = InputMap {
+                scale,
+                leaky_slope: Some(LRELU_SLOPE),
+                mask: mask(i),
+            };
+            let y = conv::conv_transpose1d_fused(
+                &x,
+                &up.weight,
+                Some(&up.bias),
+                up.stride,
+                up.padding,
+                &map,
+            )?;
             // Multi-receptive-field fusion: mean of the stage's resblocks.
             let mut sum: Option<Tensor> = None;
             for block in stage {
-                let out = block.forward(&y, mask(i + 1))?;
-                sum = Some(match sum {
-                    Some(s) => (s + out)?,
-                    None => out,
-                });
+                sum = Some(block.forward(&y, mask(i + 1), sum.as_ref())?);
             }
-            x = (sum.expect("at least one resblock per stage") / stage.len() as f64)?;
+            x = sum.expect("at least one resblock per stage");
+            scale = 1.0 / stage.len() as f64;
         }
-        let x = leaky_relu(&x, FINAL_LRELU_SLOPE)?;
-        let x = apply_mask(&x, mask(self.ups.len()))?;
-        self.conv_post.forward(&x)?.tanh()
+        let map = InputMap {
+            scale,
+            leaky_slope: Some(FINAL_LRELU_SLOPE),
+            mask: mask(self.ups.len()),
+        };
+        self.conv_post.forward_fused(&x, &map, &[])?.tanh()
     }
 }

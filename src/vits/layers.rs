@@ -17,6 +17,8 @@ pub struct Conv1d {
     padding: usize,
     dilation: usize,
     groups: usize,
+    /// The direct kernel's layout of `weight`, made on first use.
+    packed: conv::PackedWeightCache,
 }
 
 /// How to load a [`Conv1d`]: shapes are checked against the stored weight.
@@ -76,11 +78,17 @@ impl Conv1d {
             padding: spec.dilation * (spec.kernel_size - 1) / 2,
             dilation: spec.dilation,
             groups: spec.groups,
+            packed: conv::PackedWeightCache::default(),
         })
     }
 
     /// `x` [B, C_in, T] → [B, C_out, T].
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        // Convolutions that take the direct kernel anyway (groups 1, 3+ taps) go through the
+        // fused entry point to reuse the packed weights.
+        if self.groups == 1 && self.weight.dim(2)? >= 3 {
+            return self.forward_fused(x, &conv::InputMap::IDENTITY, &[]);
+        }
         conv::conv1d(
             x,
             &self.weight,
@@ -88,6 +96,35 @@ impl Conv1d {
             self.padding,
             self.dilation,
             self.groups,
+        )
+    }
+}
+
+impl Conv1d {
+    /// `Σ residuals + self(map(x))` with the map and residuals fused into the convolution
+    /// where the kernel supports it (groups 1; see [`conv::conv1d_fused`]).
+    pub fn forward_fused(
+        &self,
+        x: &Tensor,
+        map: &conv::InputMap<'_>,
+        residuals: &[&Tensor],
+    ) -> Result<Tensor> {
+        if self.groups != 1 {
+            let mut y = self.forward(&map.apply(x)?)?;
+            for r in residuals {
+                y = (*r + y)?;
+            }
+            return Ok(y);
+        }
+        conv::conv1d_fused(
+            x,
+            &self.weight,
+            self.bias.as_ref(),
+            self.padding,
+            self.dilation,
+            map,
+            residuals,
+            Some(&self.packed),
         )
     }
 }
@@ -122,11 +159,6 @@ pub fn sequence_mask(lengths: &[usize], max_len: usize, device: &Device) -> Resu
         row[..len.min(max_len)].fill(1.0);
     }
     Tensor::from_vec(data, (lengths.len(), 1, max_len), device)
-}
-
-/// LeakyReLU as `max(x, slope·x)`, valid for 0 ≤ slope ≤ 1.
-pub fn leaky_relu(x: &Tensor, slope: f64) -> Result<Tensor> {
-    x.maximum(&(x * slope)?)
 }
 
 /// Splits `[B, C, T]` into the first `c0` channels and the rest.
@@ -182,13 +214,6 @@ mod tests {
             y.to_vec3::<f32>()?,
             vec![vec![vec![4., 5.], vec![2., 3.], vec![0., 1.]]]
         );
-        Ok(())
-    }
-
-    #[test]
-    fn leaky_relu_scales_negatives_only() -> Result<()> {
-        let x = Tensor::new(&[-2f32, 0., 3.], &Device::Cpu)?;
-        assert_eq!(leaky_relu(&x, 0.1)?.to_vec1::<f32>()?, vec![-0.2, 0., 3.]);
         Ok(())
     }
 }

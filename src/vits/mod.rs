@@ -8,6 +8,7 @@
 
 pub mod config;
 pub mod conv;
+mod direct_conv;
 mod duration;
 mod flow;
 mod generator;
