@@ -197,10 +197,19 @@ fn synthesis_is_speech_whose_length_follows_text_and_rate() {
 
 /// Loudness per 10 ms frame: a fingerprint of an utterance that tolerates espeak's jitter.
 fn envelope(samples: &[i16]) -> Vec<f64> {
-    samples.chunks(220).map(rms).collect()
+    samples.chunks(1102).map(rms).collect()
 }
 
+/// Best Pearson correlation over small shifts (±3 windows): espeak's runs differ by a few
+/// percent in timing, and such a shift must not read as a different utterance.
 fn correlation(a: &[f64], b: &[f64]) -> f64 {
+    (0..=3)
+        .flat_map(|shift| [(shift, 0), (0, shift)])
+        .map(|(skip_a, skip_b)| pearson(&a[skip_a.min(a.len())..], &b[skip_b.min(b.len())..]))
+        .fold(f64::MIN, f64::max)
+}
+
+fn pearson(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     let mean = |x: &[f64]| x.iter().sum::<f64>() / n as f64;
@@ -214,8 +223,9 @@ fn correlation(a: &[f64], b: &[f64]) -> f64 {
 /// function-local static phase (`AdvanceParameters` in wavegen.c) that no API resets, so even
 /// two sequential calls differ in waveform and by up to ~3 % in length. What the lock must
 /// guarantee is that concurrent calls neither crash nor mix their audio or phonemes: every
-/// concurrent result must have its own sequential result's phonemes, length (±6 %) and
-/// loudness envelope (measured: correlation 0.93–1.0 with its own, at most 0.38 with others).
+/// concurrent result must have its own sequential result's phonemes, length (±6 %) and a
+/// loudness envelope (50 ms windows, best of small shifts) clearly closer to its own than to
+/// any other job's.
 #[test]
 fn concurrent_synthesis_matches_sequential() {
     let jobs: Vec<(&str, &str)> = vec![
@@ -251,17 +261,18 @@ fn concurrent_synthesis_matches_sequential() {
                 (0.94..=1.06).contains(&ratio),
                 "job {job}: length ratio {ratio}"
             );
+            // Mixed-up audio would resemble another job's envelope at least as much as its own.
             let own = correlation(&envelope(audio), &envelopes[job]);
-            assert!(own > 0.85, "job {job}: envelope correlation {own}");
-            for (other, other_envelope) in envelopes.iter().enumerate() {
-                if other != job {
-                    let foreign = correlation(&envelope(audio), other_envelope);
-                    assert!(
-                        foreign < 0.6,
-                        "job {job} sounds like job {other}: {foreign}"
-                    );
-                }
-            }
+            let foreign = envelopes
+                .iter()
+                .enumerate()
+                .filter(|(other, _)| *other != job)
+                .map(|(_, other)| correlation(&envelope(audio), other))
+                .fold(f64::MIN, f64::max);
+            assert!(
+                own > 0.75 && own > foreign + 0.1,
+                "job {job}: correlation {own} with its own envelope, {foreign} with another"
+            );
         }
     }
 }
