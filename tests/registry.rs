@@ -96,6 +96,21 @@ impl Engine for TrackedEngine {
     }
 }
 
+/// Flags shared by the fake-engine tests: alpha's a1 by default, nothing preloaded, no cache.
+fn fake_server_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--default-engine",
+        "alpha",
+        "--default-voice",
+        "a1",
+        "--preload",
+        "none",
+        "--no-cache",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 fn as_engines(list: &[&Arc<TrackedEngine>]) -> Vec<Arc<dyn Engine>> {
     list.iter()
         .map(|e| (*e).clone() as Arc<dyn Engine>)
@@ -131,17 +146,7 @@ async fn aliases_resolve_and_unknown_names_list_the_valid_ones() {
         "[models.aliases]\nmy-model = \"beta\"\n[voices.aliases]\nalloy = \"a2\"\nnarrator = \"b1\"\n",
     )
     .unwrap();
-    let args = [
-        "--config",
-        config.path().to_str().unwrap(),
-        "--default-engine",
-        "alpha",
-        "--default-voice",
-        "a1",
-        "--preload",
-        "none",
-        "--no-cache",
-    ];
+    let args = fake_server_args(&["--config", config.path().to_str().unwrap()]);
     let server = InProcess::start(&args, as_engines(&[&alpha, &beta])).await;
 
     assert_eq!(
@@ -228,15 +233,7 @@ async fn aliases_resolve_and_unknown_names_list_the_valid_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_first_requests_load_a_voice_once() {
     let alpha = TrackedEngine::new("alpha", &["a1"], 500);
-    let args = [
-        "--default-engine",
-        "alpha",
-        "--default-voice",
-        "a1",
-        "--preload",
-        "none",
-        "--no-cache",
-    ];
+    let args = fake_server_args(&[]);
     let server = InProcess::start(&args, as_engines(&[&alpha])).await;
     let requests = (0..8).map(|i| {
         speak(
@@ -256,17 +253,7 @@ async fn concurrent_first_requests_load_a_voice_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_least_recently_used_voice_goes_at_the_limit() {
     let alpha = TrackedEngine::new("alpha", &["a1", "a2", "a3"], 0);
-    let args = [
-        "--default-engine",
-        "alpha",
-        "--default-voice",
-        "a1",
-        "--preload",
-        "none",
-        "--no-cache",
-        "--max-loaded-voices",
-        "2",
-    ];
+    let args = fake_server_args(&["--max-loaded-voices", "2"]);
     let server = InProcess::start(&args, as_engines(&[&alpha])).await;
     for voice in ["a1", "a2", "a1", "a3"] {
         assert_eq!(speak(&server.url, "alpha", voice, "hi").await.status(), 200);
@@ -286,16 +273,7 @@ async fn the_least_recently_used_voice_goes_at_the_limit() {
 async fn switching_engines_under_a_running_request_does_not_fail_it() {
     let alpha = TrackedEngine::new("alpha", &["a1"], 0);
     let beta = TrackedEngine::new("beta", &["b1"], 0);
-    let args = [
-        "--default-engine",
-        "alpha",
-        "--default-voice",
-        "a1",
-        "--preload",
-        "none",
-        "--no-cache",
-        "--single-engine-resident",
-    ];
+    let args = fake_server_args(&["--single-engine-resident"]);
     let server = InProcess::start(&args, as_engines(&[&alpha, &beta])).await;
     let url = server.url.clone();
     let long =
@@ -325,17 +303,7 @@ async fn switching_engines_under_a_running_request_does_not_fail_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_voices_are_released() {
     let alpha = TrackedEngine::new("alpha", &["a1"], 0);
-    let args = [
-        "--default-engine",
-        "alpha",
-        "--default-voice",
-        "a1",
-        "--preload",
-        "none",
-        "--no-cache",
-        "--idle-unload-s",
-        "1",
-    ];
+    let args = fake_server_args(&["--idle-unload-s", "1"]);
     let server = InProcess::start(&args, as_engines(&[&alpha])).await;
     assert_eq!(speak(&server.url, "alpha", "a1", "hi").await.status(), 200);
     assert!(alpha.alive("a1"));
