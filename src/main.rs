@@ -15,7 +15,20 @@ use omnivoice_server::server;
 const EXIT_CONFIG: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // One line naming the setting; clap's usage hints would bury it in a log.
+            let rendered = e.render().to_string();
+            let line = rendered
+                .lines()
+                .next()
+                .unwrap_or("error: invalid command line");
+            eprintln!("{line}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     match cli.command {
         Some(Command::ConvertVoice { input, output }) => convert_voice(&input, &output),
         Some(Command::Serve(args)) => serve(*args),
