@@ -46,6 +46,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     init_logging(&settings);
     share_cores_among_workers(settings.max_concurrent);
+    return_large_buffers_to_the_os();
     let device = match select_device(settings.device) {
         Ok(device) => device,
         Err(e) => {
@@ -103,6 +104,18 @@ fn share_cores_among_workers(workers: usize) {
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
         let threads = (num_cpus::get() / workers.max(1)).max(1);
         std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    }
+}
+
+/// glibc keeps freed large buffers in per-thread arenas and raises its mmap threshold each time
+/// one is freed, so a server that loads and drops voices and decodes multi-megabyte signals on
+/// many worker threads keeps growing. A fixed threshold maps every buffer of 1 MiB or more on
+/// its own and gives it back to the OS when it is freed.
+fn return_large_buffers_to_the_os() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes allocator parameters; called before any other thread exists.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }
 

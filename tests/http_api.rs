@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{metric, openai_error, read_wav, Binary};
+use common::{get_json, get_text, metric, openai_error, read_wav, Binary};
 use serde_json::json;
 
 fn client() -> reqwest::Client {
@@ -138,14 +138,7 @@ async fn bad_requests_get_openai_shaped_4xx_errors() {
 #[tokio::test]
 async fn models_and_voices_are_listed_in_openai_shape() {
     let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
-    let models: serde_json::Value = client()
-        .get(format!("{}/v1/models", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let models: serde_json::Value = get_json(format!("{}/v1/models", server.url)).await;
     assert_eq!(models["object"], "list");
     let ids: Vec<&str> = models["data"]
         .as_array()
@@ -156,25 +149,11 @@ async fn models_and_voices_are_listed_in_openai_shape() {
     for id in ["piper", "espeak", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"] {
         assert!(ids.contains(&id), "{id} in {ids:?}");
     }
-    let model: serde_json::Value = client()
-        .get(format!("{}/v1/models/tts-1", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let model: serde_json::Value = get_json(format!("{}/v1/models/tts-1", server.url)).await;
     assert_eq!(model["object"], "model");
     assert_eq!(model["id"], "tts-1");
 
-    let voices: serde_json::Value = client()
-        .get(format!("{}/v1/audio/voices", server.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let voices: serde_json::Value = get_json(format!("{}/v1/audio/voices", server.url)).await;
     let voices = voices["voices"].as_array().unwrap();
     let en_us = voices
         .iter()
@@ -297,14 +276,7 @@ async fn metrics_count_requests_and_pass_promtool() {
     }
     let r = speak(&server.url, json!({"model": "espeak", "voice": "en-us"})).await;
     assert_eq!(r.status(), 400);
-    let text = client()
-        .get(format!("{}/metrics", server.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = get_text(format!("{}/metrics", server.url)).await;
     let ok = metric(
         &text,
         r#"omnivoice_requests_total{route="/v1/audio/speech",status="200"}"#,

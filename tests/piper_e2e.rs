@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{metric, read_wav, Binary};
+use common::{get_json, get_text, metric, read_wav, Binary};
 use serde_json::{json, Value};
 
 const VOICE: &str = "en_US-joe-medium";
@@ -24,12 +24,7 @@ fn wav_request(input: &str, seed: u64) -> Value {
 }
 
 async fn metrics(url: &str) -> String {
-    reqwest::get(format!("{url}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    get_text(format!("{url}/metrics")).await
 }
 
 #[tokio::test]
@@ -197,12 +192,7 @@ async fn the_cache_stays_within_its_byte_budget() {
         .await;
         assert_eq!(response.status(), 200);
     }
-    let health: Value = reqwest::get(format!("{}/health", server.url))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health: Value = get_json(format!("{}/health", server.url)).await;
     let bytes = health["cache"]["stats"]["bytes"].as_u64().unwrap();
     assert!(bytes <= 1024 * 1024, "cache holds {bytes} bytes");
     assert!(

@@ -177,3 +177,15 @@ pub fn metric(text: &str, name_with_labels: &str) -> f64 {
         .map(|(_, v)| v.parse::<f64>().unwrap())
         .sum()
 }
+
+/// GETs a JSON document.
+pub async fn get_json(url: impl AsRef<str>) -> serde_json::Value {
+    let response = reqwest::get(url.as_ref()).await.expect("GET");
+    response.json().await.expect("a JSON body")
+}
+
+/// GETs a text document (e.g. `/metrics`).
+pub async fn get_text(url: impl AsRef<str>) -> String {
+    let response = reqwest::get(url.as_ref()).await.expect("GET");
+    response.text().await.expect("a text body")
+}
