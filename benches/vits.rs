@@ -98,6 +98,8 @@ fn time_onnxruntime(python: &str, voice: &Path, args: &[&str]) -> Option<f64> {
 fn main() {
     // One thread for candle, as for onnxruntime: the server runs one batch per worker thread.
     std::env::set_var("RAYON_NUM_THREADS", "1");
+    // The server's allocator settings, so the model is measured as the server runs it.
+    omnivoice_server::allocator::tune();
     let voice = root().join("voices/en_US-joe-medium");
     let config: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(voice.with_extension("onnx.json")).unwrap())

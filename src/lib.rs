@@ -5,6 +5,7 @@
 //! input) → `audio` (encoders). `config` and `metrics` are read by all of them; `server`
 //! assembles the parts.
 
+pub mod allocator;
 pub mod api;
 pub mod audio;
 pub mod batch;

@@ -46,7 +46,7 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     init_logging(&settings);
     share_cores_among_workers(settings.max_concurrent);
-    bound_allocator_growth();
+    omnivoice_server::allocator::tune();
     let device = match select_device(settings.device) {
         Ok(device) => device,
         Err(e) => {
@@ -104,21 +104,6 @@ fn share_cores_among_workers(workers: usize) {
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
         let threads = (num_cpus::get() / workers.max(1)).max(1);
         std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
-    }
-}
-
-/// glibc gives every thread that allocates its own arena (up to 8 per core) and keeps freed
-/// memory there, and it raises its mmap threshold each time a large buffer is freed. A server
-/// that loads and drops 60 MB voices and decodes multi-megabyte signals on changing worker
-/// threads then keeps growing. Two arenas and a fixed threshold keep freed voice memory where
-/// the next load reuses it; the threshold is high (64 MiB) because mapping every decoder buffer
-/// afresh measured ~10 % slower (page faults).
-fn bound_allocator_growth() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator parameters; called before any other thread exists.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);
-        libc::mallopt(libc::M_ARENA_MAX, 2);
     }
 }
 
