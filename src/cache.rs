@@ -155,8 +155,7 @@ impl AudioCache {
         let mut synthesize = Some(synthesize);
         loop {
             if let Some(hit) = store.get(&key).await {
-                metrics::counter!(m::CACHE_HITS).increment(1);
-                metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+                count(CacheStatus::Hit);
                 return (Ok(hit), CacheStatus::Hit);
             }
             let (flight, status) = {
@@ -173,11 +172,10 @@ impl AudioCache {
                 }
             };
             if status == CacheStatus::Miss {
-                metrics::counter!(m::CACHE_MISSES).increment(1);
+                count(CacheStatus::Miss);
                 return (flight.await, status);
             }
-            metrics::counter!(m::CACHE_COALESCED).increment(1);
-            metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+            count(CacheStatus::Coalesced);
             match flight.await {
                 // A streamed leader went away: lead instead.
                 Err(e) if e.code == Some(ABANDONED) => continue,
@@ -224,8 +222,7 @@ impl AudioCache {
         };
         loop {
             if let Some(hit) = store.get(&key).await {
-                metrics::counter!(m::CACHE_HITS).increment(1);
-                metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+                count(CacheStatus::Hit);
                 return Ok(StreamRole::Done(hit, CacheStatus::Hit));
             }
             let flight = {
@@ -240,7 +237,7 @@ impl AudioCache {
                             .boxed()
                             .shared();
                         in_flight.insert(key, (id, flight.downgrade().expect("flight is pending")));
-                        metrics::counter!(m::CACHE_MISSES).increment(1);
+                        count(CacheStatus::Miss);
                         return Ok(StreamRole::Lead(Some(StreamLease {
                             key,
                             id,
@@ -253,8 +250,7 @@ impl AudioCache {
                     }
                 }
             };
-            metrics::counter!(m::CACHE_COALESCED).increment(1);
-            metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
+            count(CacheStatus::Coalesced);
             match flight.await {
                 Ok(audio) => return Ok(StreamRole::Done(audio, CacheStatus::Coalesced)),
                 Err(e) if e.code == Some(ABANDONED) => continue,
@@ -341,6 +337,20 @@ impl Drop for StreamLease {
         if self.sender.is_some() {
             leave(&self.in_flight, self.key, self.id);
         }
+    }
+}
+
+/// Counts a lookup's outcome. Hits and coalesced requests are requests the batcher never sees.
+fn count(status: CacheStatus) {
+    let name = match status {
+        CacheStatus::Hit => m::CACHE_HITS,
+        CacheStatus::Coalesced => m::CACHE_COALESCED,
+        CacheStatus::Miss => m::CACHE_MISSES,
+        CacheStatus::Bypass => return,
+    };
+    metrics::counter!(name).increment(1);
+    if status != CacheStatus::Miss {
+        metrics::counter!(m::BATCH_REQUESTS_AVOIDED).increment(1);
     }
 }
 

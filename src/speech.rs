@@ -299,13 +299,8 @@ impl StreamState {
             Some(reply) => match await_reply(reply).await {
                 Ok(pcm) => {
                     let mut samples = Vec::with_capacity(pcm.samples.len() + self.rate as usize);
-                    if !self.first {
-                        samples.resize((SENTENCE_PAUSE_S * self.rate as f32) as usize, 0.0);
-                    }
+                    append_sentence(&mut samples, &pcm.samples, self.rate, !self.first);
                     self.first = false;
-                    let start = samples.len();
-                    samples.extend_from_slice(&pcm.samples);
-                    fade_edges(&mut samples[start..], self.rate);
                     self.audio_s += samples.len() as f64 / self.rate as f64;
                     encoder.push(&samples)
                 }
@@ -367,15 +362,20 @@ fn join_sentences(pieces: &[Pcm], rate: u32) -> (Vec<f32>, f64) {
         + pause * pieces.len().saturating_sub(1);
     let mut out = Vec::with_capacity(total);
     for (i, piece) in pieces.iter().enumerate() {
-        if i > 0 {
-            out.resize(out.len() + pause, 0.0);
-        }
-        let start = out.len();
-        out.extend_from_slice(&piece.samples);
-        fade_edges(&mut out[start..], rate);
+        append_sentence(&mut out, &piece.samples, rate, i > 0);
     }
     let duration = out.len() as f64 / rate as f64;
     (out, duration)
+}
+
+/// Appends one sentence's audio, faded at both ends and, after another sentence, behind a pause.
+fn append_sentence(out: &mut Vec<f32>, sentence: &[f32], rate: u32, after_another: bool) {
+    if after_another {
+        out.resize(out.len() + (SENTENCE_PAUSE_S * rate as f32) as usize, 0.0);
+    }
+    let start = out.len();
+    out.extend_from_slice(sentence);
+    fade_edges(&mut out[start..], rate);
 }
 
 /// Linear fade-in and fade-out of a few milliseconds: sentence audio then starts and ends at

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use base64::Engine as _;
 use common::decode::decode;
-use common::{openai_error, read_wav, Binary};
+use common::{openai_error, post_speech, read_wav, Binary};
 use futures::StreamExt;
 use omnivoice_server::audio::AudioFormat;
 use serde_json::{json, Value};
@@ -17,15 +17,6 @@ const TEXT: &str = "Every format should carry the same speech. This is the secon
 fn request(format: &str, stream: bool) -> Value {
     json!({"model": "piper", "voice": "en_US-joe-medium", "input": TEXT, "response_format": format,
            "seed": 5, "stream": stream})
-}
-
-async fn post(url: &str, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{url}/v1/audio/speech"))
-        .json(body)
-        .send()
-        .await
-        .unwrap()
 }
 
 fn expected_decoded_rate(format: AudioFormat) -> u32 {
@@ -39,7 +30,7 @@ fn expected_decoded_rate(format: AudioFormat) -> u32 {
 #[tokio::test]
 async fn every_format_decodes_to_the_wav_duration_whole_and_streamed() {
     let server = Binary::ready(&["--no-cache"]).await;
-    let wav = post(&server.url, &request("wav", false)).await;
+    let wav = post_speech(&server.url, &request("wav", false)).await;
     assert_eq!(wav.status(), 200);
     let (rate, samples) = read_wav(&wav.bytes().await.unwrap());
     let reference = samples.len() as f64 / rate as f64;
@@ -47,7 +38,7 @@ async fn every_format_decodes_to_the_wav_duration_whole_and_streamed() {
 
     for format in AudioFormat::ALL {
         for stream in [false, true] {
-            let response = post(&server.url, &request(format.as_str(), stream)).await;
+            let response = post_speech(&server.url, &request(format.as_str(), stream)).await;
             assert_eq!(response.status(), 200, "{format} stream={stream}");
             let headers = response.headers().clone();
             assert_eq!(headers["content-type"], format.content_type());
@@ -107,7 +98,7 @@ async fn a_long_stream_starts_early_and_concatenates_to_a_valid_file() {
     let body = json!({"model": "piper", "voice": "en_US-joe-medium", "input": long_input(),
                       "response_format": "mp3", "seed": 1});
     let started = Instant::now();
-    let response = post(&server.url, &body).await;
+    let response = post_speech(&server.url, &body).await;
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["transfer-encoding"], "chunked");
     let mut chunks = response.bytes_stream();
@@ -135,7 +126,7 @@ async fn a_long_stream_starts_early_and_concatenates_to_a_valid_file() {
     assert!(seconds > 40.0, "the whole text was spoken: {seconds:.1} s");
 
     // The completed stream was stored: a repeat is a cache hit with the same bytes.
-    let again = post(&server.url, &body).await;
+    let again = post_speech(&server.url, &body).await;
     assert_eq!(again.headers()["x-cache"], "HIT");
     assert_eq!(again.bytes().await.unwrap().as_ref(), file.as_slice());
 }
@@ -145,7 +136,7 @@ async fn sse_events_carry_base64_audio_and_end_with_usage() {
     let server = Binary::ready(&[]).await;
     let mut body = request("pcm", true);
     body["stream_format"] = json!("sse");
-    let response = post(&server.url, &body).await;
+    let response = post_speech(&server.url, &body).await;
     assert_eq!(response.status(), 200);
     assert!(response.headers()["content-type"]
         .to_str()
@@ -186,7 +177,7 @@ async fn input_at_the_limit_is_spoken_and_one_more_character_is_a_400() {
     let mut input: String = sentence.repeat(4096 / sentence.len() + 1);
     input.truncate(4096);
     let body = |input: &str| json!({"model": "espeak", "voice": "en-us", "input": input, "response_format": "wav", "stream": false});
-    let response = post(&server.url, &body(&input)).await;
+    let response = post_speech(&server.url, &body(&input)).await;
     assert_eq!(response.status(), 200);
     let (rate, samples) = read_wav(&response.bytes().await.unwrap());
     assert!(
@@ -194,6 +185,6 @@ async fn input_at_the_limit_is_spoken_and_one_more_character_is_a_400() {
         "all of it was spoken"
     );
     input.push('x');
-    let error = openai_error(post(&server.url, &body(&input)).await, 400).await;
+    let error = openai_error(post_speech(&server.url, &body(&input)).await, 400).await;
     assert_eq!(error["param"], "input");
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{get_json, get_text, metric, openai_error, read_wav, Binary};
+use common::{get_json, get_text, metric, openai_error, post_speech, read_wav, Binary};
 use serde_json::json;
 
 fn client() -> reqwest::Client {
@@ -13,12 +13,7 @@ fn client() -> reqwest::Client {
 }
 
 async fn speak(url: &str, body: serde_json::Value) -> reqwest::Response {
-    client()
-        .post(format!("{url}/v1/audio/speech"))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
+    post_speech(url, &body).await
 }
 
 #[tokio::test]

@@ -5,19 +5,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::{get_json, get_text, metric, read_wav, Binary};
+use common::{get_json, get_text, metric, post_speech, read_wav, Binary};
 use serde_json::{json, Value};
 
 const VOICE: &str = "en_US-joe-medium";
-
-async fn post(url: &str, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{url}/v1/audio/speech"))
-        .json(body)
-        .send()
-        .await
-        .unwrap()
-}
 
 fn wav_request(input: &str, seed: u64) -> Value {
     json!({"model": "piper", "voice": VOICE, "input": input, "response_format": "wav", "seed": seed, "stream": false})
@@ -32,7 +23,7 @@ async fn piper_speaks_through_openai_names_and_speed_changes_duration() {
     let server = Binary::ready(&[]).await;
     let openai = json!({"model": "tts-1", "voice": "alloy", "input": "Hello from the native voice.",
                         "response_format": "wav", "stream": false});
-    let response = post(&server.url, &openai).await;
+    let response = post_speech(&server.url, &openai).await;
     assert_eq!(response.status(), 200);
     let (rate, samples) = read_wav(&response.bytes().await.unwrap());
     assert_eq!(rate, 22050);
@@ -48,7 +39,7 @@ async fn piper_speaks_through_openai_names_and_speed_changes_duration() {
     for speed in [0.5, 2.0] {
         let mut body = wav_request("Speed changes how long this takes.", 7);
         body["speed"] = json!(speed);
-        let response = post(&server.url, &body).await;
+        let response = post_speech(&server.url, &body).await;
         assert_eq!(response.status(), 200);
         lengths.push(read_wav(&response.bytes().await.unwrap()).1.len());
     }
@@ -70,7 +61,7 @@ async fn concurrent_requests_give_the_same_audio_as_sequential_ones() {
     let mut sequential = Vec::new();
     for (i, text) in texts.iter().enumerate() {
         sequential.push(
-            post(&server.url, &wav_request(text, i as u64))
+            post_speech(&server.url, &wav_request(text, i as u64))
                 .await
                 .bytes()
                 .await
@@ -81,7 +72,7 @@ async fn concurrent_requests_give_the_same_audio_as_sequential_ones() {
     let requests = texts.iter().enumerate().map(|(i, text)| {
         let url = server.url.clone();
         let body = wav_request(text, i as u64);
-        async move { post(&url, &body).await.bytes().await.unwrap() }
+        async move { post_speech(&url, &body).await.bytes().await.unwrap() }
     });
     let concurrent = futures::future::join_all(requests).await;
     let batches = metric(&metrics(&server.url).await, "omnivoice_batch_size_count") - before;
@@ -108,7 +99,7 @@ async fn the_cache_answers_repeats_and_coalesces_identical_requests() {
     let identical = (0..4).map(|_| {
         let (url, body) = (server.url.clone(), body.clone());
         async move {
-            let response = post(&url, &body).await;
+            let response = post_speech(&url, &body).await;
             let status = response.headers()["x-cache"].to_str().unwrap().to_string();
             (status, response.bytes().await.unwrap())
         }
@@ -131,7 +122,7 @@ async fn the_cache_answers_repeats_and_coalesces_identical_requests() {
         .all(|(s, b)| (s == "MISS" || s == "COALESCED") && *b == results[0].1));
     assert!(metric(&text, "omnivoice_cache_coalesced_total") >= 3.0);
 
-    let again = post(&server.url, &body).await;
+    let again = post_speech(&server.url, &body).await;
     assert_eq!(again.headers()["x-cache"], "HIT");
     assert_eq!(again.bytes().await.unwrap(), results[0].1);
     let text = metrics(&server.url).await;
@@ -140,7 +131,7 @@ async fn the_cache_answers_repeats_and_coalesces_identical_requests() {
 
     let mut flac = body.clone();
     flac["response_format"] = json!("flac");
-    let other_format = post(&server.url, &flac).await;
+    let other_format = post_speech(&server.url, &flac).await;
     assert_eq!(other_format.headers()["x-cache"], "MISS");
     assert_eq!(other_format.headers()["content-type"], "audio/flac");
 
@@ -167,17 +158,29 @@ async fn the_cache_answers_repeats_and_coalesces_identical_requests() {
         .await
         .unwrap();
     assert_eq!(cleared["stats"]["entries"], 2, "{cleared}");
-    assert_eq!(post(&server.url, &body).await.headers()["x-cache"], "MISS");
+    assert_eq!(
+        post_speech(&server.url, &body).await.headers()["x-cache"],
+        "MISS"
+    );
 }
 
 #[tokio::test]
 async fn cache_entries_expire_after_the_ttl() {
     let server = Binary::ready(&["--cache-ttl-s", "1"]).await;
     let body = wav_request("Short lived.", 3);
-    assert_eq!(post(&server.url, &body).await.headers()["x-cache"], "MISS");
-    assert_eq!(post(&server.url, &body).await.headers()["x-cache"], "HIT");
+    assert_eq!(
+        post_speech(&server.url, &body).await.headers()["x-cache"],
+        "MISS"
+    );
+    assert_eq!(
+        post_speech(&server.url, &body).await.headers()["x-cache"],
+        "HIT"
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(post(&server.url, &body).await.headers()["x-cache"], "MISS");
+    assert_eq!(
+        post_speech(&server.url, &body).await.headers()["x-cache"],
+        "MISS"
+    );
 }
 
 #[tokio::test]
@@ -185,7 +188,7 @@ async fn the_cache_stays_within_its_byte_budget() {
     let server = Binary::ready(&["--cache-max-mb", "1"]).await;
     // Each response is a WAV of roughly 1.5 s (≈ 66 KB); 24 of them exceed 1 MiB.
     for i in 0..24 {
-        let response = post(
+        let response = post_speech(
             &server.url,
             &wav_request(&format!("Sentence number {i} for the cache."), i),
         )
@@ -216,7 +219,7 @@ async fn identical_streamed_requests_are_synthesized_once() {
     let requests = (0..4).map(|_| {
         let (url, body) = (server.url.clone(), body.clone());
         async move {
-            let response = post(&url, &body).await;
+            let response = post_speech(&url, &body).await;
             let status = response.headers()["x-cache"].to_str().unwrap().to_string();
             (status, response.bytes().await.unwrap())
         }
@@ -233,5 +236,8 @@ async fn identical_streamed_requests_are_synthesized_once() {
         results.iter().all(|(_, bytes)| *bytes == results[0].1),
         "everyone got the same file"
     );
-    assert_eq!(post(&server.url, &body).await.headers()["x-cache"], "HIT");
+    assert_eq!(
+        post_speech(&server.url, &body).await.headers()["x-cache"],
+        "HIT"
+    );
 }

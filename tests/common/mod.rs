@@ -189,3 +189,13 @@ pub async fn get_text(url: impl AsRef<str>) -> String {
     let response = reqwest::get(url.as_ref()).await.expect("GET");
     response.text().await.expect("a text body")
 }
+
+/// POSTs a speech request body to `/v1/audio/speech`.
+pub async fn post_speech(url: &str, body: &serde_json::Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{url}/v1/audio/speech"))
+        .json(body)
+        .send()
+        .await
+        .expect("POST /v1/audio/speech")
+}
