@@ -159,6 +159,51 @@ pub fn conv_transpose1d_fused(
     conv_transpose1d(&map.apply(x)?, weight, bias, stride, padding)
 }
 
+/// One convolution of a residual stack (see [`residual_stack_sum`]), borrowed from its layer.
+#[derive(Debug, Clone, Copy)]
+pub struct StackConv<'a> {
+    /// [C, C, K]
+    pub weight: &'a Tensor,
+    pub bias: Option<&'a Tensor>,
+    pub padding: usize,
+    pub dilation: usize,
+    pub cache: &'a PackedWeightCache,
+}
+
+/// `Σ_blocks block(y)` for `y` [B, C, L], where a block is a chain of residual units
+/// `x ← x + convs(x)` and every convolution applies LeakyReLU(`slope`) and `mask` [B, 1, L] to
+/// its input: a decoder stage's multi-receptive-field sum. On the CPU in `f32`, for signals that
+/// outgrow the cache, it runs strip by strip (`super::mrf`); otherwise it returns `None` and the
+/// caller runs the layers one by one.
+pub fn residual_stack_sum(
+    y: &Tensor,
+    blocks: &[Vec<Vec<StackConv<'_>>>],
+    slope: f64,
+    mask: Option<&Tensor>,
+) -> Result<Option<Tensor>> {
+    let Ok((batch, channels, len)) = y.dims3() else {
+        return Ok(None);
+    };
+    if !is_cpu_f32(y, y, None) || !super::mrf::worth_it(channels, len) {
+        return Ok(None);
+    }
+    let fits = |c: &StackConv| {
+        is_cpu_f32(c.weight, c.weight, c.bias)
+            && c.bias.is_none_or(|b| b.dims() == [channels])
+            && c.weight.dims3().is_ok_and(|(o, i, k)| {
+                o == channels
+                    && i == channels
+                    && c.dilation > 0
+                    && 2 * c.padding == c.dilation * (k - 1)
+            })
+    };
+    let mask_ok = mask.is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [batch, 1, len]);
+    if !mask_ok || !blocks.iter().flatten().flatten().all(fits) {
+        return Ok(None);
+    }
+    cpu_f32::residual_stack_sum(y, blocks, slope as f32, mask).map(Some)
+}
+
 fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
     match bias {
         Some(b) => y.broadcast_add(&b.reshape((1, (), 1))?),
@@ -284,6 +329,7 @@ impl ConvTranspose1dShape {
 mod cpu_f32 {
     use super::{Conv1dShape, ConvTranspose1dShape};
     use crate::vits::direct_conv::{self, InputMap, PackedWeights};
+    use crate::vits::mrf;
     use candle_core::{Result, Storage, Tensor};
     use gemm::{gemm, Parallelism};
 
@@ -459,25 +505,16 @@ mod cpu_f32 {
         cache: Option<&super::PackedWeightCache>,
     ) -> Result<Tensor> {
         let bias = bias_or_zero(bias, s.c_out)?;
-        let pack =
-            || with_contiguous_f32(weight, |w| PackedWeights::new(w, s.c_out, s.c_in, s.taps));
         let fresh;
-        let packed = match cache.map(|c| &c.0) {
-            Some(cell) => match cell.get() {
-                Some(p) => p,
-                None => {
-                    let _ = cell.set(pack()?);
-                    cell.get().expect("just set")
-                }
-            },
+        let packed = match cache {
+            Some(cache) => cached_pack(weight, cache, s.c_out, s.c_in, s.taps)?,
             None => {
-                fresh = pack()?;
+                fresh = with_contiguous_f32(weight, |w| {
+                    PackedWeights::new(w, s.c_out, s.c_in, s.taps)
+                })?;
                 &fresh
             }
         };
-        if !packed.has_shape(s.c_out, s.c_in, s.taps) {
-            candle_core::bail!("packed weight cache used with a differently shaped weight");
-        }
         let mask = map
             .mask
             .map(|m| m.flatten_all()?.to_vec1::<f32>())
@@ -527,6 +564,86 @@ mod cpu_f32 {
             }
         })?;
         Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
+    }
+
+    /// The layer's packed weights, packed on first use.
+    fn cached_pack<'c>(
+        weight: &Tensor,
+        cache: &'c super::PackedWeightCache,
+        c_out: usize,
+        c_in: usize,
+        taps: usize,
+    ) -> Result<&'c PackedWeights> {
+        let cell = &cache.0;
+        if cell.get().is_none() {
+            let packed = with_contiguous_f32(weight, |w| PackedWeights::new(w, c_out, c_in, taps))?;
+            let _ = cell.set(packed);
+        }
+        let packed = cell.get().expect("just set");
+        if !packed.has_shape(c_out, c_in, taps) {
+            candle_core::bail!("packed weight cache used with a differently shaped weight");
+        }
+        Ok(packed)
+    }
+
+    pub(super) fn residual_stack_sum(
+        y: &Tensor,
+        blocks: &[Vec<Vec<super::StackConv<'_>>>],
+        slope: f32,
+        mask: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        let (batch, channels, len) = y.dims3()?;
+        let biases: Vec<Vec<Vec<Vec<f32>>>> = blocks
+            .iter()
+            .map(|b| {
+                b.iter()
+                    .map(|u| u.iter().map(|c| bias_or_zero(c.bias, channels)).collect())
+                    .collect()
+            })
+            .collect::<Result<_>>()?;
+        let mut layers = Vec::with_capacity(blocks.len());
+        for (block, block_biases) in blocks.iter().zip(&biases) {
+            let mut units = Vec::with_capacity(block.len());
+            for (unit, unit_biases) in block.iter().zip(block_biases) {
+                let mut unit_layers = Vec::with_capacity(unit.len());
+                for (c, bias) in unit.iter().zip(unit_biases) {
+                    let taps = c.weight.dim(2)?;
+                    unit_layers.push(mrf::Layer {
+                        conv: direct_conv::Conv {
+                            weights: cached_pack(c.weight, c.cache, channels, channels, taps)?,
+                            bias,
+                            dilation: c.dilation,
+                            map: InputMap {
+                                scale: 1.0,
+                                leaky_slope: Some(slope),
+                                mask: None,
+                            },
+                        },
+                        padding: c.padding,
+                    });
+                }
+                units.push(unit_layers);
+            }
+            layers.push(units);
+        }
+        let mask = mask
+            .map(|m| m.flatten_all()?.to_vec1::<f32>())
+            .transpose()?;
+        let item = channels * len;
+        let mut out = vec![0f32; batch * item];
+        with_contiguous_f32(y, |y| {
+            for (b, out_b) in out.chunks_exact_mut(item).enumerate() {
+                mrf::stage_sum(
+                    out_b,
+                    &y[b * item..(b + 1) * item],
+                    channels,
+                    len,
+                    &layers,
+                    mask.as_ref().map(|m| &m[b * len..(b + 1) * len]),
+                );
+            }
+        })?;
+        Tensor::from_vec(out, (batch, channels, len), y.device())
     }
 
     /// One batch item of a convolution with several input channels per group.
@@ -807,6 +924,103 @@ mod tests {
         let n = dims.iter().product();
         let data: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect();
         Tensor::from_vec(data, dims, &Device::Cpu).unwrap()
+    }
+
+    /// The strip-by-strip stage sum equals running its layers one by one over the whole signal:
+    /// one block of single-conv units (HiFi-GAN type 2), one of two-conv units (type 1), a
+    /// signal several strips long, a batch of two with a mask cutting the second item short.
+    #[test]
+    fn residual_stack_sum_matches_layer_by_layer() {
+        let mut rng = StdRng::seed_from_u64(21);
+        let (batch, c, len) = (2, 8, 40_000);
+        // (kernel, dilations, convs per unit)
+        let shapes = [(3usize, vec![1usize, 2], 1usize), (5, vec![3, 1], 2)];
+        // Per block, per unit, per conv: weight, bias, dilation and its packing cache.
+        type Layer = (Tensor, Tensor, usize, PackedWeightCache);
+        let weights: Vec<Vec<Vec<Layer>>> = shapes
+            .iter()
+            .map(|(k, dilations, per_unit)| {
+                dilations
+                    .iter()
+                    .map(|&d| {
+                        (0..*per_unit)
+                            .map(|n| {
+                                let d = if n == 0 { d } else { 1 };
+                                let w = (random(&mut rng, &[c, c, *k]) * 0.3).unwrap();
+                                let b = random(&mut rng, &[c]);
+                                (w, b, d, PackedWeightCache::default())
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let blocks: Vec<Vec<Vec<StackConv>>> = weights
+            .iter()
+            .map(|block| {
+                block
+                    .iter()
+                    .map(|unit| {
+                        unit.iter()
+                            .map(|(w, b, d, cache)| StackConv {
+                                weight: w,
+                                bias: Some(b),
+                                padding: d * (w.dim(2).unwrap() - 1) / 2,
+                                dilation: *d,
+                                cache,
+                            })
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let y = random(&mut rng, &[batch, c, len]);
+        let lengths = [len, len - 12_345];
+        let mask: Vec<f32> = lengths
+            .iter()
+            .flat_map(|&l| (0..len).map(move |t| (t < l) as u8 as f32))
+            .collect();
+        let mask = Tensor::from_vec(mask, (batch, 1, len), &Device::Cpu).unwrap();
+        let got = residual_stack_sum(&y, &blocks, 0.1, Some(&mask))
+            .unwrap()
+            .expect("a CPU f32 signal this long takes the strip path");
+        let map = InputMap {
+            scale: 1.0,
+            leaky_slope: Some(0.1),
+            mask: Some(&mask),
+        };
+        let mut want: Option<Tensor> = None;
+        for block in &blocks {
+            let mut x = y.clone();
+            for unit in block {
+                let mut h = x.clone();
+                for (n, conv) in unit.iter().enumerate() {
+                    let residuals: Vec<&Tensor> = if n + 1 == unit.len() {
+                        vec![&x]
+                    } else {
+                        vec![]
+                    };
+                    h = conv1d_fused(
+                        &h,
+                        conv.weight,
+                        conv.bias,
+                        conv.padding,
+                        conv.dilation,
+                        &map,
+                        &residuals,
+                        None,
+                    )
+                    .unwrap();
+                }
+                x = h;
+            }
+            want = Some(match want {
+                Some(w) => (w + x).unwrap(),
+                None => x,
+            });
+        }
+        let err = relative_error(&got, &want.unwrap());
+        assert!(err < 1e-5, "relative error {err}");
     }
 
     /// Largest difference relative to the reference output's largest magnitude.

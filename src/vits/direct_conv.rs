@@ -2,26 +2,28 @@
 //!
 //! Running a convolution as one matrix product per kernel tap re-reads and re-writes the whole
 //! output once per tap; for the decoder's narrow (32–128 channel) but very long signals that
-//! traffic, not arithmetic, bounds the speed. This kernel instead keeps a small block of output
-//! (`ROWS` channels × `COLS` samples) in registers while it streams over every input channel and
-//! tap, so each output value is written once. The input is copied tile by tile into a zero-padded
-//! buffer, which is also where an elementwise prologue (scale, LeakyReLU, mask) is applied for
-//! free, and the output tile starts from the bias plus an optional residual — the decoder's
-//! `x + conv(LeakyReLU(x))` becomes one pass.
+//! traffic, not arithmetic, bounds the speed. This kernel instead keeps a block of output
+//! (`rows` channels × a few vectors of samples) in registers while it streams over every input
+//! channel and tap, so each output value is written once. The input is copied tile by tile into a
+//! zero-padded buffer, which is also where an elementwise prologue (scale, LeakyReLU, mask) is
+//! applied for free; the register block starts from the bias, residuals and (optionally) the
+//! output's current value, so the decoder's `x + conv(LeakyReLU(x))` and a running sum over
+//! residual blocks are one pass.
 //!
-//! On x86-64 with AVX2 and FMA (checked at run time) the block runs on 256-bit FMAs; elsewhere a
-//! portable loop computes the same sums.
+//! Signals are read and written as [`Rows`] — a row stride apart, so a window of a longer signal
+//! (the decoder's strips, see `super::mrf`) needs no copy.
+//!
+//! Three register blocks, picked at run time: AVX-512 (8 rows × 32 samples in 16 of its 32
+//! registers), AVX2 + FMA (6 × 16 in 12 of 16), and a portable loop with the same sums.
 
-/// Output channels per register block.
-const ROWS: usize = 6;
-/// Output samples per register block (two 8-float vectors): 6 × 2 accumulators, two input
-/// vectors and a broadcast fit the 16 AVX2 registers without spilling (4 × 24 spilled one).
-const COLS: usize = 16;
+use std::mem::MaybeUninit;
+
 /// Floats of weights (all output channels, a chunk of input channels) used per input pass
-/// (~128 KiB, inside L2).
-const WEIGHT_CHUNK_FLOATS: usize = 32 * 1024;
-/// Floats of packed input tile plus output tile worked on at once (~192 KiB, inside L2).
-const TILE_FLOATS: usize = 48 * 1024;
+/// (~512 KiB, inside a 1 MiB L2; 128 KiB measured up to 10 % slower on the flow's 192 → 384).
+const WEIGHT_CHUNK_FLOATS: usize = 128 * 1024;
+/// Floats of packed input tile (~256 KiB, inside L2). Outputs are written once, in place, so
+/// they need no tile of their own.
+const TILE_FLOATS: usize = 64 * 1024;
 
 /// What happens to each input value before the convolution sees it:
 /// `v ↦ LeakyReLU(v · scale) · mask[t]`.
@@ -30,7 +32,7 @@ pub(crate) struct InputMap<'a> {
     pub scale: f32,
     /// Negative-side slope of a LeakyReLU, if any (0 ≤ slope ≤ 1).
     pub leaky_slope: Option<f32>,
-    /// One weight per input sample (`l_in` values), shared by all channels.
+    /// One weight per input sample, indexed like the input's columns, shared by all channels.
     pub mask: Option<&'a [f32]>,
 }
 
@@ -42,20 +44,26 @@ impl InputMap<'_> {
         mask: None,
     };
 
-    /// `dst[j] = map(src[j])` for the samples starting at `t0`; one simple pass per step so
-    /// each loop vectorizes.
+    /// `dst[j] = map(src[j])` for the samples starting at `t0`, one loop per case so each
+    /// vectorizes.
     fn apply_slice(&self, dst: &mut [f32], src: &[f32], t0: usize) {
-        for (d, &v) in dst.iter_mut().zip(src) {
-            *d = v * self.scale;
-        }
-        if let Some(slope) = self.leaky_slope {
-            for d in dst.iter_mut() {
-                *d = d.max(*d * slope);
+        let scale = self.scale;
+        match (self.leaky_slope, self.mask) {
+            (None, None) => dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v * scale),
+            (Some(s), None) => dst.iter_mut().zip(src).for_each(|(d, &v)| {
+                let v = v * scale;
+                *d = v.max(v * s);
+            }),
+            (None, Some(m)) => {
+                for ((d, &v), &m) in dst.iter_mut().zip(src).zip(&m[t0..]) {
+                    *d = v * scale * m;
+                }
             }
-        }
-        if let Some(mask) = self.mask {
-            for (d, &m) in dst.iter_mut().zip(&mask[t0..]) {
-                *d *= m;
+            (Some(s), Some(m)) => {
+                for ((d, &v), &m) in dst.iter_mut().zip(src).zip(&m[t0..]) {
+                    let v = v * scale;
+                    *d = v.max(v * s) * m;
+                }
             }
         }
     }
@@ -74,13 +82,76 @@ impl InputMap<'_> {
     }
 }
 
-/// Weights [C_out, C_in, K] regrouped as [C_out / ROWS][C_in][K][ROWS] (rows past C_out are zero),
-/// so the kernel reads each block's weights front to back.
+/// A [channels, len] signal in row-major storage whose rows are `stride` floats apart.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rows<'a> {
+    pub data: &'a [f32],
+    pub stride: usize,
+    pub len: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// A contiguous [channels, len] signal.
+    pub fn contiguous(data: &'a [f32], len: usize) -> Self {
+        Self {
+            data,
+            stride: len,
+            len,
+        }
+    }
+
+    /// Columns `from..from + len` of every row.
+    pub fn window(&self, from: usize, len: usize) -> Rows<'a> {
+        assert!(from + len <= self.len && self.len <= self.stride);
+        Rows {
+            data: &self.data[from.min(self.data.len())..],
+            stride: self.stride,
+            len,
+        }
+    }
+
+    /// Whether `channels` rows of `len` values fit in `data`.
+    fn holds(&self, channels: usize) -> bool {
+        channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
+    }
+}
+
+/// The output of a convolution: [channels, len] with rows `stride` floats apart. Values may be
+/// uninitialized unless the convolution accumulates into them.
+pub(crate) struct RowsMut<'a> {
+    data: &'a mut [MaybeUninit<f32>],
+    stride: usize,
+    len: usize,
+}
+
+impl<'a> RowsMut<'a> {
+    pub fn new(data: &'a mut [f32], stride: usize, len: usize) -> Self {
+        // SAFETY: f32 and MaybeUninit<f32> share layout, and every value the slice holds is
+        // initialized; writes through the result only ever store initialized f32s.
+        let data = unsafe { &mut *(data as *mut [f32] as *mut [MaybeUninit<f32>]) };
+        Self::uninit(data, stride, len)
+    }
+
+    /// For a fresh buffer: a convolution that does not accumulate writes every value of it.
+    pub fn uninit(data: &'a mut [MaybeUninit<f32>], stride: usize, len: usize) -> Self {
+        assert!(len <= stride);
+        Self { data, stride, len }
+    }
+
+    fn holds(&self, channels: usize) -> bool {
+        channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
+    }
+}
+
+/// Weights [C_out, C_in, K] regrouped as [C_out / rows][C_in][K][rows] (rows past C_out are
+/// zero), so the kernel reads each block's weights front to back. `rows` is the register
+/// block's height on this CPU.
 pub(crate) struct PackedWeights {
     data: Vec<f32>,
     c_out: usize,
     c_in: usize,
     taps: usize,
+    rows: usize,
 }
 
 impl std::fmt::Debug for PackedWeights {
@@ -89,6 +160,7 @@ impl std::fmt::Debug for PackedWeights {
             .field("c_out", &self.c_out)
             .field("c_in", &self.c_in)
             .field("taps", &self.taps)
+            .field("rows", &self.rows)
             .finish_non_exhaustive()
     }
 }
@@ -101,14 +173,18 @@ impl PackedWeights {
 
     /// `w` is row-major [c_out, c_in, taps].
     pub fn new(w: &[f32], c_out: usize, c_in: usize, taps: usize) -> Self {
+        Self::with_rows(w, c_out, c_in, taps, kernels::rows_for(c_out))
+    }
+
+    fn with_rows(w: &[f32], c_out: usize, c_in: usize, taps: usize, rows: usize) -> Self {
         assert_eq!(w.len(), c_out * c_in * taps);
-        let blocks = c_out.div_ceil(ROWS);
-        let mut data = vec![0f32; blocks * c_in * taps * ROWS];
+        let blocks = c_out.div_ceil(rows);
+        let mut data = vec![0f32; blocks * c_in * taps * rows];
         for co in 0..c_out {
-            let (block, r) = (co / ROWS, co % ROWS);
+            let (block, r) = (co / rows, co % rows);
             for ci in 0..c_in {
                 for k in 0..taps {
-                    data[((block * c_in + ci) * taps + k) * ROWS + r] =
+                    data[((block * c_in + ci) * taps + k) * rows + r] =
                         w[(co * c_in + ci) * taps + k];
                 }
             }
@@ -118,13 +194,24 @@ impl PackedWeights {
             c_out,
             c_in,
             taps,
+            rows,
         }
     }
 
-    fn block(&self, block: usize) -> &[f32] {
-        let len = self.c_in * self.taps * ROWS;
-        &self.data[block * len..(block + 1) * len]
+    /// Input channels `ci0..` of output block `block`.
+    fn block_from(&self, block: usize, ci0: usize) -> &[f32] {
+        let len = self.c_in * self.taps * self.rows;
+        &self.data[block * len + ci0 * self.taps * self.rows..(block + 1) * len]
     }
+}
+
+/// A convolution layer as the kernel runs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Conv<'a> {
+    pub weights: &'a PackedWeights,
+    pub bias: &'a [f32],
+    pub dilation: usize,
+    pub map: InputMap<'a>,
 }
 
 /// One batch item: `out[co, t] = bias[co] + Σ residuals[co, t] + Σ_ci Σ_k w[co, ci, k] ·
@@ -144,28 +231,71 @@ pub(crate) fn conv1d(
     dilation: usize,
     map: &InputMap<'_>,
 ) {
-    let (c_in, c_out, taps) = (w.c_in, w.c_out, w.taps);
-    assert_eq!(x.len(), c_in * l_in);
-    assert_eq!(out.len(), c_out * l_out);
-    assert_eq!(bias.len(), c_out);
-    assert!(residuals.iter().all(|r| r.len() == out.len()));
-    assert!(map.mask.is_none_or(|m| m.len() == l_in));
+    let residuals: Vec<Rows> = residuals
+        .iter()
+        .map(|r| Rows::contiguous(r, l_out))
+        .collect();
+    conv1d_rows(
+        RowsMut::new(out, l_out, l_out),
+        false,
+        Rows::contiguous(x, l_in),
+        -padding,
+        &Conv {
+            weights: w,
+            bias,
+            dilation,
+            map: *map,
+        },
+        &residuals,
+    );
+}
+
+/// The general form: `out[co, j] = (out[co, j] if accumulate) + bias[co] + Σ residuals[co, j] +
+/// Σ_ci Σ_k w[co, ci, k] · map(x[ci, j + offset + k·dilation])` for `j < out.len`, with `x` read
+/// as zero outside its `0..x.len` columns and the map's mask indexed like `x`'s columns.
+pub(crate) fn conv1d_rows(
+    out: RowsMut<'_>,
+    accumulate: bool,
+    x: Rows<'_>,
+    offset: isize,
+    conv: &Conv<'_>,
+    residuals: &[Rows<'_>],
+) {
+    let w = conv.weights;
+    let (c_in, c_out, taps, rows_per) = (w.c_in, w.c_out, w.taps, w.rows);
+    let (l_in, l_out, dilation) = (x.len, out.len, conv.dilation);
+    assert!(x.holds(c_in) && x.len <= x.stride);
+    assert!(out.holds(c_out));
+    assert_eq!(conv.bias.len(), c_out);
+    assert!(residuals
+        .iter()
+        .all(|r| r.holds(c_out) && r.len == l_out && r.len <= r.stride));
+    assert!(conv.map.mask.is_none_or(|m| m.len() >= l_in));
+    assert!(taps > 0 && dilation > 0);
+    if l_out == 0 || c_out == 0 {
+        return;
+    }
+    let kernel = kernels::pick(rows_per);
+    let cols = kernel.cols;
     let span = dilation * (taps - 1);
-    let tile = ((TILE_FLOATS / (c_in + c_out)).saturating_sub(span) / COLS * COLS).max(COLS);
+    let tile = ((TILE_FLOATS / c_in).saturating_sub(span) / cols * cols).max(cols);
     // Packed input tile: C_in rows of the tile's columns rounded up to whole blocks, plus span.
     let row_len = tile + span;
     let mut packed = vec![0f32; c_in * row_len];
-    let fast = simd::available();
-    let ci_chunk = (WEIGHT_CHUNK_FLOATS / (c_out.div_ceil(ROWS) * ROWS * taps))
+    let blocks = c_out.div_ceil(rows_per);
+    let ci_chunk = (WEIGHT_CHUNK_FLOATS / (blocks * rows_per * taps))
         .max(8)
         .min(c_in);
-    let mut block_out = [[0f32; COLS]; ROWS];
+    // The register block's starting values for a block that is cut short (last rows or columns).
+    let mut edge = vec![0f32; rows_per * cols];
+    let out_len = out.data.len();
+    let out_ptr = out.data.as_mut_ptr().cast::<f32>();
     for t0 in (0..l_out).step_by(tile) {
         let width = tile.min(l_out - t0);
-        let padded_width = width.div_ceil(COLS) * COLS;
-        // Input sample read by packed column j is t0 + j − padding: columns before the signal
+        let padded_width = width.div_ceil(cols) * cols;
+        // Input column read by packed column j is t0 + j + offset: columns before the signal
         // start and past its end are zero padding.
-        let first = t0 as isize - padding;
+        let first = t0 as isize + offset;
         let j_lo = (-first).clamp(0, (padded_width + span) as isize) as usize;
         let j_hi =
             (l_in as isize - first).clamp(j_lo as isize, (padded_width + span) as isize) as usize;
@@ -174,60 +304,97 @@ pub(crate) fn conv1d(
             row[j_hi..padded_width + span].fill(0.0);
             let i_lo = (first + j_lo as isize) as usize;
             let i_hi = i_lo + (j_hi - j_lo);
-            map.apply_slice(
-                &mut row[j_lo..j_hi],
-                &x[ci * l_in + i_lo..ci * l_in + i_hi],
-                i_lo,
-            );
-        }
-        for co in 0..c_out {
-            let row = &mut out[co * l_out + t0..co * l_out + t0 + width];
-            row.fill(bias[co]);
-            for r in residuals {
-                let r = &r[co * l_out + t0..co * l_out + t0 + width];
-                for (y, &v) in row.iter_mut().zip(r) {
-                    *y += v;
-                }
-            }
+            let src = &x.data[ci * x.stride..];
+            conv.map
+                .apply_slice(&mut row[j_lo..j_hi], &src[i_lo..i_hi], i_lo);
         }
         // Input channels in chunks whose weights (all output channels) stay in L2; per chunk,
         // column blocks outside and channel blocks inside, so the input columns one block reads
         // stay in L1 while the weights stream through in order.
         for ci0 in (0..c_in).step_by(ci_chunk) {
             let chunk = ci_chunk.min(c_in - ci0);
-            for j0 in (0..width).step_by(COLS) {
-                let cols = COLS.min(width - j0);
+            let first_chunk = ci0 == 0;
+            for j0 in (0..width).step_by(cols) {
+                let n_cols = cols.min(width - j0);
                 let xs = &packed[ci0 * row_len + j0..];
-                for block in 0..c_out.div_ceil(ROWS) {
-                    let weights = &w.block(block)[ci0 * taps * ROWS..(ci0 + chunk) * taps * ROWS];
-                    let rows = ROWS.min(c_out - block * ROWS);
-                    if fast {
-                        // SAFETY: `available()` confirmed AVX2 and FMA. The block reads, for
-                        // each input channel c < chunk, xs[c·row_len + k·dilation + 0..COLS]
-                        // with k ≤ taps − 1, i.e. packed[(ci0 + c)·row_len + j0 + ..]: since
-                        // j0 + COLS ≤ padded_width, the last index is below
-                        // (ci0 + c)·row_len + padded_width + span ≤ (ci0 + c + 1)·row_len,
-                        // inside `packed`. `weights` holds chunk·taps·ROWS values. (`block`
-                        // asserts both bounds itself before reading.)
-                        unsafe {
-                            simd::block(
-                                weights,
-                                xs,
-                                row_len,
-                                chunk,
-                                taps,
-                                dilation,
-                                rows,
-                                &mut block_out,
-                            )
+                for block in 0..blocks {
+                    let co0 = block * rows_per;
+                    let n_rows = rows_per.min(c_out - co0);
+                    let weights = w.block_from(block, ci0);
+                    let at = |stride: usize| co0 * stride + t0 + j0;
+                    let args = kernels::Args {
+                        weights,
+                        x: xs,
+                        x_stride: row_len,
+                        c_in: chunk,
+                        taps,
+                        dilation,
+                    };
+                    if n_rows == rows_per && n_cols == cols {
+                        let mut res = [(std::ptr::null(), 0); kernels::MAX_RESIDUALS];
+                        let n_res = if first_chunk { residuals.len() } else { 0 };
+                        assert!(n_res <= kernels::MAX_RESIDUALS);
+                        for (dst, r) in res.iter_mut().zip(&residuals[..n_res]) {
+                            let start = at(r.stride);
+                            assert!(start + (rows_per - 1) * r.stride + cols <= r.data.len());
+                            *dst = (r.data[start..].as_ptr(), r.stride);
+                        }
+                        let start = at(out.stride);
+                        assert!(start + (rows_per - 1) * out.stride + cols <= out_len);
+                        let init = kernels::Init {
+                            bias: first_chunk.then(|| conv.bias[co0..].as_ptr()),
+                            residuals: &res[..n_res],
+                            load_out: accumulate || !first_chunk,
                         };
+                        // SAFETY: the block writes (and, with `load_out`, reads) rows_per rows
+                        // of `cols` values `out.stride` apart from `start`, and reads residual
+                        // rows likewise — all asserted in bounds above; `load_out` only reads
+                        // values this call or the caller initialized. The weight and input
+                        // bounds are asserted by `run` itself.
+                        unsafe { kernel.run(&args, out_ptr.add(start), out.stride, &init) };
                     } else {
-                        portable_block(weights, xs, row_len, chunk, taps, dilation, &mut block_out);
-                    }
-                    for (r, acc) in block_out.iter().enumerate().take(rows) {
-                        let start = (block * ROWS + r) * l_out + t0 + j0;
-                        for (y, &v) in out[start..start + cols].iter_mut().zip(acc) {
-                            *y += v;
+                        // A cut block runs on `edge`, filled with its starting values.
+                        for r in 0..rows_per {
+                            for j in 0..cols {
+                                edge[r * cols + j] = if r >= n_rows || j >= n_cols {
+                                    0.0
+                                } else {
+                                    let mut v = if accumulate || !first_chunk {
+                                        let i = at(out.stride) + r * out.stride + j;
+                                        assert!(i < out_len);
+                                        // SAFETY: in bounds, and initialized as above.
+                                        unsafe { out_ptr.add(i).read() }
+                                    } else {
+                                        0.0
+                                    };
+                                    if first_chunk {
+                                        v += conv.bias[co0 + r];
+                                        for res in residuals {
+                                            v += res.data[at(res.stride) + r * res.stride + j];
+                                        }
+                                    }
+                                    v
+                                };
+                            }
+                        }
+                        let init = kernels::Init {
+                            bias: None,
+                            residuals: &[],
+                            load_out: true,
+                        };
+                        // SAFETY: `edge` holds rows_per rows of `cols` values.
+                        unsafe { kernel.run(&args, edge.as_mut_ptr(), cols, &init) };
+                        for r in 0..n_rows {
+                            let start = at(out.stride) + r * out.stride;
+                            assert!(start + n_cols <= out_len);
+                            // SAFETY: in bounds; `edge` and `out` do not overlap.
+                            unsafe {
+                                std::ptr::copy_nonoverlapping(
+                                    edge[r * cols..].as_ptr(),
+                                    out_ptr.add(start),
+                                    n_cols,
+                                )
+                            };
                         }
                     }
                 }
@@ -236,129 +403,278 @@ pub(crate) fn conv1d(
     }
 }
 
-/// `out[r][j] = Σ_ci Σ_k weights[(ci·taps + k)·ROWS + r] · x[ci·x_stride + j + k·dilation]`.
-fn portable_block(
-    weights: &[f32],
-    x: &[f32],
-    x_stride: usize,
-    c_in: usize,
-    taps: usize,
-    dilation: usize,
-    out: &mut [[f32; COLS]; ROWS],
-) {
-    *out = [[0.0; COLS]; ROWS];
-    let mut w = weights.chunks_exact(ROWS);
-    for ci in 0..c_in {
-        for k in 0..taps {
-            let wk = w.next().expect("weights hold c_in · taps blocks");
-            let xs = &x[ci * x_stride + k * dilation..][..COLS];
-            for (acc, &wr) in out.iter_mut().zip(wk) {
-                for (a, &v) in acc.iter_mut().zip(xs) {
-                    *a += wr * v;
-                }
+/// The register-blocked inner loops and the choice between them.
+mod kernels {
+    /// Most residual signals one block adds (the decoder adds the step input and a running sum).
+    pub const MAX_RESIDUALS: usize = 2;
+
+    /// The block's inputs: `weights` holds c_in·taps·rows values, `x` is read at
+    /// `ci·x_stride + k·dilation + 0..cols` for ci < c_in, k < taps.
+    pub struct Args<'a> {
+        pub weights: &'a [f32],
+        pub x: &'a [f32],
+        pub x_stride: usize,
+        pub c_in: usize,
+        pub taps: usize,
+        pub dilation: usize,
+    }
+
+    /// The block's starting value: `out` (if `load_out`) + `bias[r]` + Σ residual rows.
+    pub struct Init<'a> {
+        pub bias: Option<*const f32>,
+        /// (first value, row stride) of each residual.
+        pub residuals: &'a [(*const f32, usize)],
+        pub load_out: bool,
+    }
+
+    type BlockFn = unsafe fn(&Args, *mut f32, usize, &Init);
+
+    #[derive(Clone, Copy)]
+    pub struct Kernel {
+        pub rows: usize,
+        pub cols: usize,
+        block: BlockFn,
+    }
+
+    impl Kernel {
+        /// # Safety
+        /// `out` (with `out_stride`) and every `init` pointer must be valid for `rows` rows of
+        /// `cols` values; `out`'s values must be initialized when `init.load_out`.
+        pub unsafe fn run(&self, args: &Args, out: *mut f32, out_stride: usize, init: &Init) {
+            // Checked here, once per block, so the pointer arithmetic of the loops stays in
+            // bounds whatever the caller computed.
+            assert!(args.c_in > 0 && args.taps > 0);
+            assert!(args.weights.len() >= args.c_in * args.taps * self.rows);
+            assert!(
+                args.x.len()
+                    >= (args.c_in - 1) * args.x_stride
+                        + (args.taps - 1) * args.dilation
+                        + self.cols
+            );
+            (self.block)(args, out, out_stride, init)
+        }
+    }
+
+    #[derive(Clone, Copy, PartialEq)]
+    enum Isa {
+        Avx512,
+        Avx2,
+        Portable,
+    }
+
+    fn isa() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx512f") {
+                return Isa::Avx512;
+            }
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                return Isa::Avx2;
             }
         }
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod simd {
-    use super::{COLS, ROWS};
-    use std::arch::x86_64::*;
-
-    /// 8-float vectors per block row.
-    const VECS: usize = COLS / 8;
-
-    pub fn available() -> bool {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+        Isa::Portable
     }
 
-    /// The AVX2/FMA version of [`super::portable_block`], computing only the first `rows`
-    /// output rows (the last block of a channel count that is not a multiple of ROWS).
-    ///
-    /// # Safety
-    /// The CPU must support AVX2 and FMA; `weights` must hold `c_in·taps·ROWS` values and `x`
-    /// must be readable at `ci·x_stride + k·dilation + 0..COLS` for every ci < c_in, k < taps.
-    #[allow(clippy::too_many_arguments)]
-    #[target_feature(enable = "avx2,fma")]
-    pub unsafe fn block(
-        weights: &[f32],
-        x: &[f32],
-        x_stride: usize,
-        c_in: usize,
-        taps: usize,
-        dilation: usize,
-        rows: usize,
-        out: &mut [[f32; COLS]; ROWS],
-    ) {
-        // Checked here, once per block, so the pointer arithmetic below stays in bounds whatever
-        // the caller computed.
-        assert!(c_in > 0 && taps > 0 && rows <= ROWS);
-        assert!(weights.len() >= c_in * taps * ROWS);
-        assert!(x.len() >= (c_in - 1) * x_stride + (taps - 1) * dilation + COLS);
-        let args = (weights, x, x_stride, c_in, taps, dilation);
-        match rows {
-            1 => rows_block::<1>(args, out),
-            2 => rows_block::<2>(args, out),
-            3 => rows_block::<3>(args, out),
-            4 => rows_block::<4>(args, out),
-            5 => rows_block::<5>(args, out),
-            _ => rows_block::<ROWS>(args, out),
+    /// The register block height for a layer with `c_out` output channels on this CPU.
+    pub fn rows_for(c_out: usize) -> usize {
+        let tall = if isa() == Isa::Avx512 { 8 } else { 6 };
+        if c_out < tall {
+            1
+        } else {
+            tall
         }
     }
 
-    /// [`block`] for R ≤ ROWS rows; safety requirements as there.
-    #[inline]
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn rows_block<const R: usize>(
-        (weights, x, x_stride, c_in, taps, dilation): (&[f32], &[f32], usize, usize, usize, usize),
-        out: &mut [[f32; COLS]; ROWS],
+    /// The kernel for weights packed `rows` high. (An AVX-512 block of 8 × 48 in 24 registers
+    /// measured 2–8 % faster in isolation but twice as slow once built with its start-value
+    /// code: the compiler spilled its accumulators.)
+    pub fn pick(rows: usize) -> Kernel {
+        let kernel = |rows, cols, block| Kernel { rows, cols, block };
+        match (isa(), rows) {
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, 8) => kernel(8, 32, x86::zmm::<8, 2>),
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx512, 1) => kernel(1, 64, x86::zmm::<1, 4>),
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx2, 6) => kernel(6, 16, x86::ymm::<6, 2>),
+            #[cfg(target_arch = "x86_64")]
+            (Isa::Avx2, 1) => kernel(1, 32, x86::ymm::<1, 4>),
+            (_, 6) => kernel(6, 16, portable::<6, 2>),
+            (_, 1) => kernel(1, 32, portable::<1, 4>),
+            _ => unreachable!("weights packed for another CPU: {rows} rows"),
+        }
+    }
+
+    /// The same sums in plain Rust, 8-float lanes: `V` lanes per row.
+    unsafe fn portable<const R: usize, const V: usize>(
+        a: &Args,
+        out: *mut f32,
+        out_stride: usize,
+        init: &Init,
     ) {
-        let mut acc = [[_mm256_setzero_ps(); VECS]; R];
-        let mut wp = weights.as_ptr();
-        for ci in 0..c_in {
-            let row = x.as_ptr().add(ci * x_stride);
-            for k in 0..taps {
-                let xs = row.add(k * dilation);
-                let xv: [__m256; VECS] = std::array::from_fn(|v| _mm256_loadu_ps(xs.add(8 * v)));
-                for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let w = _mm256_broadcast_ss(&*wp.add(r));
-                    for (a, &xv) in acc_r.iter_mut().zip(&xv) {
-                        *a = _mm256_fmadd_ps(w, xv, *a);
+        let mut acc = [[[0f32; 8]; V]; R];
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            for (j, v) in acc_r.as_flattened_mut().iter_mut().enumerate() {
+                let mut s = if init.load_out {
+                    *out.add(r * out_stride + j)
+                } else {
+                    0.0
+                };
+                if let Some(b) = init.bias {
+                    s += *b.add(r);
+                }
+                for &(p, stride) in init.residuals {
+                    s += *p.add(r * stride + j);
+                }
+                *v = s;
+            }
+        }
+        let mut w = a.weights.chunks_exact(R);
+        for ci in 0..a.c_in {
+            for k in 0..a.taps {
+                let wk = w.next().expect("weights hold c_in · taps blocks");
+                let xs = &a.x[ci * a.x_stride + k * a.dilation..][..8 * V];
+                for (acc_r, &wr) in acc.iter_mut().zip(wk) {
+                    for (s, &v) in acc_r.as_flattened_mut().iter_mut().zip(xs) {
+                        *s += wr * v;
                     }
                 }
-                wp = wp.add(ROWS);
             }
         }
-        for (dst, acc_r) in out.iter_mut().zip(&acc) {
-            for (v, a) in acc_r.iter().enumerate() {
-                _mm256_storeu_ps(dst.as_mut_ptr().add(8 * v), *a);
+        for (r, acc_r) in acc.iter().enumerate() {
+            for (j, &v) in acc_r.as_flattened().iter().enumerate() {
+                *out.add(r * out_stride + j) = v;
             }
         }
     }
-}
 
-#[cfg(not(target_arch = "x86_64"))]
-mod simd {
-    use super::{COLS, ROWS};
+    #[cfg(target_arch = "x86_64")]
+    mod x86 {
+        use super::{Args, Init};
+        use std::arch::x86_64::*;
 
-    pub fn available() -> bool {
-        false
+        /// One register block of `R` rows × `V` vectors, for one vector width.
+        macro_rules! block {
+            ($name:ident, $features:literal, $vec:ty, $lanes:literal,
+             $load:ident, $store:ident, $set1:ident, $zero:ident, $fma:ident, $add:ident) => {
+                #[target_feature(enable = $features)]
+                pub unsafe fn $name<const R: usize, const V: usize>(
+                    a: &Args,
+                    out: *mut f32,
+                    out_stride: usize,
+                    init: &Init,
+                ) {
+                    let mut acc = [[$zero(); V]; R];
+                    for r in 0..R {
+                        for v in 0..V {
+                            let at = r * out_stride + $lanes * v;
+                            let mut s = if init.load_out {
+                                $load(out.add(at))
+                            } else {
+                                $zero()
+                            };
+                            if let Some(b) = init.bias {
+                                s = $add(s, $set1(*b.add(r)));
+                            }
+                            for &(p, stride) in init.residuals {
+                                s = $add(s, $load(p.add(r * stride + $lanes * v)));
+                            }
+                            acc[r][v] = s;
+                        }
+                    }
+                    let mut wp = a.weights.as_ptr();
+                    let x = a.x.as_ptr();
+                    for ci in 0..a.c_in {
+                        let row = x.add(ci * a.x_stride);
+                        for k in 0..a.taps {
+                            let xs = row.add(k * a.dilation);
+                            let xv: [$vec; V] = std::array::from_fn(|v| $load(xs.add($lanes * v)));
+                            for r in 0..R {
+                                let w = $set1(*wp.add(r));
+                                for v in 0..V {
+                                    acc[r][v] = $fma(w, xv[v], acc[r][v]);
+                                }
+                            }
+                            wp = wp.add(R);
+                        }
+                    }
+                    for r in 0..R {
+                        for v in 0..V {
+                            $store(out.add(r * out_stride + $lanes * v), acc[r][v]);
+                        }
+                    }
+                }
+            };
+        }
+
+        block!(
+            zmm,
+            "avx512f",
+            __m512,
+            16,
+            _mm512_loadu_ps,
+            _mm512_storeu_ps,
+            _mm512_set1_ps,
+            _mm512_setzero_ps,
+            _mm512_fmadd_ps,
+            _mm512_add_ps
+        );
+        block!(
+            ymm,
+            "avx2,fma",
+            __m256,
+            8,
+            _mm256_loadu_ps,
+            _mm256_storeu_ps,
+            _mm256_set1_ps,
+            _mm256_setzero_ps,
+            _mm256_fmadd_ps,
+            _mm256_add_ps
+        );
     }
 
-    /// Never called: `available()` is false off x86-64.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn block(
-        weights: &[f32],
-        x: &[f32],
-        x_stride: usize,
-        c_in: usize,
-        taps: usize,
-        dilation: usize,
-        _rows: usize,
-        out: &mut [[f32; COLS]; ROWS],
-    ) {
-        super::portable_block(weights, x, x_stride, c_in, taps, dilation, out)
+    #[cfg(test)]
+    pub(super) fn all_for_tests() -> Vec<Kernel> {
+        let mut all = vec![
+            Kernel {
+                rows: 6,
+                cols: 16,
+                block: portable::<6, 2>,
+            },
+            Kernel {
+                rows: 1,
+                cols: 32,
+                block: portable::<1, 4>,
+            },
+        ];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                all.push(Kernel {
+                    rows: 6,
+                    cols: 16,
+                    block: x86::ymm::<6, 2>,
+                });
+                all.push(Kernel {
+                    rows: 1,
+                    cols: 32,
+                    block: x86::ymm::<1, 4>,
+                });
+            }
+            if is_x86_feature_detected!("avx512f") {
+                all.push(Kernel {
+                    rows: 8,
+                    cols: 32,
+                    block: x86::zmm::<8, 2>,
+                });
+                all.push(Kernel {
+                    rows: 1,
+                    cols: 64,
+                    block: x86::zmm::<1, 4>,
+                });
+            }
+        }
+        all
     }
 }
 
@@ -411,18 +727,28 @@ mod tests {
         (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
     }
 
+    fn worst(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max)
+    }
+
     #[test]
     fn matches_the_definition_with_prologue_and_residual() {
         let mut rng = StdRng::seed_from_u64(3);
-        // (c_in, c_out, l_in, taps, dilation, padding): decoder shapes, odd edges, one output row.
+        // (c_in, c_out, l_in, taps, dilation, padding): decoder shapes (long enough for the wide
+        // block), odd edges, one output row, a weight chunk split (c_in 768).
         let cases = [
-            (32, 32, 700, 7, 12, 36),
+            (32, 32, 1500, 7, 12, 36),
             (64, 64, 301, 5, 3, 6),
             (16, 7, 50, 3, 1, 1),
             (32, 1, 97, 7, 1, 3),
             (5, 9, 3, 7, 2, 6),
             (8, 8, 40, 1, 1, 0),
             (12, 8, 60, 3, 2, 0),
+            (768, 24, 37, 3, 1, 1),
         ];
         for (i, &(c_in, c_out, l_in, taps, dilation, padding)) in cases.iter().enumerate() {
             let x = random(&mut rng, c_in * l_in);
@@ -458,34 +784,119 @@ mod tests {
                     dilation,
                     map,
                 );
-                let worst = got
-                    .iter()
-                    .zip(&want)
-                    .map(|(a, b)| (a - b).abs())
-                    .fold(0f32, f32::max);
+                let worst = worst(&got, &want);
                 assert!(worst < 1e-4, "case {i}: max |diff| {worst}");
             }
         }
     }
 
+    /// A window of a longer signal, strided rows, two residuals and accumulation: the same
+    /// values as the whole-signal convolution restricted to the window.
     #[test]
-    fn portable_block_agrees_with_the_vector_block() {
-        if !simd::available() {
-            return;
+    fn windows_of_strided_rows_match_the_whole_signal() {
+        let mut rng = StdRng::seed_from_u64(11);
+        let (c, len, taps, dilation) = (16, 700, 5, 3);
+        let padding = dilation * (taps - 1) / 2;
+        let x = random(&mut rng, c * len);
+        let w = random(&mut rng, c * c * taps);
+        let bias = random(&mut rng, c);
+        let residual = random(&mut rng, c * len);
+        let before = random(&mut rng, c * len);
+        let map = InputMap {
+            scale: 0.5,
+            leaky_slope: Some(0.1),
+            mask: None,
+        };
+        let want = reference(
+            &x,
+            len,
+            &w,
+            c,
+            c,
+            taps,
+            &bias,
+            &[&residual, &before],
+            padding,
+            dilation,
+            &map,
+        );
+        let packed = PackedWeights::new(&w, c, c, taps);
+        let conv = Conv {
+            weights: &packed,
+            bias: &bias,
+            dilation,
+            map,
+        };
+        // Output columns 100..400 from input columns 90..430 (enough halo), written into a
+        // copy of `before` in place.
+        let (o0, o1, i0, i1) = (100, 400, 90, 430);
+        let mut got = before.clone();
+        let out = RowsMut::new(&mut got[o0..], len, o1 - o0);
+        let input = Rows::contiguous(&x, len).window(i0, i1 - i0);
+        let res = Rows::contiguous(&residual, len).window(o0, o1 - o0);
+        conv1d_rows(
+            out,
+            true,
+            input,
+            o0 as isize - padding as isize - i0 as isize,
+            &conv,
+            &[res],
+        );
+        for ch in 0..c {
+            let row = ch * len;
+            assert_eq!(
+                &got[row..row + o0],
+                &before[row..row + o0],
+                "left of the window"
+            );
+            assert_eq!(&got[row + o1..row + len], &before[row + o1..row + len]);
+            let diff = worst(&got[row + o0..row + o1], &want[row + o0..row + o1]);
+            assert!(diff < 1e-4, "channel {ch}: {diff}");
         }
+    }
+
+    #[test]
+    fn every_kernel_agrees_with_the_definition() {
         let mut rng = StdRng::seed_from_u64(5);
-        let (c_in, taps, dilation, stride) = (6, 3, 2, 40);
-        let weights = random(&mut rng, c_in * taps * ROWS);
+        let (c_in, taps, dilation, stride) = (6, 3, 2, 100);
         let x = random(&mut rng, c_in * stride);
-        let mut a = [[0f32; COLS]; ROWS];
-        portable_block(&weights, &x, stride, c_in, taps, dilation, &mut a);
-        for rows in 1..=ROWS {
-            let mut b = [[f32::NAN; COLS]; ROWS];
-            // SAFETY: AVX2/FMA checked above; x rows are 40 ≥ (taps − 1)·dilation + COLS long.
-            unsafe { simd::block(&weights, &x, stride, c_in, taps, dilation, rows, &mut b) };
-            for (ra, rb) in a.iter().zip(&b).take(rows) {
-                for (va, vb) in ra.iter().zip(rb) {
-                    assert!((va - vb).abs() < 1e-5, "{rows} rows: {va} vs {vb}");
+        for kernel in kernels::all_for_tests() {
+            let (rows, cols) = (kernel.rows, kernel.cols);
+            let weights = random(&mut rng, c_in * taps * rows);
+            let bias = random(&mut rng, rows);
+            let residual = random(&mut rng, rows * cols);
+            let start = random(&mut rng, rows * cols);
+            let mut out = start.clone();
+            let res = [(residual.as_ptr(), cols)];
+            let init = kernels::Init {
+                bias: Some(bias.as_ptr()),
+                residuals: &res,
+                load_out: true,
+            };
+            let args = kernels::Args {
+                weights: &weights,
+                x: &x,
+                x_stride: stride,
+                c_in,
+                taps,
+                dilation,
+            };
+            // SAFETY: `out`, `residual` and `bias` hold rows × cols values; `run` checks the rest.
+            unsafe { kernel.run(&args, out.as_mut_ptr(), cols, &init) };
+            for r in 0..rows {
+                for j in 0..cols {
+                    let mut want = start[r * cols + j] + bias[r] + residual[r * cols + j];
+                    for ci in 0..c_in {
+                        for k in 0..taps {
+                            want += weights[(ci * taps + k) * rows + r]
+                                * x[ci * stride + k * dilation + j];
+                        }
+                    }
+                    let got = out[r * cols + j];
+                    assert!(
+                        (got - want).abs() < 1e-4,
+                        "{rows}×{cols} ({r}, {j}): {got} vs {want}"
+                    );
                 }
             }
         }

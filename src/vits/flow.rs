@@ -7,7 +7,8 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use super::layers::{flip_channels, gated_tanh, split_channels, Conv1d, ConvSpec};
+use super::fast_math::gated_tanh;
+use super::layers::{flip_channels, split_channels, Conv1d, ConvSpec};
 
 /// Non-causal WaveNet: gated dilated convs with residual and skip paths.
 #[derive(Debug, Clone)]

@@ -51,6 +51,19 @@ impl ResBlock {
         Ok(Self { steps })
     }
 
+    /// The block as residual units for [`conv::residual_stack_sum`].
+    fn units(&self) -> Vec<Vec<conv::StackConv<'_>>> {
+        self.steps
+            .iter()
+            .map(|(dilated, plain)| {
+                std::iter::once(dilated)
+                    .chain(plain)
+                    .map(Conv1d::as_stack_conv)
+                    .collect()
+            })
+            .collect()
+    }
+
     /// x ← x + conv(LeakyReLU(x)) per step (type 1: two convs per step); each convolution
     /// applies the activation and mask to its input and adds the residual itself. With `sum`,
     /// returns `sum + x` instead (the last convolution adds it), for the stage's mean.
@@ -195,11 +208,17 @@ impl Generator {
                 &map,
             )?;
             // Multi-receptive-field fusion: mean of the stage's resblocks.
-            let mut sum: Option<Tensor> = None;
-            for block in stage {
-                sum = Some(block.forward(&y, mask(i + 1), sum.as_ref())?);
-            }
-            x = sum.expect("at least one resblock per stage");
+            let units: Vec<_> = stage.iter().map(ResBlock::units).collect();
+            x = match conv::residual_stack_sum(&y, &units, LRELU_SLOPE, mask(i + 1))? {
+                Some(sum) => sum,
+                None => {
+                    let mut sum: Option<Tensor> = None;
+                    for block in stage {
+                        sum = Some(block.forward(&y, mask(i + 1), sum.as_ref())?);
+                    }
+                    sum.expect("at least one resblock per stage")
+                }
+            };
             scale = 1.0 / stage.len() as f64;
         }
         let map = InputMap {
@@ -207,6 +226,6 @@ impl Generator {
             leaky_slope: Some(FINAL_LRELU_SLOPE),
             mask: mask(self.ups.len()),
         };
-        self.conv_post.forward_fused(&x, &map, &[])?.tanh()
+        super::fast_math::tanh(&self.conv_post.forward_fused(&x, &map, &[])?)
     }
 }

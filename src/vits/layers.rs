@@ -101,6 +101,17 @@ impl Conv1d {
 }
 
 impl Conv1d {
+    /// This layer as one convolution of a residual stack (groups 1, "same" padding).
+    pub fn as_stack_conv(&self) -> conv::StackConv<'_> {
+        conv::StackConv {
+            weight: &self.weight,
+            bias: self.bias.as_ref(),
+            padding: self.padding,
+            dilation: self.dilation,
+            cache: &self.packed,
+        }
+    }
+
     /// `Σ residuals + self(map(x))` with the map and residuals fused into the convolution
     /// where the kernel supports it (groups 1; see [`conv::conv1d_fused`]).
     pub fn forward_fused(
@@ -172,12 +183,6 @@ pub fn flip_channels(x: &Tensor) -> Result<Tensor> {
     let c = x.dim(1)?;
     let order: Vec<u32> = (0..c as u32).rev().collect();
     x.index_select(&Tensor::new(order, x.device())?, 1)
-}
-
-/// `tanh(a[:, :n]) · sigmoid(a[:, n:])`, the WaveNet gate.
-pub fn gated_tanh(a: &Tensor, n: usize) -> Result<Tensor> {
-    let (t, s) = split_channels(a, n)?;
-    t.tanh()?.mul(&candle_nn::ops::sigmoid(&s)?)
 }
 
 /// Multiplies by `mask` when there is one (a batch whose items all have the full length has none).

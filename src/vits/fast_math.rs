@@ -1,0 +1,168 @@
+//! Vectorizable `tanh` and the WaveNet gate `tanh(a)·σ(b)` for CPU `f32` tensors.
+//!
+//! candle maps `tanh` and `exp` over a tensor one libm call per value (≈ 10 ns each); the flow's
+//! gates and the decoder's output take about 0.8 million of them per second of audio, 4 % of a
+//! forward pass. These versions compute `exp` from a range reduction and a short polynomial in
+//! plain arithmetic that the compiler vectorizes (AVX2 + FMA when the CPU has them), with an
+//! error below 2e-7 — far under the 1e-3 the model is held to against onnxruntime.
+//! Hand-written rather than a crate: the few math crates with vector `exp` bring whole SIMD
+//! abstraction layers for these twenty lines.
+
+use candle_core::{DType, Device, Result, Tensor};
+
+use super::layers::split_channels;
+
+/// `e^x` for x in [−87, 88] (inputs are clamped there), relative error < 2e-7.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    const LOG2_E: f32 = std::f32::consts::LOG2_E;
+    // ln 2 split so that n · LN2_HI is exact for |n| < 2^9.
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    // Adding 1.5 · 2^23 rounds to an integer in the low mantissa bits.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(-87.0, 88.0);
+    let shifted = x * LOG2_E + ROUND;
+    let n = shifted - ROUND;
+    let r = x - n * LN2_HI - n * LN2_LO; // |r| ≤ ln 2 / 2
+                                         // Taylor series of e^r to degree 6: truncation error ≤ (ln 2 / 2)^7 / 7! ≈ 1.2e-7.
+    let p = 1.0
+        + r * (1.0
+            + r * (1.0 / 2.0
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let n_bits = shifted.to_bits().wrapping_sub(ROUND.to_bits());
+    p * f32::from_bits(n_bits.wrapping_add(127) << 23)
+}
+
+#[inline(always)]
+fn tanh_f32(x: f32) -> f32 {
+    let e = exp(-2.0 * x.abs());
+    ((1.0 - e) / (1.0 + e)).copysign(x)
+}
+
+#[inline(always)]
+fn sigmoid(x: f32) -> f32 {
+    1.0 / (1.0 + exp(-x))
+}
+
+#[inline(always)]
+fn gate_slices(out: &mut [f32], t: &[f32], s: &[f32]) {
+    for ((o, &t), &s) in out.iter_mut().zip(t).zip(s) {
+        *o = tanh_f32(t) * sigmoid(s);
+    }
+}
+
+#[inline(always)]
+fn tanh_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x = tanh_f32(*x);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn gate_slices_avx2(out: &mut [f32], t: &[f32], s: &[f32]) {
+    gate_slices(out, t, s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn tanh_slice_avx2(xs: &mut [f32]) {
+    tanh_slice(xs)
+}
+
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+fn is_cpu_f32(x: &Tensor) -> bool {
+    matches!(x.device(), Device::Cpu) && x.dtype() == DType::F32
+}
+
+/// `tanh(a[:, :n]) · sigmoid(a[:, n:])` for `a` [B, 2n, T], the WaveNet gate.
+pub fn gated_tanh(a: &Tensor, n: usize) -> Result<Tensor> {
+    let (b, c, t) = a.dims3()?;
+    if !is_cpu_f32(a) || c != 2 * n {
+        let (t, s) = split_channels(a, n)?;
+        return t.tanh()?.mul(&candle_nn::ops::sigmoid(&s)?);
+    }
+    let a = a.flatten_all()?.to_vec1::<f32>()?;
+    let mut out = vec![0f32; b * n * t];
+    for (out, a) in out.chunks_exact_mut(n * t).zip(a.chunks_exact(2 * n * t)) {
+        let (t_half, s_half) = a.split_at(n * t);
+        #[cfg(target_arch = "x86_64")]
+        if has_avx2() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            unsafe { gate_slices_avx2(out, t_half, s_half) };
+            continue;
+        }
+        gate_slices(out, t_half, s_half);
+    }
+    Tensor::from_vec(out, (b, n, t), &Device::Cpu)
+}
+
+/// Elementwise `tanh`.
+pub fn tanh(x: &Tensor) -> Result<Tensor> {
+    if !is_cpu_f32(x) {
+        return x.tanh();
+    }
+    let mut data = x.flatten_all()?.to_vec1::<f32>()?;
+    if has_avx2() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the CPU has AVX2 and FMA.
+        unsafe {
+            tanh_slice_avx2(&mut data)
+        };
+    } else {
+        tanh_slice(&mut data);
+    }
+    Tensor::from_vec(data, x.shape(), &Device::Cpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scalar_functions_match_libm() {
+        let mut worst = (0f32, 0f32, 0f32);
+        for i in -200_000..=200_000 {
+            let x = i as f32 * 1e-4; // −20 … 20
+            worst.0 = worst
+                .0
+                .max(((exp(x.min(10.0)) / x.min(10.0).exp()) - 1.0).abs());
+            worst.1 = worst.1.max((tanh_f32(x) - x.tanh()).abs());
+            worst.2 = worst.2.max((sigmoid(x) - 1.0 / (1.0 + (-x).exp())).abs());
+        }
+        assert!(worst.0 < 3e-7, "exp relative error {}", worst.0);
+        assert!(worst.1 < 3e-7, "tanh error {}", worst.1);
+        assert!(worst.2 < 3e-7, "sigmoid error {}", worst.2);
+        assert_eq!(tanh_f32(0.0), 0.0);
+        assert_eq!(tanh_f32(100.0), 1.0);
+        assert_eq!(tanh_f32(-100.0), -1.0);
+        assert!(sigmoid(-100.0) >= 0.0 && sigmoid(100.0) == 1.0);
+    }
+
+    #[test]
+    fn tensor_versions_match_candle() -> Result<()> {
+        let a = (Tensor::randn(0f32, 3.0, (2, 8, 37), &Device::Cpu)?).contiguous()?;
+        let (t, s) = split_channels(&a, 4)?;
+        let want = t.tanh()?.mul(&candle_nn::ops::sigmoid(&s)?)?;
+        let got = gated_tanh(&a, 4)?;
+        let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;
+        assert!(diff < 1e-6, "gate differs by {diff}");
+        let diff = (tanh(&a)? - a.tanh()?)?
+            .abs()?
+            .max_all()?
+            .to_scalar::<f32>()?;
+        assert!(diff < 1e-6, "tanh differs by {diff}");
+        Ok(())
+    }
+}
