@@ -593,20 +593,21 @@ mod cpu_f32 {
         mask: Option<&Tensor>,
     ) -> Result<Tensor> {
         let (batch, channels, len) = y.dims3()?;
-        let biases: Vec<Vec<Vec<Vec<f32>>>> = blocks
+        // Every convolution's bias, in the order the loops below visit them.
+        let biases: Vec<Vec<f32>> = blocks
             .iter()
-            .map(|b| {
-                b.iter()
-                    .map(|u| u.iter().map(|c| bias_or_zero(c.bias, channels)).collect())
-                    .collect()
-            })
+            .flatten()
+            .flatten()
+            .map(|c| bias_or_zero(c.bias, channels))
             .collect::<Result<_>>()?;
+        let mut biases = biases.iter();
         let mut layers = Vec::with_capacity(blocks.len());
-        for (block, block_biases) in blocks.iter().zip(&biases) {
+        for block in blocks {
             let mut units = Vec::with_capacity(block.len());
-            for (unit, unit_biases) in block.iter().zip(block_biases) {
+            for unit in block {
                 let mut unit_layers = Vec::with_capacity(unit.len());
-                for (c, bias) in unit.iter().zip(unit_biases) {
+                for c in unit {
+                    let bias = biases.next().expect("one bias per convolution");
                     let taps = c.weight.dim(2)?;
                     unit_layers.push(mrf::Layer {
                         conv: direct_conv::Conv {

@@ -456,53 +456,78 @@ mod kernels {
     }
 
     #[derive(Clone, Copy, PartialEq)]
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     enum Isa {
         Avx512,
         Avx2,
         Portable,
     }
 
-    fn isa() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx512f") {
-                return Isa::Avx512;
-            }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                return Isa::Avx2;
+    impl Isa {
+        /// Best first.
+        const ALL: [Isa; 3] = [Isa::Avx512, Isa::Avx2, Isa::Portable];
+
+        fn supported(self) -> bool {
+            match self {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => is_x86_feature_detected!("avx512f"),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+                Isa::Portable => true,
+                #[cfg(not(target_arch = "x86_64"))]
+                _ => false,
             }
         }
-        Isa::Portable
+
+        /// Its kernels: the tall block, then the one-row block for layers with fewer output
+        /// channels than the tall block has rows. (An AVX-512 block of 8 × 48 in 24 registers
+        /// measured 2–8 % faster in isolation but twice as slow once built with its start-value
+        /// code: the compiler spilled its accumulators.)
+        fn kernels(self) -> [Kernel; 2] {
+            let kernel = |rows, cols, block| Kernel { rows, cols, block };
+            match self {
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => [
+                    kernel(8, 32, x86::zmm::<8, 2>),
+                    kernel(1, 64, x86::zmm::<1, 4>),
+                ],
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => [
+                    kernel(6, 16, x86::ymm::<6, 2>),
+                    kernel(1, 32, x86::ymm::<1, 4>),
+                ],
+                _ => [
+                    kernel(6, 16, portable::<6, 2>),
+                    kernel(1, 32, portable::<1, 4>),
+                ],
+            }
+        }
+    }
+
+    fn isa() -> Isa {
+        Isa::ALL
+            .into_iter()
+            .find(|isa| isa.supported())
+            .expect("the portable kernels run anywhere")
     }
 
     /// The register block height for a layer with `c_out` output channels on this CPU.
     pub fn rows_for(c_out: usize) -> usize {
-        let tall = if isa() == Isa::Avx512 { 8 } else { 6 };
-        if c_out < tall {
-            1
+        let [tall, single] = isa().kernels();
+        if c_out < tall.rows {
+            single.rows
         } else {
-            tall
+            tall.rows
         }
     }
 
-    /// The kernel for weights packed `rows` high. (An AVX-512 block of 8 × 48 in 24 registers
-    /// measured 2–8 % faster in isolation but twice as slow once built with its start-value
-    /// code: the compiler spilled its accumulators.)
+    /// The kernel for weights packed `rows` high on this CPU.
     pub fn pick(rows: usize) -> Kernel {
-        let kernel = |rows, cols, block| Kernel { rows, cols, block };
-        match (isa(), rows) {
-            #[cfg(target_arch = "x86_64")]
-            (Isa::Avx512, 8) => kernel(8, 32, x86::zmm::<8, 2>),
-            #[cfg(target_arch = "x86_64")]
-            (Isa::Avx512, 1) => kernel(1, 64, x86::zmm::<1, 4>),
-            #[cfg(target_arch = "x86_64")]
-            (Isa::Avx2, 6) => kernel(6, 16, x86::ymm::<6, 2>),
-            #[cfg(target_arch = "x86_64")]
-            (Isa::Avx2, 1) => kernel(1, 32, x86::ymm::<1, 4>),
-            (_, 6) => kernel(6, 16, portable::<6, 2>),
-            (_, 1) => kernel(1, 32, portable::<1, 4>),
-            _ => unreachable!("weights packed for another CPU: {rows} rows"),
-        }
+        isa()
+            .kernels()
+            .into_iter()
+            .find(|k| k.rows == rows)
+            .unwrap_or_else(|| unreachable!("weights packed for another CPU: {rows} rows"))
     }
 
     /// The same sums in plain Rust, 8-float lanes: `V` lanes per row.
@@ -635,46 +660,11 @@ mod kernels {
 
     #[cfg(test)]
     pub(super) fn all_for_tests() -> Vec<Kernel> {
-        let mut all = vec![
-            Kernel {
-                rows: 6,
-                cols: 16,
-                block: portable::<6, 2>,
-            },
-            Kernel {
-                rows: 1,
-                cols: 32,
-                block: portable::<1, 4>,
-            },
-        ];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
-                all.push(Kernel {
-                    rows: 6,
-                    cols: 16,
-                    block: x86::ymm::<6, 2>,
-                });
-                all.push(Kernel {
-                    rows: 1,
-                    cols: 32,
-                    block: x86::ymm::<1, 4>,
-                });
-            }
-            if is_x86_feature_detected!("avx512f") {
-                all.push(Kernel {
-                    rows: 8,
-                    cols: 32,
-                    block: x86::zmm::<8, 2>,
-                });
-                all.push(Kernel {
-                    rows: 1,
-                    cols: 64,
-                    block: x86::zmm::<1, 4>,
-                });
-            }
-        }
-        all
+        Isa::ALL
+            .into_iter()
+            .filter(|isa| isa.supported())
+            .flat_map(Isa::kernels)
+            .collect()
     }
 }
 

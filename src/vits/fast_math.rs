@@ -71,15 +71,29 @@ fn tanh_slice_avx2(xs: &mut [f32]) {
     tanh_slice(xs)
 }
 
+#[cfg(target_arch = "x86_64")]
 fn has_avx2() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+}
+
+/// [`gate_slices`] with the widest vectors this CPU has.
+fn gate(out: &mut [f32], t: &[f32], s: &[f32]) {
     #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { gate_slices_avx2(out, t, s) };
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
+    gate_slices(out, t, s)
+}
+
+/// [`tanh_slice`] with the widest vectors this CPU has.
+fn tanh_in_place(xs: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { tanh_slice_avx2(xs) };
     }
+    tanh_slice(xs)
 }
 
 fn is_cpu_f32(x: &Tensor) -> bool {
@@ -97,13 +111,7 @@ pub fn gated_tanh(a: &Tensor, n: usize) -> Result<Tensor> {
     let mut out = vec![0f32; b * n * t];
     for (out, a) in out.chunks_exact_mut(n * t).zip(a.chunks_exact(2 * n * t)) {
         let (t_half, s_half) = a.split_at(n * t);
-        #[cfg(target_arch = "x86_64")]
-        if has_avx2() {
-            // SAFETY: the CPU has AVX2 and FMA.
-            unsafe { gate_slices_avx2(out, t_half, s_half) };
-            continue;
-        }
-        gate_slices(out, t_half, s_half);
+        gate(out, t_half, s_half);
     }
     Tensor::from_vec(out, (b, n, t), &Device::Cpu)
 }
@@ -114,15 +122,7 @@ pub fn tanh(x: &Tensor) -> Result<Tensor> {
         return x.tanh();
     }
     let mut data = x.flatten_all()?.to_vec1::<f32>()?;
-    if has_avx2() {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX2 and FMA.
-        unsafe {
-            tanh_slice_avx2(&mut data)
-        };
-    } else {
-        tanh_slice(&mut data);
-    }
+    tanh_in_place(&mut data);
     Tensor::from_vec(data, x.shape(), &Device::Cpu)
 }
 

@@ -62,9 +62,8 @@ pub(crate) fn stage_sum(
     for s0 in (0..len).step_by(strip) {
         let s1 = (s0 + strip).min(len);
         for (j, block) in blocks.iter().enumerate() {
-            // What the convolutions after each one still read beyond the strip.
-            let pads: Vec<usize> = block.iter().flatten().map(|l| l.padding).collect();
-            let mut later = pads.iter().sum::<usize>();
+            // What the convolutions after the current one still read beyond the strip.
+            let mut later = halo_of(block);
             let mut cur = Signal {
                 buf: None,
                 start: s0.saturating_sub(later),
@@ -101,14 +100,8 @@ pub(crate) fn stage_sum(
                         }
                     };
                     let input = rows_of(cur);
-                    let residual = closes_unit.then(|| {
-                        let rows = rows_of(unit_in);
-                        Rows {
-                            data: &rows.data[r0 - unit_in.start..],
-                            stride: rows.stride,
-                            len: r1 - r0,
-                        }
-                    });
+                    let residual =
+                        closes_unit.then(|| rows_of(unit_in).window(r0 - unit_in.start, r1 - r0));
                     let conv = Conv {
                         map: InputMap {
                             mask: mask.map(|m| &m[cur.start..cur.start + cur.len]),
@@ -117,14 +110,14 @@ pub(crate) fn stage_sum(
                         ..layer.conv
                     };
                     let offset = r0 as isize - layer.padding as isize - cur.start as isize;
-                    let residuals: Vec<Rows> = residual.into_iter().collect();
+                    let residuals = residual.as_slice();
                     if closes_block {
                         debug_assert_eq!((r0, r1), (s0, s1));
                         let target = RowsMut::new(&mut out[s0..], len, s1 - s0);
-                        conv1d_rows(target, j > 0, input, offset, &conv, &residuals);
+                        conv1d_rows(target, j > 0, input, offset, &conv, residuals);
                     } else {
                         let rows = RowsMut::new(write, capacity, r1 - r0);
-                        conv1d_rows(rows, false, input, offset, &conv, &residuals);
+                        conv1d_rows(rows, false, input, offset, &conv, residuals);
                         cur = Signal {
                             buf: Some(target),
                             start: r0,
