@@ -5,7 +5,8 @@
 //! changes them (see [`CacheKey`]), bounded by bytes (moka's weigher) and by age (TTL).
 //! Identical requests that arrive while the first is still being synthesized wait for it
 //! instead of synthesizing again (single flight); a failure is handed to every waiter and
-//! never stored.
+//! never stored. The cache does not know what a failure is: it is generic over the caller's
+//! error type and only adds its own outcome, [`FlightError::Abandoned`].
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,17 +20,27 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-use crate::api::ApiError;
 use crate::config::CacheSettings;
 use crate::metrics as m;
+use crate::params::SynthesisParams;
 
-/// A finished response body and what the HTTP layer says about it.
+/// A finished response body and what a front door says about it.
 #[derive(Debug, Clone)]
 pub struct CachedAudio {
     pub bytes: Bytes,
-    pub content_type: &'static str,
     pub sample_rate: u32,
     pub duration_s: f64,
+}
+
+/// Why a single flight produced no audio.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FlightError<E> {
+    /// The request producing the audio went away before finishing; a waiter may lead instead.
+    #[error("the identical request this one waited for was abandoned")]
+    Abandoned,
+    /// Synthesis failed; every waiter gets the same error.
+    #[error(transparent)]
+    Failed(E),
 }
 
 /// Everything that changes the bytes of a response. Hashed, never stored.
@@ -38,14 +49,11 @@ pub struct CacheKey<'a> {
     pub engine: &'a str,
     pub voice: &'a str,
     pub voice_fingerprint: &'a str,
-    pub speaker: Option<u32>,
     pub input: &'a str,
     pub response_format: &'a str,
     pub sample_rate: u32,
-    pub speed: f32,
-    pub seed: Option<u64>,
-    pub noise_scale: Option<f32>,
-    pub noise_w: Option<f32>,
+    /// Every synthesis knob, so a new one can never be forgotten here.
+    pub params: &'a SynthesisParams,
     pub server_version: &'a str,
 }
 
@@ -78,16 +86,18 @@ impl CacheStatus {
     }
 }
 
-type Flight = Shared<BoxFuture<'static, Result<Arc<CachedAudio>, ApiError>>>;
-type WeakFlight = WeakShared<BoxFuture<'static, Result<Arc<CachedAudio>, ApiError>>>;
+type FlightResult<E> = Result<Arc<CachedAudio>, FlightError<E>>;
+type Flight<E> = Shared<BoxFuture<'static, FlightResult<E>>>;
+type WeakFlight<E> = WeakShared<BoxFuture<'static, FlightResult<E>>>;
 
 /// Syntheses in progress, by key; the number tells flights of the same key apart, so a
 /// finished flight never removes its successor.
-type InFlight = Arc<Mutex<HashMap<KeyHash, (u64, WeakFlight)>>>;
+type InFlight<E> = Arc<Mutex<HashMap<KeyHash, (u64, WeakFlight<E>)>>>;
 
-pub struct AudioCache {
+/// The cache; `E` is the error a failed synthesis hands to everyone waiting for it.
+pub struct AudioCache<E> {
     store: Option<moka::future::Cache<KeyHash, Arc<CachedAudio>>>,
-    in_flight: InFlight,
+    in_flight: InFlight<E>,
     next_flight: AtomicU64,
     max_bytes: u64,
     evictions: Arc<AtomicU64>,
@@ -103,7 +113,7 @@ pub struct CacheStats {
     pub evictions: u64,
 }
 
-impl AudioCache {
+impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     pub fn new(settings: &CacheSettings) -> Self {
         let max_bytes = settings.max_mb.saturating_mul(1024 * 1024);
         let evictions = Arc::new(AtomicU64::new(0));
@@ -145,9 +155,9 @@ impl AudioCache {
         key: KeyHash,
         bypass: bool,
         synthesize: F,
-    ) -> (Result<Arc<CachedAudio>, ApiError>, CacheStatus)
+    ) -> (Result<Arc<CachedAudio>, E>, CacheStatus)
     where
-        F: std::future::Future<Output = Result<CachedAudio, ApiError>> + Send + 'static,
+        F: std::future::Future<Output = Result<CachedAudio, E>> + Send + 'static,
     {
         let Some(store) = self.store.as_ref().filter(|_| !bypass) else {
             return (synthesize.await.map(Arc::new), CacheStatus::Bypass);
@@ -171,15 +181,13 @@ impl AudioCache {
                     }
                 }
             };
-            if status == CacheStatus::Miss {
-                count(CacheStatus::Miss);
-                return (flight.await, status);
-            }
-            count(CacheStatus::Coalesced);
+            count(status);
             match flight.await {
-                // A streamed leader went away: lead instead.
-                Err(e) if e.code == Some(ABANDONED) => continue,
-                result => return (result, status),
+                Ok(audio) => return (Ok(audio), status),
+                Err(FlightError::Failed(e)) => return (Err(e), status),
+                // A streamed leader went away: lead instead. (A leader's own flight is never
+                // abandoned: it is driven by whoever awaits it.)
+                Err(FlightError::Abandoned) => continue,
             }
         }
     }
@@ -192,14 +200,14 @@ impl AudioCache {
         id: u64,
         store: moka::future::Cache<KeyHash, Arc<CachedAudio>>,
         synthesize: F,
-    ) -> Flight
+    ) -> Flight<E>
     where
-        F: std::future::Future<Output = Result<CachedAudio, ApiError>> + Send + 'static,
+        F: std::future::Future<Output = Result<CachedAudio, E>> + Send + 'static,
     {
         let in_flight = self.in_flight.clone();
         let max_bytes = self.max_bytes;
         async move {
-            let result = synthesize.await.map(Arc::new);
+            let result = synthesize.await.map(Arc::new).map_err(FlightError::Failed);
             if let Ok(audio) = &result {
                 if (audio.bytes.len() as u64) <= max_bytes {
                     store.insert(key, audio.clone()).await;
@@ -216,7 +224,7 @@ impl AudioCache {
     /// cache: the cached bytes, the bytes of an identical request in flight (waited for), or a
     /// lease to produce them and hand them to whoever arrives meanwhile. If the streaming
     /// request that holds the lease goes away, its waiters take over: one of them leads next.
-    pub async fn lead_or_follow(&self, key: KeyHash) -> Result<StreamRole, ApiError> {
+    pub async fn lead_or_follow(&self, key: KeyHash) -> Result<StreamRole<E>, E> {
         let Some(store) = &self.store else {
             return Ok(StreamRole::Lead(None));
         };
@@ -232,8 +240,8 @@ impl AudioCache {
                     None => {
                         let id = self.next_flight.fetch_add(1, Ordering::Relaxed);
                         let (sender, receiver) = oneshot::channel();
-                        let flight: Flight = receiver
-                            .map(|r| r.unwrap_or_else(|_| Err(abandoned())))
+                        let flight: Flight<E> = receiver
+                            .map(|r| r.unwrap_or(Err(FlightError::Abandoned)))
                             .boxed()
                             .shared();
                         in_flight.insert(key, (id, flight.downgrade().expect("flight is pending")));
@@ -253,12 +261,14 @@ impl AudioCache {
             count(CacheStatus::Coalesced);
             match flight.await {
                 Ok(audio) => return Ok(StreamRole::Done(audio, CacheStatus::Coalesced)),
-                Err(e) if e.code == Some(ABANDONED) => continue,
-                Err(e) => return Err(e),
+                Err(FlightError::Abandoned) => continue,
+                Err(FlightError::Failed(e)) => return Err(e),
             }
         }
     }
 
+    /// Entries and bytes after moka's pending maintenance, and the gauges set to match. Runs
+    /// that maintenance, so it is for `/health` and scrapes, never for the request path.
     pub async fn stats(&self) -> CacheStats {
         let (entries, bytes) = match &self.store {
             Some(store) => {
@@ -289,36 +299,31 @@ impl AudioCache {
         metrics::gauge!(m::CACHE_BYTES).set(0.0);
         stats
     }
-
-    /// Refreshes the entry/byte gauges; called after stores.
-    pub async fn publish_gauges(&self) {
-        let _ = self.stats().await;
-    }
 }
 
 /// What a streamed request does: produce the audio (holding the lease, if the cache is on),
 /// or send bytes that already exist.
-pub enum StreamRole {
-    Lead(Option<StreamLease>),
+pub enum StreamRole<E> {
+    Lead(Option<StreamLease<E>>),
     Done(Arc<CachedAudio>, CacheStatus),
 }
 
 /// The right, and the duty, to produce a key's bytes for everyone waiting on them.
-pub struct StreamLease {
+pub struct StreamLease<E> {
     key: KeyHash,
     id: u64,
-    sender: Option<oneshot::Sender<Result<Arc<CachedAudio>, ApiError>>>,
+    sender: Option<oneshot::Sender<FlightResult<E>>>,
     /// Keeps the shared flight alive while no waiter holds it, so later arrivals still find it.
-    _keep_alive: Flight,
-    in_flight: InFlight,
+    _keep_alive: Flight<E>,
+    in_flight: InFlight<E>,
     store: moka::future::Cache<KeyHash, Arc<CachedAudio>>,
     max_bytes: u64,
 }
 
-impl StreamLease {
+impl<E> StreamLease<E> {
     /// Stores a success, and hands the result to every waiter.
-    pub async fn complete(mut self, result: Result<CachedAudio, ApiError>) {
-        let result = result.map(Arc::new);
+    pub async fn complete(mut self, result: Result<CachedAudio, E>) {
+        let result = result.map(Arc::new).map_err(FlightError::Failed);
         if let Ok(audio) = &result {
             if (audio.bytes.len() as u64) <= self.max_bytes {
                 self.store.insert(self.key, audio.clone()).await;
@@ -331,9 +336,9 @@ impl StreamLease {
     }
 }
 
-impl Drop for StreamLease {
+impl<E> Drop for StreamLease<E> {
     fn drop(&mut self) {
-        // Not completed: the streaming client went away. Waiters see `ABANDONED` and retry.
+        // Not completed: the streaming client went away. Waiters see `Abandoned` and retry.
         if self.sender.is_some() {
             leave(&self.in_flight, self.key, self.id);
         }
@@ -354,15 +359,7 @@ fn count(status: CacheStatus) {
     }
 }
 
-/// Error code of a flight whose leader went away before finishing.
-const ABANDONED: &str = "abandoned";
-
-fn abandoned() -> ApiError {
-    ApiError::unavailable("the identical request this one waited for was abandoned")
-        .with_code(ABANDONED)
-}
-
-fn leave(in_flight: &InFlight, key: KeyHash, id: u64) {
+fn leave<E>(in_flight: &InFlight<E>, key: KeyHash, id: u64) {
     let mut in_flight = in_flight.lock().expect("cache lock");
     if in_flight
         .get(&key)
@@ -377,10 +374,11 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicUsize;
 
+    type Cache = AudioCache<String>;
+
     fn audio(n: usize) -> CachedAudio {
         CachedAudio {
             bytes: Bytes::from(vec![7u8; n]),
-            content_type: "audio/wav",
             sample_rate: 1,
             duration_s: 0.0,
         }
@@ -396,7 +394,7 @@ mod tests {
 
     #[tokio::test]
     async fn second_lookup_is_a_hit() {
-        let cache = AudioCache::new(&settings(1, 0));
+        let cache = Cache::new(&settings(1, 0));
         let (first, status) = cache
             .get_or_synthesize([1; 32], false, async { Ok(audio(10)) })
             .await;
@@ -410,7 +408,7 @@ mod tests {
 
     #[tokio::test]
     async fn identical_concurrent_requests_synthesize_once() {
-        let cache = Arc::new(AudioCache::new(&settings(1, 0)));
+        let cache = Arc::new(Cache::new(&settings(1, 0)));
         let calls = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for _ in 0..5 {
@@ -444,9 +442,9 @@ mod tests {
 
     #[tokio::test]
     async fn failures_reach_every_waiter_and_are_not_stored() {
-        let cache = AudioCache::new(&settings(1, 0));
+        let cache = Cache::new(&settings(1, 0));
         let (result, _) = cache
-            .get_or_synthesize([3; 32], false, async { Err(ApiError::internal("boom")) })
+            .get_or_synthesize([3; 32], false, async { Err("boom".to_string()) })
             .await;
         assert!(result.is_err());
         let (_, status) = cache
@@ -457,7 +455,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_entry_larger_than_the_budget_is_not_stored() {
-        let cache = AudioCache::new(&settings(1, 0));
+        let cache = Cache::new(&settings(1, 0));
         let (result, _) = cache
             .get_or_synthesize([4; 32], false, async { Ok(audio(2 * 1024 * 1024)) })
             .await;
@@ -470,7 +468,7 @@ mod tests {
 
     #[tokio::test]
     async fn bypass_neither_reads_nor_writes() {
-        let cache = AudioCache::new(&settings(1, 0));
+        let cache = Cache::new(&settings(1, 0));
         let (_, status) = cache
             .get_or_synthesize([5; 32], true, async { Ok(audio(1)) })
             .await;
@@ -483,7 +481,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_abandoned_flight_does_not_block_later_requests() {
-        let cache = AudioCache::new(&settings(1, 0));
+        let cache = Cache::new(&settings(1, 0));
         let slow = cache.get_or_synthesize([6; 32], false, async {
             tokio::time::sleep(Duration::from_secs(60)).await;
             Ok(audio(1))
@@ -500,7 +498,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_lease_serves_its_followers_and_then_the_cache() {
-        let cache = Arc::new(AudioCache::new(&settings(1, 0)));
+        let cache = Arc::new(Cache::new(&settings(1, 0)));
         let Ok(StreamRole::Lead(Some(lease))) = cache.lead_or_follow([7; 32]).await else {
             panic!("the first request leads");
         };
@@ -522,7 +520,7 @@ mod tests {
 
     #[tokio::test]
     async fn followers_of_an_abandoned_stream_take_over() {
-        let cache = Arc::new(AudioCache::new(&settings(1, 0)));
+        let cache = Arc::new(Cache::new(&settings(1, 0)));
         let Ok(StreamRole::Lead(lease)) = cache.lead_or_follow([8; 32]).await else {
             panic!("the first request leads");
         };
@@ -544,24 +542,26 @@ mod tests {
 
     #[test]
     fn keys_differ_by_format() {
-        let key = |format| {
+        let key = |format, params: &SynthesisParams| {
             CacheKey {
                 engine: "piper",
                 voice: "v",
                 voice_fingerprint: "f",
-                speaker: None,
                 input: "hi",
                 response_format: format,
                 sample_rate: 22050,
-                speed: 1.0,
-                seed: None,
-                noise_scale: None,
-                noise_w: None,
+                params,
                 server_version: "0",
             }
             .hash()
         };
-        assert_ne!(key("wav"), key("mp3"));
-        assert_eq!(key("wav"), key("wav"));
+        let plain = SynthesisParams::default();
+        assert_ne!(key("wav", &plain), key("mp3", &plain));
+        assert_eq!(key("wav", &plain), key("wav", &plain));
+        let speaker = SynthesisParams {
+            speaker: Some(1),
+            ..plain
+        };
+        assert_ne!(key("wav", &plain), key("wav", &speaker));
     }
 }

@@ -14,6 +14,7 @@ pub mod config;
 pub mod engine;
 pub mod espeak;
 pub mod metrics;
+pub mod params;
 pub mod server;
 pub mod speech;
 pub mod text;

@@ -57,15 +57,6 @@ fn serve(args: ServeArgs) -> ExitCode {
     let device_name = describe(&device);
     let piper = PiperEngine::new(&settings.voices_dir, device);
     let engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
-    if !engines.iter().any(|e| e.id() == settings.default_engine) {
-        let ids: Vec<&str> = engines.iter().map(|e| e.id()).collect();
-        eprintln!(
-            "error: invalid setting 'default-engine': '{}' is not an engine (engines: {})",
-            settings.default_engine,
-            ids.join(", ")
-        );
-        return ExitCode::from(EXIT_CONFIG);
-    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -73,6 +64,14 @@ fn serve(args: ServeArgs) -> ExitCode {
         .expect("tokio runtime");
     runtime.block_on(async move {
         let address = (settings.host, settings.port);
+        let state = match server::build(settings, engines, device_name.clone()) {
+            Ok(state) => state,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(EXIT_CONFIG);
+            }
+        };
+        let settings = &state.settings;
         let listener = match tokio::net::TcpListener::bind(address).await {
             Ok(listener) => listener,
             Err(e) => {
@@ -87,7 +86,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         tracing::info!(address = %local, device = %device_name, "listening");
         // Tests and scripts read this line to find an ephemeral port.
         println!("omnivoice-server listening on http://{local}");
-        match server::run(settings, engines, device_name, listener, shutdown_signal()).await {
+        match server::run(state, listener, shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 tracing::error!(error = %e, "server failed");

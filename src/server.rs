@@ -15,19 +15,16 @@ use crate::api::{self, AppState};
 use crate::batch::Batcher;
 use crate::cache::AudioCache;
 use crate::config::Settings;
-use crate::engine::registry::{Registry, RegistryConfig};
+use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
 use crate::speech::SpeechService;
 
-/// Runs the server on `listener` until `shutdown` resolves, then drains.
+/// Runs the server built by [`build`] on `listener` until `shutdown` resolves, then drains.
 pub async fn run(
-    settings: Settings,
-    engines: Vec<Arc<dyn Engine>>,
-    device: String,
+    state: Arc<AppState>,
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let state = build(settings, engines, device);
     let app = api::router(state.clone());
     tokio::spawn(preload(state.clone()));
     tokio::spawn(reload_on_sighup(state.clone()));
@@ -57,8 +54,13 @@ pub async fn run(
     Ok(())
 }
 
-/// The shared state of a server with these engines.
-pub fn build(settings: Settings, engines: Vec<Arc<dyn Engine>>, device: String) -> Arc<AppState> {
+/// The shared state of a server with these engines. Fails on a setting that names a model or
+/// voice no engine offers. Must run inside the Tokio runtime (it starts the batcher).
+pub fn build(
+    settings: Settings,
+    engines: Vec<Arc<dyn Engine>>,
+    device: String,
+) -> Result<Arc<AppState>, InvalidSetting> {
     let registry = Arc::new(Registry::new(
         engines,
         RegistryConfig {
@@ -71,37 +73,28 @@ pub fn build(settings: Settings, engines: Vec<Arc<dyn Engine>>, device: String) 
             idle_unload: (settings.idle_unload_s > 0)
                 .then(|| Duration::from_secs(settings.idle_unload_s)),
         },
-    ));
+    )?);
     let batcher = Batcher::start(&settings.effective_batch(), settings.max_concurrent);
     let cache = AudioCache::new(&settings.cache);
-    let speech = SpeechService::new(registry, batcher, cache, settings.seed);
-    Arc::new(AppState::new(
+    let speech = SpeechService::new(
+        registry,
+        batcher,
+        cache,
+        settings.max_input_chars,
+        settings.seed,
+    );
+    Ok(Arc::new(AppState::new(
         settings,
         speech,
         crate::metrics::install(),
         device,
-    ))
+    )))
 }
 
 /// Loads the `--preload` voices, then reports ready. A voice that fails to load is logged and
 /// skipped: the server still serves every other voice.
 async fn preload(state: Arc<AppState>) {
-    let registry = state.speech.registry().clone();
-    for name in &state.settings.preload {
-        let (model, voice) = name
-            .split_once('/')
-            .unwrap_or((registry.default_engine(), name));
-        let resolved = match registry.resolve(model, voice) {
-            Ok(resolved) => resolved,
-            Err(e) => {
-                tracing::warn!(voice = %name, error = %e, "preload skipped");
-                continue;
-            }
-        };
-        if let Err(e) = registry.voice(&resolved).await {
-            tracing::error!(voice = %name, error = %e, "preload failed");
-        }
-    }
+    state.speech.preload(&state.settings.preload).await;
     state.set_ready();
     tracing::info!("ready");
 }
@@ -116,8 +109,9 @@ async fn reload_on_sighup(state: Arc<AppState>) {
             return;
         };
         while hangups.recv().await.is_some() {
-            let registry = state.speech.registry().clone();
-            let _ = tokio::task::spawn_blocking(move || registry.reload()).await;
+            if let Err(e) = state.speech.reload_voices().await {
+                tracing::error!(error = %e, "voice rescan failed");
+            }
         }
     }
     #[cfg(not(unix))]
@@ -132,6 +126,6 @@ async fn unload_idle_voices(state: Arc<AppState>) {
     let mut ticks = tokio::time::interval(period);
     loop {
         ticks.tick().await;
-        state.speech.registry().unload_idle();
+        state.speech.unload_idle_voices();
     }
 }

@@ -4,115 +4,24 @@
 
 mod common;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::fake::FakeEngine;
 use common::{openai_error, InProcess};
-use omnivoice_server::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo};
 use serde_json::json;
-
-/// Takes `compute` per batch; text containing "PANIC" panics; "SLOW" takes `slow` instead.
-struct FakeVoice {
-    info: VoiceInfo,
-    compute: Duration,
-    slow: Duration,
-    batches: Arc<Mutex<Vec<Vec<String>>>>,
-}
-
-impl Voice for FakeVoice {
-    fn info(&self) -> &VoiceInfo {
-        &self.info
-    }
-
-    fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
-        let texts: Vec<String> = batch.iter().map(|i| i.text.clone()).collect();
-        self.batches.lock().unwrap().push(texts.clone());
-        if texts.iter().any(|t| t.contains("PANIC")) {
-            panic!("fake engine asked to panic");
-        }
-        let slow = texts.iter().any(|t| t.contains("SLOW"));
-        std::thread::sleep(if slow { self.slow } else { self.compute });
-        Ok(batch
-            .iter()
-            .map(|_| Pcm {
-                samples: vec![0.25; 2205],
-                sample_rate: 22050,
-            })
-            .collect())
-    }
-
-    /// Items whose text says "LATE" take a second longer; earlier items are handed over first.
-    fn synthesize_each(
-        &self,
-        batch: &[SynthesisItem],
-        done: &mut dyn FnMut(usize, Pcm),
-    ) -> Result<(), EngineError> {
-        if !batch.iter().any(|i| i.text.contains("LATE")) {
-            for (index, pcm) in self.synthesize(batch)?.into_iter().enumerate() {
-                done(index, pcm);
-            }
-            return Ok(());
-        }
-        self.batches
-            .lock()
-            .unwrap()
-            .push(batch.iter().map(|i| i.text.clone()).collect());
-        for (index, item) in batch.iter().enumerate() {
-            if item.text.contains("LATE") {
-                std::thread::sleep(Duration::from_millis(1000));
-            }
-            done(
-                index,
-                Pcm {
-                    samples: vec![0.25; 2205],
-                    sample_rate: 22050,
-                },
-            );
-        }
-        Ok(())
-    }
-}
-
-struct FakeEngine {
-    voice: Arc<FakeVoice>,
-}
-
-impl Engine for FakeEngine {
-    fn id(&self) -> &str {
-        "fake"
-    }
-    fn voices(&self) -> Vec<VoiceInfo> {
-        vec![self.voice.info.clone()]
-    }
-    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
-        if voice == self.voice.info.id {
-            Ok(self.voice.clone())
-        } else {
-            Err(EngineError::UnknownVoice(voice.into()))
-        }
-    }
-}
 
 struct Setup {
     server: InProcess,
-    batches: Arc<Mutex<Vec<Vec<String>>>>,
+    engine: Arc<FakeEngine>,
     client: reqwest::Client,
 }
 
 async fn setup(compute_ms: u64, args: &[&str]) -> Setup {
-    let batches = Arc::new(Mutex::new(Vec::new()));
-    let voice = Arc::new(FakeVoice {
-        info: VoiceInfo {
-            id: "fake-voice".into(),
-            engine: "fake".into(),
-            language: "en".into(),
-            sample_rate: 22050,
-            speakers: vec![],
-        },
-        compute: Duration::from_millis(compute_ms),
-        slow: Duration::from_millis(2500),
-        batches: batches.clone(),
-    });
+    let engine = FakeEngine::new("fake", &["fake-voice"])
+        .compute_ms(compute_ms)
+        .slow_ms(2500)
+        .shared();
     let mut all = vec![
         "--default-engine",
         "fake",
@@ -121,10 +30,10 @@ async fn setup(compute_ms: u64, args: &[&str]) -> Setup {
         "--no-cache",
     ];
     all.extend_from_slice(args);
-    let server = InProcess::start(&all, vec![Arc::new(FakeEngine { voice })]).await;
+    let server = InProcess::start(&all, vec![engine.clone()]).await;
     Setup {
         server,
-        batches,
+        engine,
         client: reqwest::Client::new(),
     }
 }
@@ -140,7 +49,7 @@ impl Setup {
     }
 
     fn computed(&self) -> Vec<Vec<String>> {
-        self.batches.lock().unwrap().clone()
+        self.engine.batches()
     }
 }
 
@@ -325,39 +234,12 @@ async fn sentences_of_one_request_share_a_batch_and_stay_in_order() {
     s.server.stop().await;
 }
 
-/// An engine whose voice takes a while to load, to watch `/health` go from starting to ready.
-struct SlowLoading(FakeEngine);
-
-impl Engine for SlowLoading {
-    fn id(&self) -> &str {
-        self.0.id()
-    }
-    fn voices(&self) -> Vec<VoiceInfo> {
-        self.0.voices()
-    }
-    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
-        std::thread::sleep(Duration::from_millis(1500));
-        self.0.load_voice(voice)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn health_is_503_starting_until_preloads_finish() {
-    let voice = Arc::new(FakeVoice {
-        info: VoiceInfo {
-            id: "v".into(),
-            engine: "fake".into(),
-            language: "en".into(),
-            sample_rate: 22050,
-            speakers: vec![],
-        },
-        compute: Duration::from_millis(1),
-        slow: Duration::from_millis(1),
-        batches: Arc::default(),
-    });
-    let engine = SlowLoading(FakeEngine { voice });
+    // A voice that takes a while to load, to watch `/health` go from starting to ready.
+    let engine = FakeEngine::new("fake", &["v"]).load_delay_ms(1500).shared();
     let args = ["--default-engine", "fake", "--default-voice", "v"];
-    let server = InProcess::spawn(&args, vec![Arc::new(engine)]).await;
+    let server = InProcess::spawn(&args, vec![engine]).await;
     let health = format!("{}/health", server.url);
     let first = reqwest::get(&health).await.unwrap();
     assert_eq!(first.status(), 503);

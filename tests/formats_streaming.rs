@@ -168,6 +168,17 @@ async fn sse_events_carry_base64_audio_and_end_with_usage() {
     let decoded = decode(AudioFormat::Pcm, &pcm);
     let seconds = decoded.samples.len() as f64 / 24_000.0;
     assert!(seconds > 2.0, "{seconds} s of audio in the events");
+    // Usage counts what these engines have: input characters and output samples.
+    let output = done["usage"]["output_tokens"].as_u64().unwrap() as f64;
+    let sent = decoded.samples.len() as f64;
+    assert!(
+        (output - sent).abs() <= sent * 0.01,
+        "output_tokens {output} vs {sent} samples sent"
+    );
+    assert_eq!(
+        done["usage"]["total_tokens"].as_u64().unwrap(),
+        done["usage"]["input_tokens"].as_u64().unwrap() + output as u64
+    );
 }
 
 #[tokio::test]

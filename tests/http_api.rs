@@ -321,6 +321,12 @@ fn invalid_settings_exit_2_with_one_line_naming_the_setting() {
         (vec!["--config", "/does/not/exist.toml"], "config"),
         (vec!["--config", bad_toml.to_str().unwrap()], "colour"),
         (vec!["--default-engine", "nope"], "default-engine"),
+        // A typo in a voice name must not turn into a server speaking with another voice.
+        (vec!["--default-voice", "en_US-nobody"], "default-voice"),
+        (
+            vec!["--default-engine", "espeak", "--default-voice", "klingon"],
+            "default-voice",
+        ),
     ];
     for (args, needle) in cases {
         let output = std::process::Command::new(bin)

@@ -4,97 +4,13 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::fake::FakeEngine;
 use common::{get_json, get_text, metric, openai_error, post_speech, Binary, InProcess};
-use omnivoice_server::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo};
+use omnivoice_server::engine::Engine;
 use serde_json::{json, Value};
-
-struct TrackedVoice {
-    info: VoiceInfo,
-}
-
-impl Voice for TrackedVoice {
-    fn info(&self) -> &VoiceInfo {
-        &self.info
-    }
-    fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
-        if batch.iter().any(|i| i.text.contains("SLOW")) {
-            std::thread::sleep(Duration::from_millis(1500));
-        }
-        Ok(batch
-            .iter()
-            .map(|_| Pcm {
-                samples: vec![0.1; 2205],
-                sample_rate: 22050,
-            })
-            .collect())
-    }
-}
-
-/// Counts loads and keeps a weak reference to every voice it handed out, so tests can see
-/// when the last user of a voice is gone.
-struct TrackedEngine {
-    id: &'static str,
-    voices: Vec<&'static str>,
-    load_delay: Duration,
-    loads: AtomicUsize,
-    handed_out: Mutex<BTreeMap<String, Weak<TrackedVoice>>>,
-}
-
-impl TrackedEngine {
-    fn new(id: &'static str, voices: &[&'static str], load_delay_ms: u64) -> Arc<Self> {
-        Arc::new(Self {
-            id,
-            voices: voices.to_vec(),
-            load_delay: Duration::from_millis(load_delay_ms),
-            loads: AtomicUsize::new(0),
-            handed_out: Mutex::default(),
-        })
-    }
-
-    fn alive(&self, voice: &str) -> bool {
-        self.handed_out
-            .lock()
-            .unwrap()
-            .get(voice)
-            .is_some_and(|w| w.strong_count() > 0)
-    }
-}
-
-impl Engine for TrackedEngine {
-    fn id(&self) -> &str {
-        self.id
-    }
-    fn voices(&self) -> Vec<VoiceInfo> {
-        self.voices
-            .iter()
-            .map(|v| VoiceInfo {
-                id: v.to_string(),
-                engine: self.id.into(),
-                language: "en".into(),
-                sample_rate: 22050,
-                speakers: vec![],
-            })
-            .collect()
-    }
-    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
-        let info = self
-            .find_voice(voice)
-            .ok_or_else(|| EngineError::UnknownVoice(voice.into()))?;
-        std::thread::sleep(self.load_delay);
-        self.loads.fetch_add(1, Ordering::SeqCst);
-        let loaded = Arc::new(TrackedVoice { info });
-        self.handed_out
-            .lock()
-            .unwrap()
-            .insert(voice.into(), Arc::downgrade(&loaded));
-        Ok(loaded)
-    }
-}
 
 /// Flags shared by the fake-engine tests: alpha's a1 by default, nothing preloaded, no cache.
 fn fake_server_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
@@ -111,7 +27,7 @@ fn fake_server_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-fn as_engines(list: &[&Arc<TrackedEngine>]) -> Vec<Arc<dyn Engine>> {
+fn as_engines(list: &[&Arc<FakeEngine>]) -> Vec<Arc<dyn Engine>> {
     list.iter()
         .map(|e| (*e).clone() as Arc<dyn Engine>)
         .collect()
@@ -128,8 +44,8 @@ async fn health(url: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn aliases_resolve_and_unknown_names_list_the_valid_ones() {
-    let alpha = TrackedEngine::new("alpha", &["a1", "a2"], 0);
-    let beta = TrackedEngine::new("beta", &["b1"], 0);
+    let alpha = FakeEngine::new("alpha", &["a1", "a2"]).shared();
+    let beta = FakeEngine::new("beta", &["b1"]).shared();
     let config = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(
         config.path(),
@@ -212,7 +128,9 @@ async fn aliases_resolve_and_unknown_names_list_the_valid_ones() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_first_requests_load_a_voice_once() {
-    let alpha = TrackedEngine::new("alpha", &["a1"], 500);
+    let alpha = FakeEngine::new("alpha", &["a1"])
+        .load_delay_ms(500)
+        .shared();
     let args = fake_server_args(&[]);
     let server = InProcess::start(&args, as_engines(&[&alpha])).await;
     let requests = (0..8).map(|i| {
@@ -226,13 +144,13 @@ async fn concurrent_first_requests_load_a_voice_once() {
     for response in futures::future::join_all(requests).await {
         assert_eq!(response.status(), 200);
     }
-    assert_eq!(alpha.loads.load(Ordering::SeqCst), 1);
+    assert_eq!(alpha.loads(), 1);
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_least_recently_used_voice_goes_at_the_limit() {
-    let alpha = TrackedEngine::new("alpha", &["a1", "a2", "a3"], 0);
+    let alpha = FakeEngine::new("alpha", &["a1", "a2", "a3"]).shared();
     let args = fake_server_args(&["--max-loaded-voices", "2"]);
     let server = InProcess::start(&args, as_engines(&[&alpha])).await;
     for voice in ["a1", "a2", "a1", "a3"] {
@@ -245,14 +163,14 @@ async fn the_least_recently_used_voice_goes_at_the_limit() {
         "a2 was least recently used"
     );
     assert!(!alpha.alive("a2"), "its memory is gone");
-    assert_eq!(alpha.loads.load(Ordering::SeqCst), 3);
+    assert_eq!(alpha.loads(), 3);
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn switching_engines_under_a_running_request_does_not_fail_it() {
-    let alpha = TrackedEngine::new("alpha", &["a1"], 0);
-    let beta = TrackedEngine::new("beta", &["b1"], 0);
+    let alpha = FakeEngine::new("alpha", &["a1"]).shared();
+    let beta = FakeEngine::new("beta", &["b1"]).shared();
     let args = fake_server_args(&["--single-engine-resident"]);
     let server = InProcess::start(&args, as_engines(&[&alpha, &beta])).await;
     let url = server.url.clone();
@@ -291,7 +209,7 @@ async fn switching_engines_under_a_running_request_does_not_fail_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn idle_voices_are_released() {
-    let alpha = TrackedEngine::new("alpha", &["a1"], 0);
+    let alpha = FakeEngine::new("alpha", &["a1"]).shared();
     let args = fake_server_args(&["--idle-unload-s", "1"]);
     let server = InProcess::start(&args, as_engines(&[&alpha])).await;
     assert_eq!(speak(&server.url, "alpha", "a1", "hi").await.status(), 200);
@@ -528,5 +446,44 @@ async fn convert_voice_writes_safetensors_that_load_and_sound_the_same() {
     assert_eq!(
         audio[0], audio[1],
         "safetensors and ONNX give identical audio"
+    );
+}
+
+fn settings_from(args: &[&str]) -> omnivoice_server::config::Settings {
+    let mut argv = vec!["omnivoice-server"];
+    argv.extend_from_slice(args);
+    let cli = <omnivoice_server::config::Cli as clap::Parser>::parse_from(argv);
+    omnivoice_server::config::Settings::resolve(&cli.serve).unwrap()
+}
+
+#[tokio::test]
+async fn names_that_point_nowhere_are_startup_errors_naming_the_setting() {
+    let engines = || as_engines(&[&FakeEngine::new("alpha", &["a1", "a2"]).shared()]);
+    let build = |settings| omnivoice_server::server::build(settings, engines(), "cpu".into());
+    let config = tempfile::NamedTempFile::new().unwrap();
+    let cases = [
+        ("[voices.aliases]\nalloy = \"a9\"\n", "voices.aliases.alloy"),
+        (
+            "[models.aliases]\nmine = \"omega\"\n",
+            "models.aliases.mine",
+        ),
+    ];
+    for (toml, setting) in cases {
+        std::fs::write(config.path(), toml).unwrap();
+        let args = fake_server_args(&["--config", config.path().to_str().unwrap()]);
+        let message = build(settings_from(&args)).err().expect("a startup error");
+        assert!(message.to_string().contains(setting), "{toml}: {message}");
+    }
+    // An alias to an existing voice with a speaker suffix is fine at startup.
+    std::fs::write(config.path(), "[voices.aliases]\nnarrator = \"a2:0\"\n").unwrap();
+    let args = fake_server_args(&["--config", config.path().to_str().unwrap()]);
+    assert!(build(settings_from(&args)).is_ok());
+
+    let typo = ["--default-engine", "alpha", "--default-voice", "a3"];
+    let message = build(settings_from(&typo)).err().expect("a startup error");
+    let message = message.to_string();
+    assert!(
+        message.contains("default-voice") && message.contains("a1"),
+        "{message}"
     );
 }

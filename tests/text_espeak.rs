@@ -6,7 +6,7 @@ use std::path::Path;
 use std::thread;
 
 use omnivoice_server::engine::espeak::EspeakEngine;
-use omnivoice_server::engine::{Engine, EngineError, SynthesisItem};
+use omnivoice_server::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice};
 use omnivoice_server::espeak::{self, EspeakError};
 use omnivoice_server::text::{phonemize, PhonemeIdMap};
 
@@ -306,9 +306,9 @@ fn engine_synthesizes_a_batch_with_speed() {
     let voice = EspeakEngine::new().load_voice("en-us").unwrap();
     let text = "Speed changes how long this sentence takes to say.";
     let mut fast = SynthesisItem::new(text);
-    fast.speed = 2.0;
+    fast.params.speed = 2.0;
     let batch = [SynthesisItem::new("Hi."), SynthesisItem::new(text), fast];
-    let pcm = voice.synthesize(&batch).unwrap();
+    let pcm = synthesize_all(voice.as_ref(), &batch);
     assert_eq!(pcm.len(), 3);
     for p in &pcm {
         assert_eq!(p.sample_rate, 22050);
@@ -323,7 +323,21 @@ fn engine_synthesizes_a_batch_with_speed() {
     );
     assert!(pcm[1].duration_s() > 2.0 * pcm[0].duration_s());
     assert!(pcm[1].duration_s() >= 1.5 * pcm[2].duration_s());
-    assert!(voice.synthesize(&[]).unwrap().is_empty());
+    assert!(synthesize_all(voice.as_ref(), &[]).is_empty());
+}
+
+/// Every item's audio, checking that each was handed over exactly once.
+fn synthesize_all(voice: &dyn Voice, batch: &[SynthesisItem]) -> Vec<Pcm> {
+    let mut audio = vec![None; batch.len()];
+    voice
+        .synthesize_each(batch, &mut |index, pcm| {
+            assert!(audio[index].replace(pcm).is_none(), "item {index} twice");
+        })
+        .unwrap();
+    audio
+        .into_iter()
+        .map(|pcm| pcm.expect("every item delivered"))
+        .collect()
 }
 
 #[test]

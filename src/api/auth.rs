@@ -3,6 +3,7 @@
 //! When keys are configured, a request must carry `Authorization: Bearer <key>`. Keys are
 //! compared in constant time, and every configured key is compared, so response timing tells
 //! an attacker nothing about how much of a guess was right or which key it was close to.
+//! The scheme name is case-insensitive (RFC 7235): `bearer`, `Bearer` and `BEARER` all work.
 
 use std::sync::Arc;
 
@@ -27,17 +28,21 @@ pub async fn require_api_key(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
+        .and_then(bearer_token)
         .unwrap_or("");
     if key_matches(keys, presented) {
         next.run(request).await
     } else {
         ApiError::unauthorized().into_response()
     }
+}
+
+/// The token of an `Authorization: Bearer <token>` value, whatever the scheme's case.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim_start().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 fn key_matches(keys: &[String], presented: &str) -> bool {
@@ -50,7 +55,16 @@ fn key_matches(keys: &[String], presented: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::key_matches;
+    use super::{bearer_token, key_matches};
+
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        for value in ["Bearer k", "bearer k", "BEARER k", "BeArEr   k "] {
+            assert_eq!(bearer_token(value), Some("k"), "{value}");
+        }
+        assert_eq!(bearer_token("Basic k"), None);
+        assert_eq!(bearer_token("Bearerk"), None);
+    }
 
     #[test]
     fn only_exact_keys_match() {

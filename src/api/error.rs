@@ -2,7 +2,8 @@
 //!
 //! OpenAI clients parse `{"error":{"message","type","param","code"}}`; anything else (axum's
 //! plain-text rejections included) makes them throw unhelpful exceptions. Handlers and
-//! extractors return [`ApiError`]; nothing else builds an error response.
+//! extractors return [`ApiError`]; nothing else builds an error response. The pipeline's
+//! [`SpeechError`] becomes a status code here, in one `From`, and nowhere else.
 
 use std::time::Duration;
 
@@ -10,6 +11,8 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
+
+use crate::speech::{InvalidReason, SpeechError};
 
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -135,6 +138,33 @@ impl ApiError {
     }
 }
 
+impl From<SpeechError> for ApiError {
+    fn from(e: SpeechError) -> Self {
+        let message = e.to_string();
+        match e {
+            SpeechError::Invalid { param, reason, .. } => {
+                Self::invalid(param, message).with_code(match reason {
+                    InvalidReason::Empty => "empty_input",
+                    InvalidReason::TooLong => "string_above_max_length",
+                    InvalidReason::Unsupported | InvalidReason::OutOfRange => "invalid_value",
+                })
+            }
+            SpeechError::UnknownModel(_) => {
+                Self::invalid("model", message).with_code("model_not_found")
+            }
+            SpeechError::UnknownVoice(_) => {
+                Self::invalid("voice", message).with_code("voice_not_found")
+            }
+            SpeechError::Overloaded { retry_after } => Self::overloaded(retry_after),
+            SpeechError::BatcherStopped => Self::unavailable(message).with_code("batcher_stopped"),
+            SpeechError::ShuttingDown => Self::unavailable(message).with_code("shutting_down"),
+            SpeechError::VoiceLoad(_) | SpeechError::Engine(_) | SpeechError::Encoding(_) => {
+                Self::internal(message)
+            }
+        }
+    }
+}
+
 impl std::fmt::Display for ApiError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} {}", self.status.as_u16(), self.message)
@@ -159,5 +189,40 @@ impl IntoResponse for ApiError {
             }
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stopped_batcher_is_unavailable_not_overloaded() {
+        let e = ApiError::from(SpeechError::BatcherStopped);
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(e.code, Some("batcher_stopped"));
+        assert!(e.message.contains("stopped"), "{}", e.message);
+    }
+
+    #[test]
+    fn overload_carries_its_retry_after() {
+        let response = ApiError::from(SpeechError::Overloaded {
+            retry_after: Duration::from_secs(7),
+        })
+        .into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "7");
+    }
+
+    #[test]
+    fn invalid_requests_name_their_parameter() {
+        let e = ApiError::from(SpeechError::Invalid {
+            param: "speed",
+            reason: InvalidReason::OutOfRange,
+            message: "bad".into(),
+        });
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        assert_eq!(e.param.as_deref(), Some("speed"));
+        assert_eq!(e.code, Some("invalid_value"));
     }
 }

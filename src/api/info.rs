@@ -21,7 +21,6 @@ fn model_object(id: &str, engine: &str) -> Value {
 pub async fn list_models(State(state): State<Arc<AppState>>) -> Json<Value> {
     let data: Vec<Value> = state
         .speech
-        .registry()
         .models()
         .iter()
         .map(|m| model_object(&m.id, &m.engine))
@@ -33,28 +32,27 @@ pub async fn get_model(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let registry = state.speech.registry();
-    let engine = registry.engine_for_model(&id).ok_or_else(|| {
+    let model = state.speech.model(&id).ok_or_else(|| {
         ApiError::not_found(format!("The model '{id}' does not exist.")).with_param("model")
     })?;
-    Ok(Json(model_object(&id, &engine)))
+    Ok(Json(model_object(&model.id, &model.engine)))
 }
 
 pub async fn list_voices(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let registry = state.speech.registry();
-    let voices: Vec<Value> = registry
+    let voices: Vec<Value> = state
+        .speech
         .voices()
         .into_iter()
         .map(|v| {
             json!({
-                "id": v.id,
-                "name": v.id,
-                "engine": v.engine,
-                "language": v.language,
-                "sample_rate": v.sample_rate,
-                "speakers": v.speakers,
-                "aliases": registry.aliases_of(&v.id),
-                "loaded": registry.is_loaded(&v.engine, &v.id),
+                "id": v.info.id,
+                "name": v.info.id,
+                "engine": v.info.engine,
+                "language": v.info.language,
+                "sample_rate": v.info.sample_rate,
+                "speakers": v.info.speakers,
+                "aliases": v.aliases,
+                "loaded": v.loaded,
             })
         })
         .collect();
@@ -63,17 +61,14 @@ pub async fn list_voices(State(state): State<Arc<AppState>>) -> Json<Value> {
 
 /// Rescans the voice directories (as SIGHUP does) and reports what changed.
 pub async fn reload_voices(State(state): State<Arc<AppState>>) -> Result<Json<Value>, ApiError> {
-    let registry = state.speech.registry().clone();
-    let report = tokio::task::spawn_blocking(move || registry.reload())
-        .await
-        .map_err(|e| ApiError::internal(format!("voice rescan failed: {e}")))?;
+    let report = state.speech.reload_voices().await?;
     Ok(Json(
         json!({"reloaded": true, "voices": report.voices, "unloaded": report.unloaded}),
     ))
 }
 
 pub async fn clear_cache(State(state): State<Arc<AppState>>) -> Json<Value> {
-    let stats = state.speech.cache().clear().await;
+    let stats = state.speech.clear_cache().await;
     Json(json!({"cleared": true, "stats": stats}))
 }
 
@@ -85,26 +80,25 @@ pub async fn health(State(state): State<Arc<AppState>>) -> Response {
         )
             .into_response();
     }
-    let speech = &state.speech;
-    let registry = speech.registry();
+    let stats = state.speech.stats().await;
     let settings = &state.settings;
     let body = json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "uptime_s": state.started.elapsed().as_secs_f64(),
         "device": state.device,
-        "engines": registry.engine_ids(),
-        "default_engine": registry.default_engine(),
-        "voices_loaded": registry.loaded_voices(),
+        "engines": stats.engines,
+        "default_engine": stats.default_engine,
+        "voices_loaded": stats.voices_loaded,
         "batch": {
             "settings": settings.effective_batch(),
             "workers": settings.max_concurrent,
-            "queue_depth": speech.batcher().queue_depth(),
-            "batches_in_flight": speech.batcher().batches_in_flight(),
+            "queue_depth": stats.queue_depth,
+            "batches_in_flight": stats.batches_in_flight,
         },
         "cache": {
             "settings": settings.cache,
-            "stats": speech.cache().stats().await,
+            "stats": stats.cache,
         },
     });
     Json(body).into_response()
@@ -112,7 +106,7 @@ pub async fn health(State(state): State<Arc<AppState>>) -> Response {
 
 pub async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     // Gauges that are cheap to read are refreshed at scrape time rather than on every change.
-    state.speech.cache().publish_gauges().await;
+    let _ = state.speech.stats().await;
     (
         [(
             header::CONTENT_TYPE,

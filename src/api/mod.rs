@@ -2,7 +2,7 @@
 //!
 //! This module wires routes to thin handlers and wraps them in the cross-cutting layers:
 //! request ids, tracing, CORS, body limits, per-route metrics and API-key auth on `/v1/*`.
-//! Handlers validate and format; the work happens in [`crate::speech`].
+//! Handlers parse and format; validation and the work happen in [`crate::speech`].
 
 mod auth;
 mod error;
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -152,6 +152,3 @@ async fn record_metrics(request: Request, next: Next) -> Response {
         .record(started.elapsed().as_secs_f64());
     response
 }
-
-/// Used by handlers that need the state.
-pub type AppStateRef = State<Arc<AppState>>;

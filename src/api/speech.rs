@@ -16,16 +16,15 @@ use serde::Deserialize;
 use super::extract::ApiJson;
 use super::{ApiError, AppState};
 use crate::audio::AudioFormat;
-use crate::engine::registry::ResolveError;
 use crate::metrics as m;
-use crate::speech::{SpeechJob, SpeechStream};
+use crate::speech::{Request, SpeechError, SpeechStream};
 
 /// OpenAI's speech request. Fields OpenAI clients send that we don't use are ignored.
 #[derive(Debug, Deserialize)]
 pub struct SpeechRequest {
     pub model: String,
     pub input: String,
-    pub voice: String,
+    pub voice: VoiceField,
     #[serde(default)]
     pub response_format: Option<String>,
     #[serde(default)]
@@ -51,6 +50,28 @@ pub struct SpeechRequest {
     pub noise_w: Option<f32>,
 }
 
+/// OpenAI accepts a voice as a name (`"alloy"`) or as an object (`{"id": "voice_1234"}`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VoiceField(pub String);
+
+impl<'de> Deserialize<'de> for VoiceField {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        // Through a JSON value, so that a missing field stays serde's own "missing field" error.
+        match serde_json::Value::deserialize(deserializer)? {
+            serde_json::Value::String(name) => Ok(Self(name)),
+            serde_json::Value::Object(object) => match object.get("id") {
+                Some(serde_json::Value::String(id)) => Ok(Self(id.clone())),
+                _ => Err(serde::de::Error::custom(
+                    "a voice object needs a string 'id', as in {\"id\": \"<voice id>\"}",
+                )),
+            },
+            _ => Err(serde::de::Error::custom(
+                "expected a voice id string or an object {\"id\": \"<voice id>\"}",
+            )),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Delivery {
     Whole,
@@ -69,24 +90,21 @@ pub async fn create_speech(
     ApiJson(request): ApiJson<SpeechRequest>,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let (job, delivery) = validate(&state, &headers, request)?;
+    let delivery = delivery(&state, &request)?;
+    let job = state.speech.prepare(domain_request(&headers, request))?;
     let timeout = Duration::from_secs(state.settings.request_timeout_s);
     let speech = state.speech.clone();
+    let format = job.format();
     match delivery {
         Delivery::Whole => {
-            let spoken = tokio::time::timeout(timeout, speech.speak(job.clone()))
+            let spoken = tokio::time::timeout(timeout, speech.speak(job))
                 .await
                 .map_err(|_| timed_out(state.settings.request_timeout_s))??;
             let audio = spoken.audio;
             m::add_audio_seconds(audio.duration_s);
             let mut response = Response::new(Body::from(audio.bytes.clone()));
             let headers = response.headers_mut();
-            set_common_headers(
-                headers,
-                job.format,
-                audio.sample_rate,
-                spoken.cache.as_str(),
-            );
+            set_common_headers(headers, format, audio.sample_rate, spoken.cache.as_str());
             set(
                 headers,
                 header::CONTENT_LENGTH,
@@ -102,25 +120,26 @@ pub async fn create_speech(
         }
         Delivery::Chunked | Delivery::Sse => {
             let deadline = tokio::time::Instant::now() + timeout;
-            let stream = tokio::time::timeout_at(deadline, speech.speak_streaming(job.clone()))
+            let input_chars = job.input().chars().count();
+            let stream = tokio::time::timeout_at(deadline, speech.stream(job))
                 .await
                 .map_err(|_| timed_out(state.settings.request_timeout_s))??;
             let SpeechStream {
                 sample_rate,
                 cache,
                 chunks,
+                samples,
             } = stream;
             let seconds = state.settings.request_timeout_s;
             let chunks = chunks_until(chunks, deadline, seconds);
             let mut response = if delivery == Delivery::Sse {
-                let input_chars = job.input.chars().count();
-                sse(chunks, input_chars).into_response()
+                sse(chunks, input_chars, samples).into_response()
             } else {
                 Response::new(Body::from_stream(chunks))
             };
             let headers = response.headers_mut();
             if delivery == Delivery::Chunked {
-                set_common_headers(headers, job.format, sample_rate, cache.as_str());
+                set_common_headers(headers, format, sample_rate, cache.as_str());
             } else {
                 set(headers, X_CACHE, cache.as_str().to_string());
                 set(headers, X_SAMPLE_RATE, sample_rate.to_string());
@@ -135,85 +154,24 @@ pub async fn create_speech(
     }
 }
 
-fn validate(
-    state: &AppState,
-    headers: &HeaderMap,
-    request: SpeechRequest,
-) -> Result<(SpeechJob, Delivery), ApiError> {
-    let limit = state.settings.max_input_chars;
-    let chars = request.input.chars().count();
-    if request.input.trim().is_empty() {
-        return Err(
-            ApiError::invalid("input", "'input' must contain text to speak.")
-                .with_code("empty_input"),
-        );
+/// How the answer is delivered: an HTTP concern, so it is decided here, not in the pipeline.
+fn delivery(state: &AppState, request: &SpeechRequest) -> Result<Delivery, ApiError> {
+    match request.stream_format.as_deref() {
+        Some("sse") => Ok(Delivery::Sse),
+        None | Some("audio") => Ok(if request.stream.unwrap_or(state.settings.stream) {
+            Delivery::Chunked
+        } else {
+            Delivery::Whole
+        }),
+        Some(other) => Err(ApiError::invalid(
+            "stream_format",
+            format!("Unsupported stream_format '{other}'. Supported: audio, sse."),
+        )),
     }
-    if chars > limit {
-        return Err(ApiError::invalid(
-            "input",
-            format!("'input' is {chars} characters long; the limit is {limit}."),
-        )
-        .with_code("string_above_max_length"));
-    }
-    let format = match request.response_format.as_deref() {
-        None => AudioFormat::Mp3,
-        Some(name) => AudioFormat::parse(name).ok_or_else(|| {
-            let valid: Vec<&str> = AudioFormat::ALL.iter().map(|f| f.as_str()).collect();
-            ApiError::invalid(
-                "response_format",
-                format!(
-                    "Unsupported response_format '{name}'. Supported: {}.",
-                    valid.join(", ")
-                ),
-            )
-        })?,
-    };
-    let speed = request.speed.unwrap_or(1.0);
-    if !(0.25..=4.0).contains(&speed) {
-        return Err(ApiError::invalid(
-            "speed",
-            format!("'speed' must be between 0.25 and 4.0, got {speed}."),
-        ));
-    }
-    for (param, value) in [
-        ("noise_scale", request.noise_scale),
-        ("noise_w", request.noise_w),
-    ] {
-        if value.is_some_and(|v| !(0.0..=2.0).contains(&v)) {
-            return Err(ApiError::invalid(
-                param,
-                format!("'{param}' must be between 0 and 2."),
-            ));
-        }
-    }
-    let delivery = match request.stream_format.as_deref() {
-        Some("sse") => Delivery::Sse,
-        None | Some("audio") => {
-            if request.stream.unwrap_or(state.settings.stream) {
-                Delivery::Chunked
-            } else {
-                Delivery::Whole
-            }
-        }
-        Some(other) => {
-            return Err(ApiError::invalid(
-                "stream_format",
-                format!("Unsupported stream_format '{other}'. Supported: audio, sse."),
-            ))
-        }
-    };
-    let voice = state
-        .speech
-        .registry()
-        .resolve(&request.model, &request.voice)
-        .map_err(|e| match e {
-            ResolveError::UnknownModel(message) => {
-                ApiError::invalid("model", message).with_code("model_not_found")
-            }
-            ResolveError::UnknownVoice(message) => {
-                ApiError::invalid("voice", message).with_code("voice_not_found")
-            }
-        })?;
+}
+
+/// The pipeline's request: OpenAI's fields, plus `Cache-Control: no-cache` as a cache bypass.
+fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Request {
     let no_cache_header = headers
         .get(header::CACHE_CONTROL)
         .and_then(|v| v.to_str().ok())
@@ -221,17 +179,17 @@ fn validate(
             v.split(',')
                 .any(|d| matches!(d.trim(), "no-cache" | "no-store"))
         });
-    let job = SpeechJob {
-        voice,
+    Request {
+        model: request.model,
+        voice: request.voice.0,
         input: request.input,
-        format,
-        speed: speed as f32,
+        response_format: request.response_format,
+        speed: request.speed,
         seed: request.seed,
         noise_scale: request.noise_scale,
         noise_w: request.noise_w,
-        bypass_cache: request.cache == Some(false) || no_cache_header,
-    };
-    Ok((job, delivery))
+        use_cache: request.cache != Some(false) && !no_cache_header,
+    }
 }
 
 fn timed_out(seconds: u64) -> ApiError {
@@ -263,7 +221,7 @@ fn set_common_headers(headers: &mut HeaderMap, format: AudioFormat, sample_rate:
 /// Ends the stream at the request deadline; errors after the first byte cannot change the
 /// status any more, so they end the stream and are logged and counted.
 fn chunks_until(
-    chunks: futures::stream::BoxStream<'static, Result<bytes::Bytes, ApiError>>,
+    chunks: futures::stream::BoxStream<'static, Result<bytes::Bytes, SpeechError>>,
     deadline: tokio::time::Instant,
     seconds: u64,
 ) -> impl Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
@@ -275,7 +233,7 @@ fn chunks_until(
             Ok(Some(Err(e))) => {
                 tracing::error!(error = %e, "speech stream failed after the first byte");
                 metrics::counter!(m::STREAM_ERRORS).increment(1);
-                Some((Err(std::io::Error::other(e.message)), None))
+                Some((Err(std::io::Error::other(e.to_string())), None))
             }
             Err(_) => {
                 tracing::error!(seconds, "speech stream exceeded the request timeout");
@@ -288,10 +246,13 @@ fn chunks_until(
 }
 
 /// OpenAI's SSE framing: `speech.audio.delta` events with base64 audio, then one
-/// `speech.audio.done` with usage.
+/// `speech.audio.done` with usage. These engines have no tokens, so usage counts what they do
+/// have: `input_tokens` is the number of characters of `input`, `output_tokens` the number of
+/// audio samples sent (at `X-Audio-Sample-Rate`), and `total_tokens` their sum.
 fn sse(
     chunks: impl Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static,
     input_chars: usize,
+    samples: Arc<std::sync::atomic::AtomicU64>,
 ) -> Sse<impl Stream<Item = Result<Event, std::io::Error>>> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let deltas = chunks.map(move |chunk| {
@@ -301,11 +262,12 @@ fn sse(
             Event::default().data(data.to_string())
         })
     });
-    // Tokens are not meaningful for these engines; characters are the honest unit of input.
     let done = futures::stream::once(async move {
+        let output = samples.load(std::sync::atomic::Ordering::Relaxed);
+        let input = input_chars as u64;
         let usage = serde_json::json!({
             "type": "speech.audio.done",
-            "usage": {"input_tokens": input_chars, "output_tokens": 0, "total_tokens": input_chars}
+            "usage": {"input_tokens": input, "output_tokens": output, "total_tokens": input + output}
         });
         Ok(Event::default().data(usage.to_string()))
     });

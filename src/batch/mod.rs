@@ -6,34 +6,50 @@
 //! that stops waiting (client gone, request timed out) drops its receiver, and the entry is
 //! dropped before it is computed.
 
+mod drain;
 mod queue;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::BatchSettings;
-use crate::engine::{SynthesisItem, Voice};
+use crate::engine::{SynthesisItem, Voice, VoiceKey};
 use crate::metrics as m;
+use drain::DrainRate;
 pub use queue::{BatchError, Reply};
 use queue::{Entry, State};
 
 /// Handle to the batcher task; cheap to clone.
 #[derive(Clone)]
 pub struct Batcher {
-    commands: mpsc::UnboundedSender<Vec<Entry>>,
+    commands: mpsc::UnboundedSender<Vec<Entry<Work>>>,
     depth: Arc<AtomicUsize>,
     capacity: usize,
     in_flight: Arc<AtomicUsize>,
+    drain: Arc<Mutex<DrainRate>>,
 }
 
-/// The queue had no room for the request.
-#[derive(Debug, thiserror::Error)]
-#[error("the queue is full")]
-pub struct QueueFull;
+/// What a worker needs to compute one queued utterance.
+struct Work {
+    voice: Arc<dyn Voice>,
+    item: SynthesisItem,
+}
+
+/// Why utterances were not queued.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SubmitError {
+    /// No room: the queue would drain enough for the request in about `retry_after`.
+    #[error("the queue is full")]
+    Full { retry_after: Duration },
+    /// The batcher task is gone (it panicked, or the server is shutting down): nothing queued
+    /// now would ever be computed.
+    #[error("the batcher has stopped")]
+    Stopped,
+}
 
 impl Batcher {
     /// Starts the batcher task on the current runtime.
@@ -41,6 +57,8 @@ impl Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let depth = Arc::new(AtomicUsize::new(0));
         let in_flight = Arc::new(AtomicUsize::new(0));
+        let workers = workers.max(1);
+        let drain = Arc::new(Mutex::new(DrainRate::new(workers)));
         let state = State::new(
             settings.max_size,
             Duration::from_millis(settings.timeout_ms),
@@ -48,15 +66,17 @@ impl Batcher {
         tokio::spawn(run(
             state,
             rx,
-            workers.max(1),
+            workers,
             depth.clone(),
             in_flight.clone(),
+            drain.clone(),
         ));
         Self {
             commands: tx,
             depth,
             capacity: settings.queue_size,
             in_flight,
+            drain,
         }
     }
 
@@ -69,31 +89,39 @@ impl Batcher {
     /// sentence instead of after a whole batch.
     pub fn submit(
         &self,
-        voice_key: &str,
+        voice_key: &VoiceKey,
         voice: &Arc<dyn Voice>,
         items: Vec<SynthesisItem>,
         first_alone: bool,
-    ) -> Result<Vec<oneshot::Receiver<Reply>>, QueueFull> {
+    ) -> Result<Vec<oneshot::Receiver<Reply>>, SubmitError> {
+        if self.commands.is_closed() {
+            return Err(SubmitError::Stopped);
+        }
         let n = items.len();
         let capacity = self.capacity;
         self.depth
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |d| {
                 (d + n <= capacity).then_some(d + n)
             })
-            .map_err(|_| QueueFull)?;
+            .map_err(|depth| SubmitError::Full {
+                retry_after: self.drain.lock().expect("drain lock").time_to_drain(depth),
+            })?;
         let now = Instant::now();
         let mut receivers = Vec::with_capacity(n);
-        let mut entries: Vec<Entry> = items
+        let mut entries: Vec<Entry<Work>> = items
             .into_iter()
             .map(|item| {
                 let (respond, rx) = oneshot::channel();
                 receivers.push(rx);
                 Entry {
-                    voice_key: voice_key.to_string(),
-                    voice: voice.clone(),
-                    item,
+                    voice_key: voice_key.clone(),
+                    cost: item.text.chars().count(),
                     respond,
                     queued_at: now,
+                    work: Work {
+                        voice: voice.clone(),
+                        item,
+                    },
                 }
             })
             .collect();
@@ -106,7 +134,7 @@ impl Batcher {
             && (rest.is_empty() || self.commands.send(rest).is_ok());
         if !sent {
             self.depth.fetch_sub(n, Ordering::SeqCst);
-            return Err(QueueFull);
+            return Err(SubmitError::Stopped);
         }
         metrics::gauge!(m::QUEUE_DEPTH).set(self.depth.load(Ordering::SeqCst) as f64);
         Ok(receivers)
@@ -124,11 +152,12 @@ impl Batcher {
 }
 
 async fn run(
-    mut state: State,
-    mut commands: mpsc::UnboundedReceiver<Vec<Entry>>,
+    mut state: State<Work>,
+    mut commands: mpsc::UnboundedReceiver<Vec<Entry<Work>>>,
     workers: usize,
     depth: Arc<AtomicUsize>,
     in_flight: Arc<AtomicUsize>,
+    drain: Arc<Mutex<DrainRate>>,
 ) {
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<()>();
     let mut running = 0usize;
@@ -151,8 +180,12 @@ async fn run(
             running += 1;
             in_flight.store(running, Ordering::SeqCst);
             let done = done_tx.clone();
+            let drain = drain.clone();
             tokio::task::spawn_blocking(move || {
+                let (items, started) = (decision.batch.len(), Instant::now());
                 compute(decision.batch);
+                let took = started.elapsed();
+                drain.lock().expect("drain lock").record(items, took);
                 let _ = done.send(());
             });
         }
@@ -182,7 +215,7 @@ async fn sleep_until(deadline: Option<Instant>) {
 
 /// Runs one batch on the calling (blocking) thread and answers every entry. A panic inside the
 /// engine fails this batch only.
-fn compute(batch: Vec<Entry>) {
+fn compute(batch: Vec<Entry<Work>>) {
     let started = Instant::now();
     for entry in &batch {
         metrics::histogram!(m::QUEUE_WAIT_SECONDS)
@@ -191,10 +224,12 @@ fn compute(batch: Vec<Entry>) {
     metrics::histogram!(m::BATCH_SIZE).record(batch.len() as f64);
     metrics::counter!(m::BATCHES_TOTAL).increment(1);
 
-    let voice = batch[0].voice.clone();
+    let voice = batch[0].work.voice.clone();
     let size = batch.len();
-    let (items, mut replies): (Vec<SynthesisItem>, Vec<Option<oneshot::Sender<Reply>>>) =
-        batch.into_iter().map(|e| (e.item, Some(e.respond))).unzip();
+    let (items, mut replies): (Vec<SynthesisItem>, Vec<Option<oneshot::Sender<Reply>>>) = batch
+        .into_iter()
+        .map(|e| (e.work.item, Some(e.respond)))
+        .unzip();
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         voice.synthesize_each(&items, &mut |index, pcm| {
             if let Some(reply) = replies.get_mut(index).and_then(Option::take) {
@@ -215,5 +250,70 @@ fn compute(batch: Vec<Entry>) {
     };
     for reply in replies.into_iter().flatten() {
         let _ = reply.send(Err(failure.clone()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batcher_whose_task_is_gone_says_it_stopped() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let settings = BatchSettings {
+            enabled: true,
+            max_size: 4,
+            timeout_ms: 1,
+            queue_size: 8,
+        };
+        let batcher = runtime.block_on(async { Batcher::start(&settings, 1) });
+        drop(runtime); // the task dies with its runtime, as it would after a panic
+        let voice: Arc<dyn Voice> = Arc::new(NoVoice);
+        let key = VoiceKey::new("none", "none");
+        let result = batcher.submit(&key, &voice, vec![SynthesisItem::new("hi")], false);
+        assert_eq!(result.err(), Some(SubmitError::Stopped));
+    }
+
+    #[test]
+    fn a_full_queue_says_when_to_come_back() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let settings = BatchSettings {
+            enabled: true,
+            max_size: 4,
+            timeout_ms: 1,
+            queue_size: 2,
+        };
+        let batcher = runtime.block_on(async { Batcher::start(&settings, 1) });
+        let voice: Arc<dyn Voice> = Arc::new(NoVoice);
+        let key = VoiceKey::new("none", "none");
+        let three = vec![SynthesisItem::new("a"); 3];
+        match batcher.submit(&key, &voice, three, false) {
+            Err(SubmitError::Full { retry_after }) => {
+                assert!(retry_after >= Duration::from_secs(1))
+            }
+            other => panic!("expected a full queue, got {:?}", other.err()),
+        }
+    }
+
+    /// Never asked to compute anything: these tests only queue.
+    struct NoVoice;
+
+    impl Voice for NoVoice {
+        fn info(&self) -> &crate::engine::VoiceInfo {
+            unreachable!("not computed in these tests")
+        }
+        fn synthesize_each(
+            &self,
+            _: &[SynthesisItem],
+            _: &mut dyn FnMut(usize, crate::engine::Pcm),
+        ) -> Result<(), crate::engine::EngineError> {
+            unreachable!("not computed in these tests")
+        }
     }
 }

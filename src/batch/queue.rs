@@ -6,12 +6,11 @@
 //! the timeout, similar lengths go together, abandoned entries are dropped) step by step.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-use crate::engine::{Pcm, SynthesisItem, Voice};
+use crate::engine::{Pcm, VoiceKey};
 
 /// What a queued utterance eventually receives.
 pub type Reply = Result<Pcm, BatchError>;
@@ -27,45 +26,41 @@ pub enum BatchError {
     Shutdown,
 }
 
-/// One utterance waiting for a worker.
-pub struct Entry {
+/// One utterance waiting for a worker; `W` is what the worker needs to compute it, which
+/// the batching decision never looks at.
+pub struct Entry<W> {
     /// Which loaded voice computes it; only entries with the same key share a batch.
-    pub voice_key: String,
-    pub voice: Arc<dyn Voice>,
-    pub item: SynthesisItem,
-    pub respond: oneshot::Sender<Reply>,
-    pub queued_at: Instant,
-}
-
-impl Entry {
+    pub voice_key: VoiceKey,
     /// Padding in a batch grows with the length difference of its items; text length is a
     /// good enough proxy for the number of phonemes.
-    fn cost(&self) -> usize {
-        self.item.text.chars().count()
-    }
+    pub cost: usize,
+    pub respond: oneshot::Sender<Reply>,
+    pub queued_at: Instant,
+    pub work: W,
+}
 
+impl<W> Entry<W> {
     fn abandoned(&self) -> bool {
         self.respond.is_closed()
     }
 }
 
 /// Utterances waiting for a worker, oldest first.
-pub struct State {
-    entries: VecDeque<Entry>,
+pub struct State<W> {
+    entries: VecDeque<Entry<W>>,
     max_size: usize,
     max_wait: Duration,
 }
 
 /// What [`State::next_batch`] removed from the queue.
-#[derive(Default)]
-pub struct Decision {
+pub struct Decision<W> {
     /// Entries to compute together, in arrival order; empty when nothing should run yet.
-    pub batch: Vec<Entry>,
+    pub batch: Vec<Entry<W>>,
     /// Entries dropped because their client went away (disconnect or timeout).
     pub abandoned: usize,
 }
 
-impl State {
+impl<W> State<W> {
     pub fn new(max_size: usize, max_wait: Duration) -> Self {
         Self {
             entries: VecDeque::new(),
@@ -83,7 +78,7 @@ impl State {
         self.entries.is_empty()
     }
 
-    pub fn append(&mut self, entry: Entry) {
+    pub fn append(&mut self, entry: Entry<W>) {
         self.entries.push_back(entry);
     }
 
@@ -98,7 +93,7 @@ impl State {
     /// Otherwise a voice's entries run once there are `max_size` of them or the oldest has
     /// waited `max_wait`. A batch always contains the oldest entry of its voice; the rest are
     /// the entries closest to it in length.
-    pub fn next_batch(&mut self, now: Instant, idle: bool) -> Decision {
+    pub fn next_batch(&mut self, now: Instant, idle: bool) -> Decision<W> {
         let before = self.entries.len();
         self.entries.retain(|e| !e.abandoned());
         let abandoned = before - self.entries.len();
@@ -113,9 +108,9 @@ impl State {
             .filter(|&i| self.entries[i].voice_key == key)
             .collect();
         let oldest = members[0];
-        let target = self.entries[oldest].cost();
+        let target = self.entries[oldest].cost;
         let mut others: Vec<usize> = members[1..].to_vec();
-        others.sort_by_key(|&i| (self.entries[i].cost().abs_diff(target), i));
+        others.sort_by_key(|&i| (self.entries[i].cost.abs_diff(target), i));
         let mut chosen: Vec<usize> = std::iter::once(oldest)
             .chain(others.into_iter().take(self.max_size - 1))
             .collect();
@@ -129,18 +124,18 @@ impl State {
     }
 
     /// The voice whose entries should run now, checking voices in the order of their oldest entry.
-    fn ready_voice(&self, now: Instant, idle: bool) -> Option<String> {
-        let mut seen: Vec<&str> = Vec::new();
+    fn ready_voice(&self, now: Instant, idle: bool) -> Option<VoiceKey> {
+        let mut seen: Vec<&VoiceKey> = Vec::new();
         for entry in &self.entries {
-            let key = entry.voice_key.as_str();
+            let key = &entry.voice_key;
             if seen.contains(&key) {
                 continue;
             }
             seen.push(key);
             let waited = now.saturating_duration_since(entry.queued_at);
-            let count = self.entries.iter().filter(|e| e.voice_key == key).count();
+            let count = self.entries.iter().filter(|e| &e.voice_key == key).count();
             if idle || count >= self.max_size || waited >= self.max_wait {
-                return Some(key.to_string());
+                return Some(key.clone());
             }
         }
         None
@@ -150,37 +145,9 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{EngineError, VoiceInfo};
-
-    struct Silent(VoiceInfo);
-
-    impl Voice for Silent {
-        fn info(&self) -> &VoiceInfo {
-            &self.0
-        }
-        fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
-            Ok(batch
-                .iter()
-                .map(|_| Pcm {
-                    samples: vec![],
-                    sample_rate: 1,
-                })
-                .collect())
-        }
-    }
-
-    fn voice() -> Arc<dyn Voice> {
-        Arc::new(Silent(VoiceInfo {
-            id: "v".into(),
-            engine: "fake".into(),
-            language: "en".into(),
-            sample_rate: 1,
-            speakers: vec![],
-        }))
-    }
 
     struct Harness {
-        state: State,
+        state: State<String>,
         receivers: Vec<oneshot::Receiver<Reply>>,
         t0: Instant,
     }
@@ -198,11 +165,11 @@ mod tests {
             let (tx, rx) = oneshot::channel();
             self.receivers.push(rx);
             self.state.append(Entry {
-                voice_key: key.into(),
-                voice: voice(),
-                item: SynthesisItem::new(text),
+                voice_key: VoiceKey::new("fake", key),
+                cost: text.chars().count(),
                 respond: tx,
                 queued_at: self.t0 + Duration::from_millis(at_ms),
+                work: text.to_string(),
             });
         }
 
@@ -212,7 +179,7 @@ mod tests {
                 .next_batch(now, idle)
                 .batch
                 .into_iter()
-                .map(|e| e.item.text)
+                .map(|e| e.work)
                 .collect()
         }
     }
@@ -285,7 +252,7 @@ mod tests {
         drop(h.receivers.remove(0));
         let decision = h.state.next_batch(h.t0 + Duration::from_millis(2), true);
         assert_eq!(decision.abandoned, 1);
-        let texts: Vec<_> = decision.batch.into_iter().map(|e| e.item.text).collect();
+        let texts: Vec<_> = decision.batch.into_iter().map(|e| e.work).collect();
         assert_eq!(texts, vec!["kept"]);
     }
 

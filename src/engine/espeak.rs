@@ -83,22 +83,27 @@ impl Voice for FormantVoice {
         &self.info
     }
 
-    fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
-        batch
-            .iter()
-            .map(|item| {
-                let rate = espeak::rate_for_speed(item.speed);
-                let samples =
-                    espeak::synthesize(&item.text, &self.info.id, rate).map_err(|e| match e {
-                        EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
-                        other => EngineError::Synthesis(other.to_string()),
-                    })?;
-                Ok(Pcm {
+    fn synthesize_each(
+        &self,
+        batch: &[SynthesisItem],
+        done: &mut dyn FnMut(usize, Pcm),
+    ) -> Result<(), EngineError> {
+        for (index, item) in batch.iter().enumerate() {
+            let rate = espeak::rate_for_speed(item.params.speed);
+            let samples =
+                espeak::synthesize(&item.text, &self.info.id, rate).map_err(|e| match e {
+                    EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
+                    other => EngineError::Synthesis(other.to_string()),
+                })?;
+            done(
+                index,
+                Pcm {
                     samples: samples.iter().map(|&s| f32::from(s) / 32768.0).collect(),
                     sample_rate: espeak::SAMPLE_RATE,
-                })
-            })
-            .collect()
+                },
+            );
+        }
+        Ok(())
     }
 }
 

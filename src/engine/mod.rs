@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::params::SynthesisParams;
+
 pub mod espeak;
 pub mod piper;
 pub mod registry;
@@ -45,29 +47,48 @@ pub struct VoiceInfo {
 pub struct SynthesisItem {
     /// Normalized text of the utterance.
     pub text: String,
-    /// Speaking rate, 0.25..=4.0; 1.0 is the voice's natural rate.
-    pub speed: f32,
-    /// Seed for every random draw of this item: the same seed gives the same audio whatever
-    /// else is in the batch.
-    pub seed: u64,
-    /// Speaker id for multi-speaker voices.
-    pub speaker: Option<u32>,
-    /// Override of the voice's noise scale (VITS prior noise); `None` = the voice's default.
-    pub noise_scale: Option<f32>,
-    /// Override of the voice's duration noise; `None` = the voice's default.
-    pub noise_w: Option<f32>,
+    /// Speed, speaker and noise of the request; `params.seed` is this item's own seed, so the
+    /// same seed gives the same audio whatever else is in the batch.
+    pub params: SynthesisParams,
 }
 
 impl SynthesisItem {
     pub fn new(text: impl Into<String>) -> Self {
         Self {
             text: text.into(),
-            speed: 1.0,
-            seed: 0,
-            speaker: None,
-            noise_scale: None,
-            noise_w: None,
+            params: SynthesisParams::default(),
         }
+    }
+}
+
+/// Names one voice of one engine: the unit that is loaded, released and batched together.
+/// Cheap to clone (two reference counts), so queue entries carry it without copying strings.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VoiceKey {
+    engine: Arc<str>,
+    voice: Arc<str>,
+}
+
+impl VoiceKey {
+    pub fn new(engine: &str, voice: &str) -> Self {
+        Self {
+            engine: engine.into(),
+            voice: voice.into(),
+        }
+    }
+
+    pub fn engine(&self) -> &str {
+        &self.engine
+    }
+
+    pub fn voice(&self) -> &str {
+        &self.voice
+    }
+}
+
+impl std::fmt::Display for VoiceKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.engine, self.voice)
     }
 }
 
@@ -89,23 +110,16 @@ impl Pcm {
 pub trait Voice: Send + Sync {
     fn info(&self) -> &VoiceInfo;
 
-    /// Synthesizes every item; returns exactly one [`Pcm`] per item, in order, each with its
-    /// own length (no padding).
-    fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError>;
-
-    /// Like [`Voice::synthesize`], but hands each item's audio to `done` as soon as it exists,
-    /// so a caller can answer early items before late ones are computed. Engines that compute
-    /// items one after another override it; the default delivers all at the end.
+    /// Synthesizes every item of `batch` and hands each item's audio (its own length, no
+    /// padding) to `done` with the item's index as soon as it exists, so early items are
+    /// answered before late ones are computed. An item never handed over gets the returned
+    /// error, or an "engine returned no audio" error if the call returned `Ok`: nothing is
+    /// dropped silently.
     fn synthesize_each(
         &self,
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
-    ) -> Result<(), EngineError> {
-        for (index, pcm) in self.synthesize(batch)?.into_iter().enumerate() {
-            done(index, pcm);
-        }
-        Ok(())
-    }
+    ) -> Result<(), EngineError>;
 }
 
 /// A family of voices that share one implementation.

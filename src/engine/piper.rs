@@ -241,12 +241,6 @@ impl Voice for PiperVoice {
         &self.info
     }
 
-    fn synthesize(&self, batch: &[SynthesisItem]) -> Result<Vec<Pcm>, EngineError> {
-        let mut audio = vec![None; batch.len()];
-        self.synthesize_each(batch, &mut |index, pcm| audio[index] = Some(pcm))?;
-        Ok(audio.into_iter().flatten().collect())
-    }
-
     fn synthesize_each(
         &self,
         batch: &[SynthesisItem],
@@ -259,12 +253,12 @@ impl Voice for PiperVoice {
                 .map_err(|e| EngineError::Synthesis(e.to_string()))?;
             inputs.push(VitsInput {
                 ids: self.phonemes.ids(&ipa),
-                speaker: item.speaker,
+                speaker: item.params.speaker,
                 length_scale: self.defaults.length_scale,
-                speed: item.speed.clamp(0.25, 4.0),
-                noise_scale: item.noise_scale.unwrap_or(self.defaults.noise_scale),
-                noise_w: item.noise_w.unwrap_or(self.defaults.noise_w),
-                seed: item.seed,
+                speed: item.params.speed,
+                noise_scale: item.params.noise_scale.unwrap_or(self.defaults.noise_scale),
+                noise_w: item.params.noise_w.unwrap_or(self.defaults.noise_w),
+                seed: item.params.item_seed(),
             });
         }
         let rate = self.model.sample_rate();

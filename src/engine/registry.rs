@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OnceCell;
 
-use super::{Engine, EngineError, Voice, VoiceInfo};
+use super::{Engine, EngineError, Voice, VoiceInfo, VoiceKey};
 use crate::metrics as m;
 
 /// OpenAI's model names; they all mean the default engine unless the config says otherwise.
@@ -28,17 +28,10 @@ pub const OPENAI_VOICES: [&str; 13] = [
 /// A request's model and voice, resolved to something the engines know.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedVoice {
-    pub engine: String,
-    pub voice: String,
+    /// The loaded voice: requests with the same key may share a batch.
+    pub key: VoiceKey,
     pub speaker: Option<u32>,
     pub sample_rate: u32,
-}
-
-impl ResolvedVoice {
-    /// Identifies the loaded voice: entries with the same key may share a batch.
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.engine, self.voice)
-    }
 }
 
 /// Why a model or voice name could not be resolved; the message lists valid choices.
@@ -48,6 +41,15 @@ pub enum ResolveError {
     UnknownModel(String),
     #[error("{0}")]
     UnknownVoice(String),
+}
+
+/// A setting that names something no engine offers. Found at startup, so a typo never turns
+/// into a server that silently speaks with another voice.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid setting '{setting}': {message}")]
+pub struct InvalidSetting {
+    pub setting: String,
+    pub message: String,
 }
 
 pub struct RegistryConfig {
@@ -70,7 +72,7 @@ pub struct Registry {
 
 #[derive(Default)]
 struct Loaded {
-    slots: BTreeMap<String, Slot>,
+    slots: BTreeMap<VoiceKey, Slot>,
 }
 
 struct Slot {
@@ -79,14 +81,14 @@ struct Slot {
 }
 
 impl Loaded {
-    fn resident(&self) -> impl Iterator<Item = (&String, &Slot)> {
+    fn resident(&self) -> impl Iterator<Item = (&VoiceKey, &Slot)> {
         self.slots.iter().filter(|(_, s)| s.cell.initialized())
     }
 
     /// Drops the registry's reference; requests still holding the voice keep it alive.
-    fn unload(&mut self, key: &str, reason: &str) {
+    fn unload(&mut self, key: &VoiceKey, reason: &str) {
         if self.slots.remove(key).is_some() {
-            let (engine, voice) = key.split_once('/').unwrap_or((key, ""));
+            let (engine, voice) = (key.engine(), key.voice());
             tracing::info!(engine, voice, reason, "voice unloaded");
             metrics::counter!(m::VOICE_UNLOADS, "engine" => engine.to_string(), "voice" => voice.to_string())
                 .increment(1);
@@ -112,16 +114,81 @@ pub struct ModelInfo {
 }
 
 impl Registry {
-    pub fn new(engines: Vec<Arc<dyn Engine>>, config: RegistryConfig) -> Self {
+    /// Fails when the default engine or voice, or the target of an alias, does not exist.
+    pub fn new(
+        engines: Vec<Arc<dyn Engine>>,
+        config: RegistryConfig,
+    ) -> Result<Self, InvalidSetting> {
         let engines = engines
             .into_iter()
             .map(|e| (e.id().to_string(), e))
             .collect();
-        Self {
+        let registry = Self {
             engines,
             config,
             loaded: Mutex::new(Loaded::default()),
+        };
+        registry.check_names()?;
+        Ok(registry)
+    }
+
+    fn check_names(&self) -> Result<(), InvalidSetting> {
+        let invalid = |setting: &str, message: String| InvalidSetting {
+            setting: setting.to_string(),
+            message,
+        };
+        let ids = self.engine_ids().join(", ");
+        let default = self
+            .engines
+            .get(&self.config.default_engine)
+            .ok_or_else(|| {
+                invalid(
+                    "default-engine",
+                    format!(
+                        "'{}' is not an engine (engines: {ids})",
+                        self.config.default_engine
+                    ),
+                )
+            })?;
+        if default.find_voice(&self.config.default_voice).is_none() {
+            let some: Vec<String> = default
+                .voices()
+                .into_iter()
+                .take(12)
+                .map(|v| v.id)
+                .collect();
+            return Err(invalid(
+                "default-voice",
+                format!(
+                    "'{}' is not a voice of engine '{}' (voices: {})",
+                    self.config.default_voice,
+                    self.config.default_engine,
+                    if some.is_empty() {
+                        "none found".into()
+                    } else {
+                        some.join(", ")
+                    }
+                ),
+            ));
         }
+        for (alias, engine) in &self.config.model_aliases {
+            if !self.engines.contains_key(engine) {
+                return Err(invalid(
+                    &format!("models.aliases.{alias}"),
+                    format!("'{engine}' is not an engine (engines: {ids})"),
+                ));
+            }
+        }
+        for (alias, target) in &self.config.voice_aliases {
+            let (name, _) = split_speaker(target);
+            if !self.engines.values().any(|e| e.find_voice(name).is_some()) {
+                return Err(invalid(
+                    &format!("voices.aliases.{alias}"),
+                    format!("'{target}' is not a voice of any engine"),
+                ));
+            }
+        }
+        Ok(())
     }
 
     pub fn default_engine(&self) -> &str {
@@ -177,7 +244,7 @@ impl Registry {
         let loaded = self.loaded.lock().expect("registry lock");
         loaded
             .slots
-            .get(&format!("{engine}/{voice}"))
+            .get(&VoiceKey::new(engine, voice))
             .is_some_and(|s| s.cell.initialized())
     }
 
@@ -224,8 +291,8 @@ impl Registry {
             });
         let (name, speaker) = split_speaker(aliased.unwrap_or(requested));
         let info = engine.find_voice(name).or_else(|| {
-            // An OpenAI name aliased to a voice of another engine: use this engine's first voice
-            // rather than fail, so `model=espeak, voice=alloy` still speaks.
+            // An alias whose target belongs to another engine (startup checked that it exists
+            // somewhere): use this engine's first voice, so `model=espeak, voice=alloy` speaks.
             aliased.and_then(|_| engine.voices().into_iter().next())
         });
         let unknown = || {
@@ -251,8 +318,7 @@ impl Registry {
             })?),
         };
         Ok(ResolvedVoice {
-            engine: engine_id,
-            voice: info.id,
+            key: VoiceKey::new(&engine_id, &info.id),
             speaker,
             sample_rate: info.sample_rate,
         })
@@ -260,21 +326,20 @@ impl Registry {
 
     /// A content fingerprint of the voice (changes when its model file changes).
     pub fn fingerprint(&self, voice: &ResolvedVoice) -> String {
-        self.engines[&voice.engine].fingerprint(&voice.voice)
+        self.engines[voice.key.engine()].fingerprint(voice.key.voice())
     }
 
     /// The loaded voice, loading it first if needed (once, however many ask at the same time).
     pub async fn voice(&self, voice: &ResolvedVoice) -> Result<Arc<dyn Voice>, EngineError> {
-        let key = voice.key();
+        let key = voice.key.clone();
         let cell = {
             let mut loaded = self.loaded.lock().expect("registry lock");
             let now = Instant::now();
             if self.config.single_engine_resident {
-                let prefix = format!("{}/", voice.engine);
-                let others: Vec<String> = loaded
+                let others: Vec<VoiceKey> = loaded
                     .slots
                     .keys()
-                    .filter(|k| !k.starts_with(&prefix))
+                    .filter(|k| k.engine() != key.engine())
                     .cloned()
                     .collect();
                 for other in others {
@@ -288,8 +353,8 @@ impl Registry {
             slot.last_used = now;
             slot.cell.clone()
         };
-        let engine = self.engines[&voice.engine].clone();
-        let (engine_id, voice_id) = (voice.engine.clone(), voice.voice.clone());
+        let engine = self.engines[key.engine()].clone();
+        let (engine_id, voice_id) = (key.engine().to_string(), key.voice().to_string());
         let loaded = cell
             .get_or_try_init(|| async move {
                 let started = Instant::now();
@@ -338,12 +403,12 @@ impl Registry {
     }
 
     /// Releases voices unused for `--idle-unload-s`; returns their keys.
-    pub fn unload_idle(&self) -> Vec<String> {
+    pub fn unload_idle(&self) -> Vec<VoiceKey> {
         let Some(idle) = self.config.idle_unload else {
             return Vec::new();
         };
         let mut loaded = self.loaded.lock().expect("registry lock");
-        let stale: Vec<String> = loaded
+        let stale: Vec<VoiceKey> = loaded
             .resident()
             .filter(|(_, s)| s.last_used.elapsed() >= idle)
             .map(|(k, _)| k.clone())
@@ -360,11 +425,11 @@ impl Registry {
         let mut unloaded = Vec::new();
         for (id, engine) in &self.engines {
             for voice in engine.rescan() {
-                let key = format!("{id}/{voice}");
+                let key = VoiceKey::new(id, &voice);
                 let mut loaded = self.loaded.lock().expect("registry lock");
                 if loaded.slots.contains_key(&key) {
                     loaded.unload(&key, "voice files changed or removed");
-                    unloaded.push(key);
+                    unloaded.push(key.to_string());
                 }
             }
         }
@@ -380,7 +445,7 @@ impl Registry {
             .slots
             .iter()
             .filter(|(_, s)| s.cell.initialized())
-            .map(|(k, _)| k.clone())
+            .map(|(k, _)| k.to_string())
             .collect()
     }
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod decode;
+pub mod fake;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -36,15 +37,11 @@ impl InProcess {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let handle = tokio::spawn(omnivoice_server::server::run(
-            settings,
-            engines,
-            "cpu".into(),
-            listener,
-            async {
-                let _ = stopped.await;
-            },
-        ));
+        let state = omnivoice_server::server::build(settings, engines, "cpu".into())
+            .expect("valid test settings");
+        let handle = tokio::spawn(omnivoice_server::server::run(state, listener, async {
+            let _ = stopped.await;
+        }));
         Self {
             url,
             stop: Some(stop),

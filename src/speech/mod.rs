@@ -1,0 +1,409 @@
+//! The speech pipeline: from a validated request to encoded audio, for every front door.
+//!
+//! `validate → cache lookup → (miss) load voice → split into sentences → batcher → join →
+//! encode → store`. Front doors (HTTP, Wyoming, the WebSocket stream) only translate their
+//! wire format into a [`Request`] and the results back; [`SpeechService`] is all they see, so
+//! batching, the cache, the registry and the limits are shared by all of them.
+
+mod error;
+mod join;
+mod request;
+mod stream;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::oneshot;
+
+use crate::audio;
+use crate::batch::{BatchError, Batcher, Reply, SubmitError};
+use crate::cache::{AudioCache, CacheKey, CacheStats, CacheStatus, CachedAudio, KeyHash};
+use crate::engine::registry::{ModelInfo, Registry, ReloadReport};
+use crate::engine::{Pcm, SynthesisItem, Voice, VoiceInfo};
+use crate::metrics as m;
+use crate::text;
+
+pub use error::{InvalidReason, SpeechError};
+pub use request::{Job, Request};
+pub use stream::SpeechStream;
+
+/// Longest piece of text handed to an engine in one utterance; longer sentences are split at
+/// clause boundaries. VITS attention cost grows with the square of the length.
+pub const MAX_UTTERANCE_CHARS: usize = 400;
+
+/// What a finished synthesis reports besides its bytes.
+pub struct Spoken {
+    pub audio: Arc<CachedAudio>,
+    pub cache: CacheStatus,
+}
+
+/// A voice as front doors list it.
+#[derive(Debug, Clone)]
+pub struct VoiceListing {
+    pub info: VoiceInfo,
+    /// Names that also mean this voice (configured aliases, OpenAI names for the default).
+    pub aliases: Vec<String>,
+    /// Whether it is resident now.
+    pub loaded: bool,
+}
+
+/// Live numbers for health checks and operators.
+#[derive(Debug, Clone)]
+pub struct ServiceStats {
+    pub engines: Vec<String>,
+    pub default_engine: String,
+    /// Resident voices as `engine/voice`.
+    pub voices_loaded: Vec<String>,
+    /// Utterances waiting for a worker.
+    pub queue_depth: usize,
+    pub batches_in_flight: usize,
+    pub cache: CacheStats,
+}
+
+/// The pipeline, cheap to clone: every front door holds one.
+#[derive(Clone)]
+pub struct SpeechService {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    registry: Arc<Registry>,
+    batcher: Batcher,
+    cache: AudioCache<SpeechError>,
+    limits: request::Limits,
+}
+
+impl SpeechService {
+    pub fn new(
+        registry: Arc<Registry>,
+        batcher: Batcher,
+        cache: AudioCache<SpeechError>,
+        max_input_chars: usize,
+        default_seed: Option<u64>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                registry,
+                batcher,
+                cache,
+                limits: request::Limits {
+                    max_input_chars,
+                    default_seed,
+                },
+            }),
+        }
+    }
+
+    /// Validates a request: the only way to get a [`Job`].
+    pub fn prepare(&self, request: Request) -> Result<Job, SpeechError> {
+        request::validate(request, &self.inner.registry, &self.inner.limits)
+    }
+
+    /// Every voice of every engine.
+    pub fn voices(&self) -> Vec<VoiceListing> {
+        let registry = &self.inner.registry;
+        registry
+            .voices()
+            .into_iter()
+            .map(|info| VoiceListing {
+                aliases: registry.aliases_of(&info.id),
+                loaded: registry.is_loaded(&info.engine, &info.id),
+                info,
+            })
+            .collect()
+    }
+
+    /// Every model id a client may send: engines, OpenAI names and configured aliases.
+    pub fn models(&self) -> Vec<ModelInfo> {
+        self.inner.registry.models()
+    }
+
+    /// The model with this id, if a client may send it.
+    pub fn model(&self, id: &str) -> Option<ModelInfo> {
+        let engine = self.inner.registry.engine_for_model(id)?;
+        Some(ModelInfo {
+            id: id.to_string(),
+            engine,
+        })
+    }
+
+    pub async fn stats(&self) -> ServiceStats {
+        let registry = &self.inner.registry;
+        ServiceStats {
+            engines: registry.engine_ids(),
+            default_engine: registry.default_engine().to_string(),
+            voices_loaded: registry.loaded_voices(),
+            queue_depth: self.inner.batcher.queue_depth(),
+            batches_in_flight: self.inner.batcher.batches_in_flight(),
+            cache: self.inner.cache.stats().await,
+        }
+    }
+
+    /// Empties the audio cache; returns what it held.
+    pub async fn clear_cache(&self) -> CacheStats {
+        self.inner.cache.clear().await
+    }
+
+    /// Rescans the voice directories: new voices appear, changed or removed ones are released.
+    pub async fn reload_voices(&self) -> Result<ReloadReport, SpeechError> {
+        let registry = self.inner.registry.clone();
+        tokio::task::spawn_blocking(move || registry.reload())
+            .await
+            .map_err(|e| SpeechError::VoiceLoad(format!("voice rescan failed: {e}")))
+    }
+
+    /// Loads voices ahead of traffic. `name` is `engine/voice` or a voice of the default
+    /// engine; a name that does not resolve or load is logged and skipped.
+    pub async fn preload(&self, names: &[String]) {
+        let registry = &self.inner.registry;
+        for name in names {
+            let (model, voice) = name
+                .split_once('/')
+                .unwrap_or((registry.default_engine(), name));
+            let resolved = match registry.resolve(model, voice) {
+                Ok(resolved) => resolved,
+                Err(e) => {
+                    tracing::warn!(voice = %name, error = %e, "preload skipped");
+                    continue;
+                }
+            };
+            if let Err(e) = registry.voice(&resolved).await {
+                tracing::error!(voice = %name, error = %e, "preload failed");
+            }
+        }
+    }
+
+    /// Releases voices idle for longer than the registry's limit.
+    pub fn unload_idle_voices(&self) {
+        self.inner.registry.unload_idle();
+    }
+
+    fn key(&self, job: &Job) -> KeyHash {
+        let voice = job.voice();
+        let fingerprint = self.inner.registry.fingerprint(voice);
+        CacheKey {
+            engine: voice.key.engine(),
+            voice: voice.key.voice(),
+            voice_fingerprint: &fingerprint,
+            input: job.input(),
+            response_format: job.format().as_str(),
+            sample_rate: job.format().output_sample_rate(voice.sample_rate),
+            params: job.params(),
+            server_version: env!("CARGO_PKG_VERSION"),
+        }
+        .hash()
+    }
+
+    /// Synthesizes (or finds) the whole response body.
+    pub async fn speak(&self, job: Job) -> Result<Spoken, SpeechError> {
+        let key = self.key(&job);
+        let this = self.clone();
+        let bypass = !job.use_cache();
+        let work = async move { this.synthesize_whole(job).await };
+        let (result, status) = self.inner.cache.get_or_synthesize(key, bypass, work).await;
+        result.map(|audio| Spoken {
+            audio,
+            cache: status,
+        })
+    }
+
+    async fn synthesize_whole(&self, job: Job) -> Result<CachedAudio, SpeechError> {
+        metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
+        let pending = self.start(&job, false).await?;
+        let mut pieces = Vec::with_capacity(pending.len());
+        for reply in pending {
+            pieces.push(await_reply(reply).await?);
+        }
+        let native = job.voice().sample_rate;
+        let rate = pieces.first().map_or(native, |p| p.sample_rate);
+        let (samples, duration_s) = join::join_sentences(&pieces, rate);
+        let format = job.format();
+        let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples, rate))
+            .await
+            .map_err(|e| SpeechError::Encoding(format!("encoder task failed: {e}")))?
+            .map_err(|e| {
+                SpeechError::Encoding(format!("encoding {} failed: {e}", format.as_str()))
+            })?;
+        Ok(CachedAudio {
+            bytes: Bytes::from(bytes),
+            sample_rate: format.output_sample_rate(rate),
+            duration_s,
+        })
+    }
+
+    /// Splits the input and queues every sentence; returns one pending reply per sentence.
+    async fn start(
+        &self,
+        job: &Job,
+        first_alone: bool,
+    ) -> Result<Vec<oneshot::Receiver<Reply>>, SpeechError> {
+        let voice: Arc<dyn Voice> = self
+            .inner
+            .registry
+            .voice(job.voice())
+            .await
+            .map_err(|e| SpeechError::VoiceLoad(e.to_string()))?;
+        let sentences = text::split::split_sentences(
+            &text::normalize::normalize(job.input()),
+            MAX_UTTERANCE_CHARS,
+        );
+        if sentences.is_empty() {
+            return Err(SpeechError::invalid(
+                "input",
+                InvalidReason::Empty,
+                "input contains nothing that can be spoken",
+            ));
+        }
+        let params = job.params();
+        let base_seed = params.seed.unwrap_or_else(rand::random);
+        let items = sentences
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| SynthesisItem {
+                text,
+                params: params.for_item(base_seed, i),
+            })
+            .collect();
+        self.inner
+            .batcher
+            .submit(&job.voice().key, &voice, items, first_alone)
+            .map_err(|e| match e {
+                SubmitError::Full { retry_after } => {
+                    metrics::counter!(m::REJECTED, "reason" => "queue_full").increment(1);
+                    SpeechError::Overloaded { retry_after }
+                }
+                SubmitError::Stopped => SpeechError::BatcherStopped,
+            })
+    }
+}
+
+async fn await_reply(reply: oneshot::Receiver<Reply>) -> Result<Pcm, SpeechError> {
+    let started = Instant::now();
+    let result = reply.await.unwrap_or(Err(BatchError::Shutdown));
+    tracing::trace!(waited_s = started.elapsed().as_secs_f64(), "utterance done");
+    result.map_err(|e| match e {
+        BatchError::Shutdown => SpeechError::ShuttingDown,
+        other => SpeechError::Engine(other.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BatchSettings, CacheSettings};
+    use crate::engine::espeak::EspeakEngine;
+    use crate::engine::registry::RegistryConfig;
+    use metrics_util::debugging::DebuggingRecorder;
+
+    fn service() -> SpeechService {
+        let registry = Registry::new(
+            vec![Arc::new(EspeakEngine::new())],
+            RegistryConfig {
+                default_engine: "espeak".into(),
+                default_voice: "en-us".into(),
+                model_aliases: Default::default(),
+                voice_aliases: Default::default(),
+                max_loaded: 2,
+                single_engine_resident: false,
+                idle_unload: None,
+            },
+        )
+        .unwrap();
+        let batch = BatchSettings {
+            enabled: true,
+            max_size: 4,
+            timeout_ms: 1,
+            queue_size: 16,
+        };
+        let cache = CacheSettings {
+            enabled: true,
+            max_mb: 8,
+            ttl_s: 0,
+        };
+        SpeechService::new(
+            Arc::new(registry),
+            Batcher::start(&batch, 1),
+            AudioCache::new(&cache),
+            100,
+            None,
+        )
+    }
+
+    fn request(input: &str) -> Request {
+        Request {
+            model: "espeak".into(),
+            voice: "en-us".into(),
+            input: input.into(),
+            response_format: Some("wav".into()),
+            use_cache: true,
+            ..Request::default()
+        }
+    }
+
+    /// Cache gauges are set at scrape time; the request path never runs moka's maintenance
+    /// for them (it did on every miss).
+    #[test]
+    fn a_cache_miss_leaves_the_gauges_to_the_scrape() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let gauge_set = || {
+            snapshotter
+                .snapshot()
+                .into_vec()
+                .iter()
+                .any(|(key, ..)| key.key().name() == m::CACHE_ENTRIES)
+        };
+        metrics::with_local_recorder(&recorder, || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let speech = service();
+                let job = speech.prepare(request("Hello there.")).unwrap();
+                let spoken = speech.speak(job).await.unwrap();
+                assert_eq!(spoken.cache, CacheStatus::Miss);
+                assert!(!gauge_set(), "a miss set the cache gauges");
+                let stats = speech.stats().await;
+                assert_eq!(stats.cache.entries, 1);
+                assert!(gauge_set(), "stats() sets them");
+            });
+        });
+    }
+
+    #[test]
+    fn validation_names_the_parameter_and_resolves_the_voice() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let speech = service();
+            let too_long = speech.prepare(request(&"a".repeat(101))).unwrap_err();
+            assert!(matches!(
+                too_long,
+                SpeechError::Invalid {
+                    param: "input",
+                    reason: InvalidReason::TooLong,
+                    ..
+                }
+            ));
+            let mut fast = request("hi");
+            fast.speed = Some(9.0);
+            assert!(matches!(
+                speech.prepare(fast),
+                Err(SpeechError::Invalid { param: "speed", .. })
+            ));
+            let mut unknown = request("hi");
+            unknown.voice = "klingon".into();
+            assert!(matches!(
+                speech.prepare(unknown),
+                Err(SpeechError::UnknownVoice(_))
+            ));
+            let job = speech.prepare(request("hi")).unwrap();
+            assert_eq!(job.voice().key.to_string(), "espeak/en-us");
+            assert_eq!(job.params().speed, 1.0);
+        });
+    }
+}

@@ -1,0 +1,133 @@
+//! A speech request as any front door states it, and its validated form.
+//!
+//! Every rule about what may be asked lives here: input length, formats, ranges, which voice
+//! a model and voice name mean. A front door fills in a [`Request`] from its own wire format;
+//! only [`SpeechService::prepare`](super::SpeechService::prepare) turns it into a [`Job`], so
+//! nothing unvalidated reaches the cache, the batcher or an engine.
+
+use crate::audio::AudioFormat;
+use crate::engine::registry::{Registry, ResolveError, ResolvedVoice};
+use crate::params::SynthesisParams;
+
+use super::error::{InvalidReason, SpeechError};
+
+/// What a client asked for, before validation.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// An engine id, an OpenAI model name or a configured alias.
+    pub model: String,
+    /// A voice id (`voice` or `voice:speaker`), an OpenAI voice name or an alias.
+    pub voice: String,
+    pub input: String,
+    /// `None` means mp3, as OpenAI's default.
+    pub response_format: Option<String>,
+    /// `None` means 1.0.
+    pub speed: Option<f64>,
+    /// `None` means the server's `--seed`, or a fresh random seed.
+    pub seed: Option<u64>,
+    pub noise_scale: Option<f32>,
+    pub noise_w: Option<f32>,
+    /// `false` neither reads nor writes the audio cache.
+    pub use_cache: bool,
+}
+
+/// A validated request: a known voice, a supported format and parameters in range.
+#[derive(Debug, Clone)]
+pub struct Job {
+    voice: ResolvedVoice,
+    input: String,
+    format: AudioFormat,
+    params: SynthesisParams,
+    use_cache: bool,
+}
+
+impl Job {
+    pub fn voice(&self) -> &ResolvedVoice {
+        &self.voice
+    }
+
+    pub fn input(&self) -> &str {
+        &self.input
+    }
+
+    pub fn format(&self) -> AudioFormat {
+        self.format
+    }
+
+    pub fn params(&self) -> &SynthesisParams {
+        &self.params
+    }
+
+    pub fn use_cache(&self) -> bool {
+        self.use_cache
+    }
+}
+
+/// Limits that come from the server's settings rather than from the domain.
+pub(super) struct Limits {
+    pub max_input_chars: usize,
+    pub default_seed: Option<u64>,
+}
+
+pub(super) fn validate(
+    request: Request,
+    registry: &Registry,
+    limits: &Limits,
+) -> Result<Job, SpeechError> {
+    if request.input.trim().is_empty() {
+        return Err(SpeechError::invalid(
+            "input",
+            InvalidReason::Empty,
+            "'input' must contain text to speak.",
+        ));
+    }
+    let chars = request.input.chars().count();
+    if chars > limits.max_input_chars {
+        return Err(SpeechError::invalid(
+            "input",
+            InvalidReason::TooLong,
+            format!(
+                "'input' is {chars} characters long; the limit is {}.",
+                limits.max_input_chars
+            ),
+        ));
+    }
+    let format = match request.response_format.as_deref() {
+        None => AudioFormat::Mp3,
+        Some(name) => AudioFormat::parse(name).ok_or_else(|| {
+            let valid: Vec<&str> = AudioFormat::ALL.iter().map(|f| f.as_str()).collect();
+            SpeechError::invalid(
+                "response_format",
+                InvalidReason::Unsupported,
+                format!(
+                    "Unsupported response_format '{name}'. Supported: {}.",
+                    valid.join(", ")
+                ),
+            )
+        })?,
+    };
+    let mut params = SynthesisParams {
+        // Out-of-range f64s stay out of range as f32 (or become infinite), so the check below
+        // still sees them.
+        speed: request.speed.unwrap_or(1.0) as f32,
+        seed: request.seed.or(limits.default_seed),
+        speaker: None,
+        noise_scale: request.noise_scale,
+        noise_w: request.noise_w,
+    };
+    params.validate()?;
+    let voice = registry
+        .resolve(&request.model, &request.voice)
+        .map_err(|e| match e {
+            ResolveError::UnknownModel(message) => SpeechError::UnknownModel(message),
+            ResolveError::UnknownVoice(message) => SpeechError::UnknownVoice(message),
+        })?;
+    params.speaker = voice.speaker;
+    Ok(Job {
+        voice,
+        input: request.input,
+        format,
+        params,
+        use_cache: request.use_cache,
+    })
+}
