@@ -1,15 +1,21 @@
-//! Server settings from three sources, merged once at startup.
+//! Server settings from four layers, merged once at startup.
 //!
-//! Every setting is a command-line flag, an `OMNIVOICE_<NAME>` environment variable and a key of
-//! the TOML file named by `--config`. Clap reads flags and environment variables together (a flag
-//! wins over its variable); the file fills what neither gave; built-in defaults fill the rest.
-//! The result, [`Settings`], is plain data that the rest of the server reads and never re-parses.
+//! Every setting is written once, as a field of `Options`: clap reads its flag and its
+//! `OMNIVOICE_<KEY>` environment variable (a flag wins over its variable), serde reads its key in
+//! the TOML file named by `--config`, and both take the default from `Options::default()`. Clap
+//! tells which values a flag or variable gave; only those override the file, and the file's
+//! missing keys are the defaults. The result, [`Settings`], is plain data that the rest of the
+//! server reads and never re-parses. The README's settings table is generated from the same
+//! fields, and a test holds `config.example.toml` to them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Display;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 /// Command line of the `omnivoice-server` binary.
@@ -56,154 +62,289 @@ pub enum DeviceChoice {
     Metal,
 }
 
-/// Flags of the server. Every field is optional here so that "not given" can fall through to
-/// the config file and then to the default.
-#[derive(Debug, Clone, Default, Args)]
-pub struct ServeArgs {
-    /// TOML config file (keys as in config.example.toml).
-    #[arg(long, env = "OMNIVOICE_CONFIG", global = true)]
-    pub config: Option<PathBuf>,
-    /// Address to listen on [default: 127.0.0.1].
-    #[arg(long, env = "OMNIVOICE_HOST")]
-    pub host: Option<IpAddr>,
-    /// Port to listen on; 0 picks a free one [default: 8880].
-    #[arg(long, env = "OMNIVOICE_PORT")]
-    pub port: Option<u16>,
-    /// Log filter, e.g. info or omnivoice_server=debug [default: info].
-    #[arg(long, env = "OMNIVOICE_LOG_LEVEL")]
-    pub log_level: Option<String>,
-    /// Log format [default: text].
-    #[arg(long, env = "OMNIVOICE_LOG_FORMAT")]
-    pub log_format: Option<LogFormat>,
-    /// Compute device for neural engines [default: auto].
-    #[arg(long, env = "OMNIVOICE_DEVICE")]
-    pub device: Option<DeviceChoice>,
-    /// Directory scanned for Piper voices (`*.onnx` + `*.onnx.json`) [default: ./voices].
-    #[arg(long, env = "OMNIVOICE_VOICES_DIR")]
-    pub voices_dir: Option<PathBuf>,
-    /// Engine used for the OpenAI model names (tts-1, …) [default: piper].
-    #[arg(long, env = "OMNIVOICE_DEFAULT_ENGINE")]
-    pub default_engine: Option<String>,
-    /// Voice used for OpenAI voice names (alloy, …) [default: en_US-joe-medium].
-    #[arg(long, env = "OMNIVOICE_DEFAULT_VOICE")]
-    pub default_voice: Option<String>,
-    /// Longest accepted `input`, in characters [default: 4096].
-    #[arg(long, env = "OMNIVOICE_MAX_INPUT_CHARS")]
-    pub max_input_chars: Option<usize>,
-    /// Seconds before a speech request is answered 504 [default: 120].
-    #[arg(long, env = "OMNIVOICE_REQUEST_TIMEOUT_S")]
-    pub request_timeout_s: Option<u64>,
-    /// Inference workers running batches in parallel [default: physical cores].
-    #[arg(long, env = "OMNIVOICE_MAX_CONCURRENT")]
-    pub max_concurrent: Option<usize>,
-    /// Accepted API key (repeatable; none = no auth). The variable takes a comma-separated list.
+/// The defaults, for clap's `default_value_t`; serde's come from the same `Default`.
+static DEFAULTS: LazyLock<Options> = LazyLock::new(Options::default);
+
+/// Every setting, once. The field name is the file key and clap's argument id; the variable is
+/// `OMNIVOICE_` and the key in capitals (a test holds both rules). An `Option` without a value
+/// is "unset", and its help says what unset means. The doc comments are the `--help` text and
+/// the README's description column.
+#[derive(Debug, Clone, Args, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct Options {
+    /// Address to listen on; 0.0.0.0 for all interfaces
+    #[arg(long, env = "OMNIVOICE_HOST", default_value_t = DEFAULTS.host)]
+    host: IpAddr,
+    /// Port to listen on; 0 picks a free one (printed on stdout)
+    #[arg(long, env = "OMNIVOICE_PORT", default_value_t = DEFAULTS.port)]
+    port: u16,
+    /// Log filter, e.g. debug, warn or omnivoice_server=debug,info
+    #[arg(long, env = "OMNIVOICE_LOG_LEVEL", default_value_t = DEFAULTS.log_level.clone())]
+    log_level: String,
+    /// Log format
+    #[arg(long, env = "OMNIVOICE_LOG_FORMAT", value_enum, default_value_t = DEFAULTS.log_format)]
+    log_format: LogFormat,
+    /// Compute device for neural engines (cuda and metal need the cargo feature of that name)
+    #[arg(long, env = "OMNIVOICE_DEVICE", value_enum, default_value_t = DEFAULTS.device)]
+    device: DeviceChoice,
+    /// Directory scanned for Piper voices: <name>.onnx + <name>.onnx.json (+ <name>.safetensors)
+    #[arg(long, env = "OMNIVOICE_VOICES_DIR", default_value_os_t = DEFAULTS.voices_dir.clone())]
+    voices_dir: PathBuf,
+    /// Engine behind OpenAI's model names (tts-1, tts-1-hd, gpt-4o-mini-tts)
+    #[arg(long, env = "OMNIVOICE_DEFAULT_ENGINE",
+          default_value_t = DEFAULTS.default_engine.clone())]
+    default_engine: String,
+    /// Voice behind OpenAI's voice names (alloy, nova, …) unless [voices.aliases] maps them
+    #[arg(long, env = "OMNIVOICE_DEFAULT_VOICE", default_value_t = DEFAULTS.default_voice.clone())]
+    default_voice: String,
+    /// Most voices kept loaded; the least recently used is released first
+    #[arg(long, env = "OMNIVOICE_MAX_LOADED_VOICES", default_value_t = DEFAULTS.max_loaded_voices)]
+    max_loaded_voices: usize,
+    /// Release the voices of other engines when a request switches engine
+    #[arg(long, env = "OMNIVOICE_SINGLE_ENGINE_RESIDENT", action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true",
+          default_value_t = DEFAULTS.single_engine_resident)]
+    single_engine_resident: bool,
+    /// Release a voice unused for this many seconds; 0 = never
+    #[arg(long, env = "OMNIVOICE_IDLE_UNLOAD_S", default_value_t = DEFAULTS.idle_unload_s)]
+    idle_unload_s: u64,
+    /// Voices loaded before /health reports ready: engine/voice or a voice of the default engine;
+    /// none loads nothing; empty = the default voice
+    #[arg(long, env = "OMNIVOICE_PRELOAD", value_delimiter = ',')]
+    preload: Vec<String>,
+    /// Seed used when a request gives none; unset = a random seed per request
+    #[arg(long, env = "OMNIVOICE_SEED")]
+    seed: Option<u64>,
+    /// Longest accepted input, in characters; one more is a 400
+    #[arg(long, env = "OMNIVOICE_MAX_INPUT_CHARS", default_value_t = DEFAULTS.max_input_chars)]
+    max_input_chars: usize,
+    /// Seconds before an unfinished speech request is answered 504
+    #[arg(long, env = "OMNIVOICE_REQUEST_TIMEOUT_S", default_value_t = DEFAULTS.request_timeout_s)]
+    request_timeout_s: u64,
+    /// Accepted API key, sent as "Authorization: Bearer <key>"; none = no auth
     #[arg(long = "api-key", env = "OMNIVOICE_API_KEYS", value_delimiter = ',')]
-    pub api_keys: Vec<String>,
-    /// Allowed CORS origin (repeatable, or `*`). The variable takes a comma-separated list.
+    api_keys: Vec<String>,
+    /// Serve the model and voice lists (GET /v1/models, /v1/audio/voices) without an API key
+    #[arg(long, env = "OMNIVOICE_PUBLIC_DISCOVERY", action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true",
+          default_value_t = DEFAULTS.public_discovery)]
+    public_discovery: bool,
+    /// Allowed browser origin for CORS, or *
     #[arg(
         long = "cors-origins",
         env = "OMNIVOICE_CORS_ORIGINS",
         value_delimiter = ','
     )]
-    pub cors_origins: Vec<String>,
-    /// Seconds to finish in-flight requests after SIGINT/SIGTERM [default: 10].
-    #[arg(long, env = "OMNIVOICE_SHUTDOWN_TIMEOUT_S")]
-    pub shutdown_timeout_s: Option<u64>,
-    /// Group concurrent requests into batched forward passes [default: true].
-    #[arg(long, env = "OMNIVOICE_BATCH_ENABLED", num_args = 0..=1, default_missing_value = "true")]
-    pub batch_enabled: Option<bool>,
-    /// Run every request on its own (batch size 1).
-    #[arg(long, conflicts_with = "batch_enabled")]
-    pub no_batch: bool,
-    /// Most utterances in one forward pass [default: 8].
-    #[arg(long, env = "OMNIVOICE_BATCH_MAX_SIZE")]
-    pub batch_max_size: Option<usize>,
-    /// Longest an utterance waits for companions, in ms [default: 20].
-    #[arg(long, env = "OMNIVOICE_BATCH_TIMEOUT_MS")]
-    pub batch_timeout_ms: Option<u64>,
-    /// Most utterances waiting; beyond it requests get 429 [default: 256].
-    #[arg(long, env = "OMNIVOICE_BATCH_QUEUE_SIZE")]
-    pub batch_queue_size: Option<usize>,
-    /// Keep finished audio in memory and answer repeats from it [default: true].
-    #[arg(long, env = "OMNIVOICE_CACHE_ENABLED", num_args = 0..=1, default_missing_value = "true")]
-    pub cache_enabled: Option<bool>,
-    /// Turn the audio cache off.
-    #[arg(long, conflicts_with = "cache_enabled")]
-    pub no_cache: bool,
-    /// Memory budget of the audio cache in MiB [default: 512].
-    #[arg(long, env = "OMNIVOICE_CACHE_MAX_MB")]
-    pub cache_max_mb: Option<u64>,
-    /// Seconds a cached entry lives; 0 = no expiry [default: 3600].
-    #[arg(long, env = "OMNIVOICE_CACHE_TTL_S")]
-    pub cache_ttl_s: Option<u64>,
-    /// Most voices kept loaded; the least recently used goes first [default: 4].
-    #[arg(long, env = "OMNIVOICE_MAX_LOADED_VOICES")]
-    pub max_loaded_voices: Option<usize>,
-    /// Release the voices of other engines when a request switches engine [default: false].
-    #[arg(long, env = "OMNIVOICE_SINGLE_ENGINE_RESIDENT", num_args = 0..=1, default_missing_value = "true")]
-    pub single_engine_resident: Option<bool>,
-    /// Release a voice unused for this many seconds; 0 = never [default: 0].
-    #[arg(long, env = "OMNIVOICE_IDLE_UNLOAD_S")]
-    pub idle_unload_s: Option<u64>,
-    /// Voices loaded before the server reports ready (repeatable, `engine/voice` or a voice of
-    /// the default engine; `none` loads nothing) [default: the default voice].
-    #[arg(long, env = "OMNIVOICE_PRELOAD", value_delimiter = ',')]
-    pub preload: Vec<String>,
-    /// Seed used when a request gives none; unset = a random seed per request.
-    #[arg(long, env = "OMNIVOICE_SEED")]
-    pub seed: Option<u64>,
-    /// Stream audio sentence by sentence (chunked) unless a request says `"stream": false`
-    /// [default: true].
-    #[arg(long, env = "OMNIVOICE_STREAM", num_args = 0..=1, default_missing_value = "true")]
-    pub stream: Option<bool>,
-    /// Answer every request with one whole body (`Content-Length`), never chunked.
-    #[arg(long, conflicts_with = "stream")]
-    pub no_stream: bool,
-}
-
-/// The config file: the same settings as the flags, by their long names with `_` for `-`,
-/// plus the alias tables. Unknown keys are an error, so typos don't pass silently.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    host: Option<IpAddr>,
-    port: Option<u16>,
-    log_level: Option<String>,
-    log_format: Option<LogFormat>,
-    device: Option<DeviceChoice>,
-    voices_dir: Option<PathBuf>,
-    default_engine: Option<String>,
-    default_voice: Option<String>,
-    max_input_chars: Option<usize>,
-    request_timeout_s: Option<u64>,
+    cors_origins: Vec<String>,
+    /// Stream audio sentence by sentence unless a request says "stream": false
+    #[arg(long, env = "OMNIVOICE_STREAM", action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true", default_value_t = DEFAULTS.stream)]
+    stream: bool,
+    /// Seconds to finish in-flight requests after SIGINT/SIGTERM
+    #[arg(long, env = "OMNIVOICE_SHUTDOWN_TIMEOUT_S",
+          default_value_t = DEFAULTS.shutdown_timeout_s)]
+    shutdown_timeout_s: u64,
+    /// Port of the Wyoming protocol server (Home Assistant), bound on --host; unset = off
+    #[arg(long, env = "OMNIVOICE_WYOMING_PORT")]
+    wyoming_port: Option<u16>,
+    /// Inference workers running batches in parallel; unset = one per physical core
+    #[arg(long, env = "OMNIVOICE_MAX_CONCURRENT")]
     max_concurrent: Option<usize>,
-    api_keys: Option<Vec<String>>,
-    cors_origins: Option<Vec<String>>,
-    shutdown_timeout_s: Option<u64>,
-    batch_enabled: Option<bool>,
-    batch_max_size: Option<usize>,
-    batch_timeout_ms: Option<u64>,
-    batch_queue_size: Option<usize>,
-    cache_enabled: Option<bool>,
-    cache_max_mb: Option<u64>,
-    cache_ttl_s: Option<u64>,
-    max_loaded_voices: Option<usize>,
-    single_engine_resident: Option<bool>,
-    idle_unload_s: Option<u64>,
-    preload: Option<Vec<String>>,
-    seed: Option<u64>,
-    stream: Option<bool>,
-    #[serde(default)]
+    /// Group concurrent utterances of one voice into one forward pass
+    #[arg(long, env = "OMNIVOICE_BATCH_ENABLED", action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true",
+          default_value_t = DEFAULTS.batch_enabled)]
+    batch_enabled: bool,
+    /// Most utterances in one forward pass (at most 256)
+    #[arg(long, env = "OMNIVOICE_BATCH_MAX_SIZE", default_value_t = DEFAULTS.batch_max_size)]
+    batch_max_size: usize,
+    /// Longest an utterance waits for companions, in ms (never on an idle server)
+    #[arg(long, env = "OMNIVOICE_BATCH_TIMEOUT_MS", default_value_t = DEFAULTS.batch_timeout_ms)]
+    batch_timeout_ms: u64,
+    /// Most utterances waiting; beyond it requests get 429 with Retry-After
+    #[arg(long, env = "OMNIVOICE_BATCH_QUEUE_SIZE", default_value_t = DEFAULTS.batch_queue_size)]
+    batch_queue_size: usize,
+    /// Keep finished, encoded audio in memory and answer repeats from it
+    #[arg(long, env = "OMNIVOICE_CACHE_ENABLED", action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true",
+          default_value_t = DEFAULTS.cache_enabled)]
+    cache_enabled: bool,
+    /// Memory budget of the audio cache in MiB; a larger entry is never cached
+    #[arg(long, env = "OMNIVOICE_CACHE_MAX_MB", default_value_t = DEFAULTS.cache_max_mb)]
+    cache_max_mb: u64,
+    /// Seconds a cached entry lives; 0 = no expiry
+    #[arg(long, env = "OMNIVOICE_CACHE_TTL_S", default_value_t = DEFAULTS.cache_ttl_s)]
+    cache_ttl_s: u64,
+    /// `[models.aliases]`: extra model names → engine ids (file only).
+    #[arg(skip)]
     models: AliasTable,
-    #[serde(default)]
+    /// `[voices.aliases]`: voice names → voice ids (file only).
+    #[arg(skip)]
     voices: AliasTable,
 }
 
-#[derive(Debug, Default, Deserialize)]
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            host: [127, 0, 0, 1].into(),
+            port: 8880,
+            log_level: "info".into(),
+            log_format: LogFormat::Text,
+            device: DeviceChoice::Auto,
+            voices_dir: "voices".into(),
+            default_engine: "piper".into(),
+            default_voice: "en_US-joe-medium".into(),
+            max_loaded_voices: 4,
+            single_engine_resident: false,
+            idle_unload_s: 0,
+            preload: Vec::new(),
+            seed: None,
+            max_input_chars: 4096,
+            request_timeout_s: 120,
+            api_keys: Vec::new(),
+            public_discovery: false,
+            cors_origins: Vec::new(),
+            stream: true,
+            shutdown_timeout_s: 10,
+            wyoming_port: None,
+            max_concurrent: None,
+            batch_enabled: true,
+            batch_max_size: 8,
+            batch_timeout_ms: 20,
+            batch_queue_size: 256,
+            cache_enabled: true,
+            cache_max_mb: 512,
+            cache_ttl_s: 3600,
+            models: AliasTable::default(),
+            voices: AliasTable::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AliasTable {
     #[serde(default)]
     aliases: BTreeMap<String, String>,
+}
+
+/// The settings that have a flag: clap's argument ids, which are also the file keys.
+static FLAG_KEYS: LazyLock<Vec<String>> = LazyLock::new(|| {
+    Options::augment_args(clap::Command::new("settings"))
+        .get_arguments()
+        .map(|arg| arg.get_id().to_string())
+        .collect()
+});
+
+/// All flags of `serve`: the settings, and beside them the file to read and the off switches,
+/// which are flags only.
+#[derive(Debug, Clone, Args)]
+struct Flags {
+    /// TOML config file (keys as in config.example.toml)
+    #[arg(long, env = "OMNIVOICE_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    #[command(flatten)]
+    options: Options,
+    /// Run every request on its own (batch size 1)
+    #[arg(long)]
+    no_batch: bool,
+    /// Turn the audio cache off
+    #[arg(long)]
+    no_cache: bool,
+    /// Answer every request with one whole body (Content-Length), never chunked
+    #[arg(long)]
+    no_stream: bool,
+}
+
+/// Each off switch beside the setting it turns off. Not clap conflicts: clap counts a variable
+/// as given, and a flag must beat a variable, so only two flags conflict.
+const OFF_SWITCHES: [(&str, &str); 3] = [
+    ("no_batch", "batch_enabled"),
+    ("no_cache", "cache_enabled"),
+    ("no_stream", "stream"),
+];
+
+/// Flags and variables of `serve` as parsed, with which of them were given, so that the config
+/// file fills only the rest. Turn them into [`Settings`] with [`Settings::resolve`].
+#[derive(Debug, Clone)]
+pub struct ServeArgs {
+    flags: Flags,
+    /// Keys whose value came from a flag or an environment variable, not from a default.
+    given: BTreeSet<String>,
+}
+
+impl FromArgMatches for ServeArgs {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        for (off, on) in OFF_SWITCHES {
+            if matches.get_flag(off) && matches.value_source(on) == Some(ValueSource::CommandLine) {
+                let flag = |id: &str| format!("--{}", id.replace('_', "-"));
+                return Err(clap::Error::raw(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "the argument '{}' cannot be used with '{}'\n",
+                        flag(off),
+                        flag(on)
+                    ),
+                ));
+            }
+        }
+        let given = FLAG_KEYS
+            .iter()
+            .filter(|key| {
+                matches!(
+                    matches.value_source(key),
+                    Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+                )
+            })
+            .cloned()
+            .collect();
+        Ok(ServeArgs {
+            flags: Flags::from_arg_matches(matches)?,
+            given,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Args for ServeArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        Flags::augment_args(cmd)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Flags::augment_args_for_update(cmd)
+    }
+}
+
+impl ServeArgs {
+    /// Each setting from the first layer that has it: flag or variable, file, default.
+    fn layered(&self) -> Result<Options, ConfigError> {
+        let base = match &self.flags.config {
+            Some(path) => read_file(path)?,
+            None => Options::default(),
+        };
+        if self.given.is_empty() {
+            return Ok(base);
+        }
+        let mut merged = as_map(&base);
+        let command_line = as_map(&self.flags.options);
+        for key in &self.given {
+            merged.insert(key.clone(), command_line[key.as_str()].clone());
+        }
+        Ok(serde_json::from_value(merged.into()).expect("settings read back what they wrote"))
+    }
+}
+
+/// A value per key. JSON rather than TOML, because TOML has no null (unset) and no u64 seed.
+fn as_map(options: &Options) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::to_value(options) {
+        Ok(serde_json::Value::Object(map)) => map,
+        other => unreachable!("settings serialize as a map, not {other:?}"),
+    }
 }
 
 /// Effective settings of a running server.
@@ -232,6 +373,10 @@ pub struct Settings {
     pub preload: Vec<String>,
     pub seed: Option<u64>,
     pub stream: bool,
+    /// Port of the Wyoming protocol server, on `host`; `None` = no Wyoming server.
+    pub wyoming_port: Option<u16>,
+    /// Whether the model and voice lists are served without an API key.
+    pub public_discovery: bool,
     /// Extra `model` names → engine ids, from `[models.aliases]`.
     pub model_aliases: BTreeMap<String, String>,
     /// OpenAI voice names (and any others) → voice ids, from `[voices.aliases]`.
@@ -258,119 +403,55 @@ pub struct CacheSettings {
 #[error("{0}")]
 pub struct ConfigError(String);
 
-fn invalid(setting: &str, why: impl std::fmt::Display) -> ConfigError {
+fn invalid(setting: &str, why: impl Display) -> ConfigError {
     ConfigError(format!("invalid setting '{setting}': {why}"))
 }
 
 impl Settings {
     /// Merges flags/env (`args`) over the config file over the defaults, then validates.
     pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
-        let file = match &args.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
-        let pick_list = |cli: &Vec<String>, file: Option<Vec<String>>| {
-            if cli.is_empty() {
-                file.unwrap_or_default()
-            } else {
-                cli.clone()
-            }
-        };
-        let batch_enabled = if args.no_batch {
-            false
+        let o = args.layered()?;
+        let preload = if o.preload.is_empty() {
+            vec![o.default_voice.clone()]
         } else {
-            args.batch_enabled.or(file.batch_enabled).unwrap_or(true)
+            o.preload.into_iter().filter(|v| v != "none").collect()
         };
-        let cache_enabled = if args.no_cache {
-            false
-        } else {
-            args.cache_enabled.or(file.cache_enabled).unwrap_or(true)
-        };
-        let default_voice = args
-            .default_voice
-            .clone()
-            .or(file.default_voice)
-            .unwrap_or_else(|| "en_US-joe-medium".into());
         let settings = Settings {
-            host: args.host.or(file.host).unwrap_or([127, 0, 0, 1].into()),
-            port: args.port.or(file.port).unwrap_or(8880),
-            log_level: args
-                .log_level
-                .clone()
-                .or(file.log_level)
-                .unwrap_or_else(|| "info".into()),
-            log_format: args
-                .log_format
-                .or(file.log_format)
-                .unwrap_or(LogFormat::Text),
-            device: args.device.or(file.device).unwrap_or(DeviceChoice::Auto),
-            voices_dir: args
-                .voices_dir
-                .clone()
-                .or(file.voices_dir)
-                .unwrap_or_else(|| "voices".into()),
-            default_engine: args
-                .default_engine
-                .clone()
-                .or(file.default_engine)
-                .unwrap_or_else(|| "piper".into()),
-            preload: {
-                let list = pick_list(&args.preload, file.preload);
-                if list.is_empty() {
-                    vec![default_voice.clone()]
-                } else {
-                    list.into_iter().filter(|v| v != "none").collect()
-                }
-            },
-            default_voice,
-            max_input_chars: args
-                .max_input_chars
-                .or(file.max_input_chars)
-                .unwrap_or(4096),
-            request_timeout_s: args
-                .request_timeout_s
-                .or(file.request_timeout_s)
-                .unwrap_or(120),
-            max_concurrent: args
-                .max_concurrent
-                .or(file.max_concurrent)
-                .unwrap_or_else(num_cpus::get_physical),
-            api_keys: pick_list(&args.api_keys, file.api_keys),
-            cors_origins: pick_list(&args.cors_origins, file.cors_origins),
-            shutdown_timeout_s: args
-                .shutdown_timeout_s
-                .or(file.shutdown_timeout_s)
-                .unwrap_or(10),
+            host: o.host,
+            port: o.port,
+            log_level: o.log_level,
+            log_format: o.log_format,
+            device: o.device,
+            voices_dir: o.voices_dir,
+            default_engine: o.default_engine,
+            default_voice: o.default_voice,
+            max_input_chars: o.max_input_chars,
+            request_timeout_s: o.request_timeout_s,
+            max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),
+            api_keys: o.api_keys,
+            cors_origins: o.cors_origins,
+            shutdown_timeout_s: o.shutdown_timeout_s,
             batch: BatchSettings {
-                enabled: batch_enabled,
-                max_size: args.batch_max_size.or(file.batch_max_size).unwrap_or(8),
-                timeout_ms: args
-                    .batch_timeout_ms
-                    .or(file.batch_timeout_ms)
-                    .unwrap_or(20),
-                queue_size: args
-                    .batch_queue_size
-                    .or(file.batch_queue_size)
-                    .unwrap_or(256),
+                enabled: o.batch_enabled && !args.flags.no_batch,
+                max_size: o.batch_max_size,
+                timeout_ms: o.batch_timeout_ms,
+                queue_size: o.batch_queue_size,
             },
             cache: CacheSettings {
-                enabled: cache_enabled,
-                max_mb: args.cache_max_mb.or(file.cache_max_mb).unwrap_or(512),
-                ttl_s: args.cache_ttl_s.or(file.cache_ttl_s).unwrap_or(3600),
+                enabled: o.cache_enabled && !args.flags.no_cache,
+                max_mb: o.cache_max_mb,
+                ttl_s: o.cache_ttl_s,
             },
-            max_loaded_voices: args
-                .max_loaded_voices
-                .or(file.max_loaded_voices)
-                .unwrap_or(4),
-            single_engine_resident: args
-                .single_engine_resident
-                .or(file.single_engine_resident)
-                .unwrap_or(false),
-            idle_unload_s: args.idle_unload_s.or(file.idle_unload_s).unwrap_or(0),
-            seed: args.seed.or(file.seed),
-            stream: !args.no_stream && args.stream.or(file.stream).unwrap_or(true),
-            model_aliases: file.models.aliases,
-            voice_aliases: file.voices.aliases,
+            max_loaded_voices: o.max_loaded_voices,
+            single_engine_resident: o.single_engine_resident,
+            idle_unload_s: o.idle_unload_s,
+            preload,
+            seed: o.seed,
+            stream: o.stream && !args.flags.no_stream,
+            wyoming_port: o.wyoming_port,
+            public_discovery: o.public_discovery,
+            model_aliases: o.models.aliases,
+            voice_aliases: o.voices.aliases,
         };
         settings.validate()?;
         Ok(settings)
@@ -404,6 +485,9 @@ impl Settings {
         if self.api_keys.iter().any(|k| k.trim().is_empty()) {
             return Err(invalid("api-key", "keys must not be empty"));
         }
+        if self.wyoming_port.is_some_and(|p| p != 0 && p == self.port) {
+            return Err(invalid("wyoming-port", "must differ from port"));
+        }
         Ok(())
     }
 
@@ -421,106 +505,26 @@ impl Settings {
     }
 }
 
-fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+/// Reads the config file; a bad value is named by its key, anything else by `config`.
+fn read_file(path: &Path) -> Result<Options, ConfigError> {
+    let in_file = |setting: &str, why: &dyn Display| {
+        // toml's messages can span lines; the error must stay on one.
+        let why = why
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        invalid(setting, format!("{}: {why}", path.display()))
+    };
     let text = std::fs::read_to_string(path)
-        .map_err(|e| invalid("config", format!("cannot read {}: {e}", path.display())))?;
-    toml::from_str(&text).map_err(|e| {
-        let why = e.message().to_string();
-        invalid("config", format!("{}: {why}", path.display()))
+        .map_err(|e| in_file("config", &format!("cannot read it: {e}")))?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| in_file("config", &e.message()))?;
+    serde_path_to_error::deserialize(table).map_err(|e| {
+        let key = e.path().to_string();
+        let setting = if key == "." { "config" } else { key.as_str() };
+        in_file(setting, e.inner())
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse(args: &[&str]) -> ServeArgs {
-        let mut argv = vec!["omnivoice-server"];
-        argv.extend_from_slice(args);
-        Cli::try_parse_from(argv).expect("valid command line").serve
-    }
-
-    fn write(text: &str) -> tempfile::NamedTempFile {
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), text).unwrap();
-        file
-    }
-
-    #[test]
-    fn defaults_apply_without_flags_or_file() {
-        let s = Settings::resolve(&parse(&[])).unwrap();
-        assert_eq!(s.port, 8880);
-        assert_eq!(s.host.to_string(), "127.0.0.1");
-        assert_eq!(s.max_input_chars, 4096);
-        assert!(s.batch.enabled && s.cache.enabled);
-        assert_eq!(s.batch.max_size, 8);
-        assert_eq!(s.preload, vec!["en_US-joe-medium".to_string()]);
-    }
-
-    #[test]
-    fn flag_beats_file_and_file_beats_default() {
-        let file = write("port = 9000\nmax_input_chars = 100\nbatch_enabled = false\n");
-        let path = file.path().to_str().unwrap();
-        let s = Settings::resolve(&parse(&["--config", path, "--port", "9100"])).unwrap();
-        assert_eq!(s.port, 9100, "flag wins");
-        assert_eq!(s.max_input_chars, 100, "file wins over default");
-        assert!(!s.batch.enabled);
-        assert_eq!(s.effective_batch().max_size, 1);
-    }
-
-    #[test]
-    fn unknown_file_key_names_it() {
-        let file = write("prot = 9000\n");
-        let err = Settings::resolve(&parse(&["--config", file.path().to_str().unwrap()]))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("prot"), "{err}");
-    }
-
-    #[test]
-    fn unreadable_file_is_an_error() {
-        let err = Settings::resolve(&parse(&["--config", "/nonexistent/omnivoice.toml"]))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("config") && err.contains("/nonexistent"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn zero_workers_are_rejected() {
-        let err = Settings::resolve(&parse(&["--max-concurrent", "0"])).unwrap_err();
-        assert!(err.to_string().contains("max-concurrent"));
-    }
-
-    #[test]
-    fn bad_values_fail_in_clap() {
-        for args in [["--port", "70000"], ["--device", "tpu"]] {
-            let mut argv = vec!["omnivoice-server"];
-            argv.extend_from_slice(&args);
-            let err = Cli::try_parse_from(argv).unwrap_err();
-            assert_eq!(err.exit_code(), 2, "{args:?}");
-        }
-    }
-
-    #[test]
-    fn the_example_config_is_valid_and_matches_the_defaults() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/config.example.toml");
-        let from_file = Settings::resolve(&parse(&["--config", path])).unwrap();
-        let defaults = Settings::resolve(&parse(&[])).unwrap();
-        assert_eq!(
-            serde_json::to_value(&from_file).unwrap(),
-            serde_json::to_value(&defaults).unwrap()
-        );
-    }
-
-    #[test]
-    fn alias_tables_come_from_the_file() {
-        let file =
-            write("[models.aliases]\nmy-tts = \"espeak\"\n[voices.aliases]\nalloy = \"en-us\"\n");
-        let s = Settings::resolve(&parse(&["--config", file.path().to_str().unwrap()])).unwrap();
-        assert_eq!(s.model_aliases["my-tts"], "espeak");
-        assert_eq!(s.voice_aliases["alloy"], "en-us");
-    }
-}
+mod tests;

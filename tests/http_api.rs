@@ -340,6 +340,74 @@ fn invalid_settings_exit_2_with_one_line_naming_the_setting() {
     }
 }
 
+/// Flag > environment > file, seen through the one setting whose rejection quotes its value: each
+/// layer gives a different bad log filter, and the error names the one that won.
+#[test]
+fn flag_beats_environment_beats_file() {
+    let bin = env!("CARGO_BIN_EXE_omnivoice-server");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("settings.toml");
+    std::fs::write(&file, "log_level = \"from_file=nonsense\"\n").unwrap();
+    let config = file.to_str().unwrap();
+    let cases: [(&[&str], Option<&str>, &str); 3] = [
+        (
+            &["--log-level", "from_flag=nonsense"],
+            Some("from_env=nonsense"),
+            "from_flag",
+        ),
+        (&[], Some("from_env=nonsense"), "from_env"),
+        (&[], None, "from_file"),
+    ];
+    for (flags, env, winner) in cases {
+        let mut command = std::process::Command::new(bin);
+        command.args(["--config", config]).args(flags);
+        command.env_remove("OMNIVOICE_LOG_LEVEL");
+        if let Some(value) = env {
+            command.env("OMNIVOICE_LOG_LEVEL", value);
+        }
+        let output = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{flags:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains("log-level") && stderr.contains(winner),
+            "{winner} should win: {stderr}"
+        );
+    }
+}
+
+/// An off flag beats its setting's variable (flag > environment), as /health reports.
+#[tokio::test]
+async fn off_flags_beat_the_environment() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_omnivoice-server"))
+        .args(["--port", "0", "--log-level", "warn", "--preload", "none"])
+        .args(["--no-batch", "--no-cache"])
+        .env("OMNIVOICE_BATCH_ENABLED", "true")
+        .env("OMNIVOICE_CACHE_ENABLED", "true")
+        .env("OMNIVOICE_MAX_CONCURRENT", "3")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().strip_prefix("omnivoice-server listening on ");
+    let health = match url {
+        Some(url) => Some(get_json(format!("{url}/health")).await),
+        None => None,
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let health = health.unwrap_or_else(|| panic!("the server did not start: {line:?}"));
+    assert_eq!(health["batch"]["settings"]["enabled"], false, "{health}");
+    assert_eq!(health["cache"]["settings"]["enabled"], false, "{health}");
+    assert_eq!(
+        health["batch"]["workers"], 3,
+        "the variables were read: {health}"
+    );
+}
+
 #[tokio::test]
 async fn sigterm_finishes_the_in_flight_request_then_exits_0() {
     let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
