@@ -8,6 +8,7 @@ mod auth;
 mod error;
 mod extract;
 mod info;
+mod playground;
 mod speech;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +100,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 
     Router::new()
         .merge(v1)
+        .merge(playground::routes())
         .route("/health", get(info::health))
         .route("/metrics", get(info::metrics))
         .fallback(|| async { ApiError::not_found("Unknown route.") })

@@ -1,0 +1,56 @@
+//! The browser playground at `GET /`: one page to try voices, formats and streaming by ear.
+//!
+//! It is compiled into the binary (no build step, no CDN), so a server with no network still
+//! serves it. The page is only a client of the public API: it needs no key to load and sends
+//! the key its user types, so it lives outside the API-key layer. Its Content-Security-Policy
+//! allows nothing but this origin, which keeps a page that handles API keys from loading or
+//! sending anything elsewhere.
+
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+
+const INDEX_HTML: &str = include_str!("playground/index.html");
+const APP_JS: &str = include_str!("playground/app.js");
+const STYLE_CSS: &str = include_str!("playground/style.css");
+
+/// Scripts, styles and requests from this origin only; no inline code, no plugins, no frames.
+/// `blob:` media is the downloaded (non-PCM) audio the page plays; `data:` images are its empty
+/// favicon.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+     style-src 'self'; connect-src 'self'; media-src 'self' blob:; img-src 'self' data:; \
+     base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Revalidate every time: the files change with the binary, and they are small.
+const CACHE_CONTROL: &str = "no-cache";
+
+/// The page and its two assets; merged into the main router without the API-key layer.
+pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new()
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
+        )
+        .route(
+            "/playground/app.js",
+            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
+        )
+        .route(
+            "/playground/style.css",
+            get(|| async { asset("text/css; charset=utf-8", STYLE_CSS) }),
+        )
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+            (header::CACHE_CONTROL, CACHE_CONTROL),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
+    )
+}

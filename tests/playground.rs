@@ -1,0 +1,128 @@
+//! The playground page at `GET /`, served by the real binary: its headers and its
+//! self-containment here, and its behaviour in a real headless Chromium through
+//! `tests/browser/playground_test.py` (prepared by `scripts/browser-venv.sh`).
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::Binary;
+use reqwest::header::{CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE};
+
+const API_KEY: &str = "playground-test-key";
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Every `src="…"` and `href="…"` value in `html`.
+fn references(html: &str) -> Vec<String> {
+    ["src=\"", "href=\""]
+        .iter()
+        .flat_map(|attribute| html.split(attribute).skip(1))
+        .filter_map(|rest| rest.split('"').next())
+        .map(str::to_string)
+        .collect()
+}
+
+async fn get(url: &str) -> reqwest::Response {
+    let response = reqwest::get(url).await.expect("GET");
+    assert_eq!(response.status(), 200, "GET {url}");
+    response
+}
+
+fn header(response: &reqwest::Response, name: reqwest::header::HeaderName) -> String {
+    response
+        .headers()
+        .get(&name)
+        .unwrap_or_else(|| panic!("no {name} header"))
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The page is public (no key), self-contained and locked to its own origin.
+async fn check_page(url: &str) {
+    let page = get(&format!("{url}/")).await;
+    assert!(header(&page, CONTENT_TYPE).starts_with("text/html"));
+    let csp = header(&page, CONTENT_SECURITY_POLICY);
+    for directive in [
+        "default-src 'none'",
+        "script-src 'self'",
+        "connect-src 'self'",
+    ] {
+        assert!(csp.contains(directive), "CSP lacks {directive}: {csp}");
+    }
+    assert!(
+        !csp.contains("unsafe-") && !csp.contains("http") && !csp.contains('*'),
+        "CSP allows more than this origin: {csp}"
+    );
+    assert!(!header(&page, CACHE_CONTROL).is_empty());
+    let html = page.text().await.unwrap();
+    assert!(html.contains("id=\"voice\""), "not the playground page");
+
+    let local: Vec<String> = references(&html)
+        .into_iter()
+        .filter(|r| !r.starts_with("data:"))
+        .collect();
+    assert!(
+        local.iter().any(|r| r.ends_with(".js")) && local.iter().any(|r| r.ends_with(".css")),
+        "script and style not found among {local:?}"
+    );
+    let mut bodies = vec![html];
+    for reference in &local {
+        assert!(
+            reference.starts_with('/') && !reference.starts_with("//"),
+            "{reference} is not on this origin"
+        );
+        let asset = get(&format!("{url}{reference}")).await;
+        let expected = if reference.ends_with(".js") {
+            "text/javascript"
+        } else {
+            "text/css"
+        };
+        assert!(
+            header(&asset, CONTENT_TYPE).starts_with(expected),
+            "{reference}"
+        );
+        assert_eq!(header(&asset, CONTENT_SECURITY_POLICY), csp, "{reference}");
+        bodies.push(asset.text().await.unwrap());
+    }
+    for body in &bodies {
+        assert!(
+            !body.contains("http://") && !body.contains("https://"),
+            "the page refers to another origin"
+        );
+    }
+}
+
+#[tokio::test]
+async fn playground_plays_streamed_speech_in_a_real_browser() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".venv-browser/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/browser-venv.sh first",
+        python.display()
+    );
+    let server = Binary::ready(&["--voices-dir", "voices", "--api-key", API_KEY]).await;
+    check_page(&server.url).await;
+
+    let screenshot = root.join("target/artifacts/playground.png");
+    // A screenshot left by an earlier run must not pass for this one's.
+    let _ = std::fs::remove_file(&screenshot);
+    let run = tokio::process::Command::new(&python)
+        .arg(root.join("tests/browser/playground_test.py"))
+        .args(["--url", &server.url, "--api-key", API_KEY, "--screenshot"])
+        .arg(&screenshot)
+        .kill_on_drop(true)
+        .status();
+    let status = tokio::time::timeout(BROWSER_TIMEOUT, run)
+        .await
+        .expect("the browser test timed out")
+        .expect("start the browser test");
+    assert!(status.success(), "the browser test failed: {status}");
+    assert!(
+        screenshot.exists(),
+        "no screenshot at {}",
+        screenshot.display()
+    );
+}
