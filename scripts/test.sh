@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# Headless Chromium, its driver and a venv with selenium, for the playground's browser test.
+scripts/browser-venv.sh
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
