@@ -161,7 +161,7 @@ struct Options {
     /// Longest an utterance waits for companions, in ms (never on an idle server)
     #[arg(long, env = "OMNIVOICE_BATCH_TIMEOUT_MS", default_value_t = DEFAULTS.batch_timeout_ms)]
     batch_timeout_ms: u64,
-    /// Most utterances waiting; beyond it requests get 429 with Retry-After
+    /// Most requests in progress at once, however long each is; beyond it requests get 429 with Retry-After
     #[arg(long, env = "OMNIVOICE_BATCH_QUEUE_SIZE", default_value_t = DEFAULTS.batch_queue_size)]
     batch_queue_size: usize,
     /// Keep finished, encoded audio in memory and answer repeats from it

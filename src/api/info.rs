@@ -93,6 +93,7 @@ pub async fn health(State(state): State<Arc<AppState>>) -> Response {
         "batch": {
             "settings": settings.effective_batch(),
             "workers": settings.max_concurrent,
+            "requests_in_progress": stats.requests_in_progress,
             "queue_depth": stats.queue_depth,
             "batches_in_flight": stats.batches_in_flight,
         },

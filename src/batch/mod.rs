@@ -5,12 +5,18 @@
 //! utterance gets its audio (or its batch's error) back on its own oneshot channel. A caller
 //! that stops waiting (client gone, request timed out) drops its receiver, and the entry is
 //! dropped before it is computed.
+//!
+//! Admission is per request, not per sentence: [`Batcher::admit`] hands out a [`Ticket`]
+//! while fewer than `queue_size` requests are in progress, and a request then submits its
+//! sentences a few at a time on that ticket. One long request can therefore neither fill the
+//! queue alone nor be refused on an idle server, and the queue stays short enough for the
+//! round-robin order of [`queue::State`] to let short requests through between its sentences.
 
 mod drain;
 mod queue;
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,10 +33,44 @@ use queue::{Entry, State};
 #[derive(Clone)]
 pub struct Batcher {
     commands: mpsc::UnboundedSender<Vec<Entry<Work>>>,
+    /// Utterances in the queue.
     depth: Arc<AtomicUsize>,
-    capacity: usize,
     in_flight: Arc<AtomicUsize>,
     drain: Arc<Mutex<DrainRate>>,
+    admission: Arc<Admission>,
+    max_size: usize,
+}
+
+/// Requests in progress, and the sentences they have yet to submit.
+struct Admission {
+    capacity: usize,
+    admitted: AtomicUsize,
+    unsubmitted: AtomicUsize,
+    next_request: AtomicU64,
+}
+
+/// One admitted request's place in the batcher; dropping it (the request finished, failed or
+/// was abandoned) frees the place.
+pub struct Ticket {
+    admission: Arc<Admission>,
+    request: u64,
+    unsubmitted: usize,
+}
+
+impl Ticket {
+    /// Sentences of this request not submitted yet.
+    pub fn unsubmitted(&self) -> usize {
+        self.unsubmitted
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.admission
+            .unsubmitted
+            .fetch_sub(self.unsubmitted, Ordering::SeqCst);
+        self.admission.admitted.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// What a worker needs to compute one queued utterance.
@@ -74,38 +114,74 @@ impl Batcher {
         Self {
             commands: tx,
             depth,
-            capacity: settings.queue_size,
             in_flight,
             drain,
+            admission: Arc::new(Admission {
+                capacity: settings.queue_size.max(1),
+                admitted: AtomicUsize::new(0),
+                unsubmitted: AtomicUsize::new(0),
+                next_request: AtomicU64::new(0),
+            }),
+            max_size: settings.max_size.max(1),
         }
     }
 
-    /// Queues the utterances of one request together (so they can share batches) and returns
-    /// one receiver per utterance, in order. All or nothing: a request that doesn't fit is
-    /// refused whole.
+    /// Most utterances in one batch.
+    pub fn max_batch_size(&self) -> usize {
+        self.max_size
+    }
+
+    /// Admits a request of `sentences` utterances, or says when to come back: at most
+    /// `queue_size` requests are in progress at once, however long each is.
+    pub fn admit(&self, sentences: usize) -> Result<Ticket, SubmitError> {
+        if self.commands.is_closed() {
+            return Err(SubmitError::Stopped);
+        }
+        let admission = &self.admission;
+        admission
+            .admitted
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < admission.capacity).then_some(n + 1)
+            })
+            .map_err(|_| {
+                let backlog = admission.unsubmitted.load(Ordering::SeqCst) + self.queue_depth();
+                SubmitError::Full {
+                    retry_after: self
+                        .drain
+                        .lock()
+                        .expect("drain lock")
+                        .time_to_drain(backlog),
+                }
+            })?;
+        admission.unsubmitted.fetch_add(sentences, Ordering::SeqCst);
+        Ok(Ticket {
+            admission: admission.clone(),
+            request: admission.next_request.fetch_add(1, Ordering::Relaxed),
+            unsubmitted: sentences,
+        })
+    }
+
+    /// Queues some of an admitted request's utterances together (so they can share batches)
+    /// and returns one receiver per utterance, in order.
     ///
     /// `first_alone` queues the first utterance ahead of the rest, so that on an idle server it
     /// starts at once on its own: a streamed response then sends its first audio after one
     /// sentence instead of after a whole batch.
     pub fn submit(
         &self,
+        ticket: &mut Ticket,
         voice_key: &VoiceKey,
         voice: &Arc<dyn Voice>,
         items: Vec<SynthesisItem>,
         first_alone: bool,
     ) -> Result<Vec<oneshot::Receiver<Reply>>, SubmitError> {
-        if self.commands.is_closed() {
-            return Err(SubmitError::Stopped);
-        }
         let n = items.len();
-        let capacity = self.capacity;
-        self.depth
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |d| {
-                (d + n <= capacity).then_some(d + n)
-            })
-            .map_err(|depth| SubmitError::Full {
-                retry_after: self.drain.lock().expect("drain lock").time_to_drain(depth),
-            })?;
+        let counted = n.min(ticket.unsubmitted);
+        ticket.unsubmitted -= counted;
+        self.admission
+            .unsubmitted
+            .fetch_sub(counted, Ordering::SeqCst);
+        self.depth.fetch_add(n, Ordering::SeqCst);
         let now = Instant::now();
         let mut receivers = Vec::with_capacity(n);
         let mut entries: Vec<Entry<Work>> = items
@@ -115,6 +191,7 @@ impl Batcher {
                 receivers.push(rx);
                 Entry {
                     voice_key: voice_key.clone(),
+                    request: ticket.request,
                     cost: item.text.chars().count(),
                     respond,
                     queued_at: now,
@@ -138,6 +215,11 @@ impl Batcher {
         }
         metrics::gauge!(m::QUEUE_DEPTH).set(self.depth.load(Ordering::SeqCst) as f64);
         Ok(receivers)
+    }
+
+    /// Requests admitted and not finished.
+    pub fn requests_in_progress(&self) -> usize {
+        self.admission.admitted.load(Ordering::SeqCst)
     }
 
     /// Utterances waiting for a worker.
@@ -271,14 +353,11 @@ mod tests {
         };
         let batcher = runtime.block_on(async { Batcher::start(&settings, 1) });
         drop(runtime); // the task dies with its runtime, as it would after a panic
-        let voice: Arc<dyn Voice> = Arc::new(NoVoice);
-        let key = VoiceKey::new("none", "none");
-        let result = batcher.submit(&key, &voice, vec![SynthesisItem::new("hi")], false);
-        assert_eq!(result.err(), Some(SubmitError::Stopped));
+        assert_eq!(batcher.admit(1).err(), Some(SubmitError::Stopped));
     }
 
     #[test]
-    fn a_full_queue_says_when_to_come_back() {
+    fn admission_counts_requests_not_sentences() {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -290,15 +369,58 @@ mod tests {
             queue_size: 2,
         };
         let batcher = runtime.block_on(async { Batcher::start(&settings, 1) });
-        let voice: Arc<dyn Voice> = Arc::new(NoVoice);
-        let key = VoiceKey::new("none", "none");
-        let three = vec![SynthesisItem::new("a"); 3];
-        match batcher.submit(&key, &voice, three, false) {
+        // A request far longer than the queue is admitted on an idle server.
+        let long = batcher.admit(1000).expect("one request always fits");
+        let short = batcher.admit(1).expect("a second request fits");
+        assert_eq!(batcher.requests_in_progress(), 2);
+        match batcher.admit(1) {
             Err(SubmitError::Full { retry_after }) => {
-                assert!(retry_after >= Duration::from_secs(1))
+                // 1001 utterances ahead at the initial 0.25 s each: capped at a minute.
+                assert_eq!(retry_after, Duration::from_secs(60));
             }
             other => panic!("expected a full queue, got {:?}", other.err()),
         }
+        drop(long);
+        let third = batcher
+            .admit(1)
+            .expect("a finished request frees its place");
+        drop((short, third));
+        assert_eq!(batcher.requests_in_progress(), 0);
+    }
+
+    #[test]
+    fn submitting_counts_down_what_is_left() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let settings = BatchSettings {
+            enabled: true,
+            max_size: 4,
+            timeout_ms: 1,
+            queue_size: 2,
+        };
+        runtime.block_on(async {
+            let batcher = Batcher::start(&settings, 1);
+            let voice: Arc<dyn Voice> = Arc::new(NoVoice);
+            let key = VoiceKey::new("none", "none");
+            let mut ticket = batcher.admit(5).unwrap();
+            let receivers = batcher
+                .submit(
+                    &mut ticket,
+                    &key,
+                    &voice,
+                    vec![SynthesisItem::new("a"); 2],
+                    false,
+                )
+                .unwrap();
+            assert_eq!(receivers.len(), 2);
+            assert_eq!(ticket.unsubmitted(), 3);
+            assert_eq!(batcher.admission.unsubmitted.load(Ordering::SeqCst), 3);
+            drop(receivers); // abandoned: never computed
+            drop(ticket);
+            assert_eq!(batcher.admission.unsubmitted.load(Ordering::SeqCst), 0);
+        });
     }
 
     /// Never asked to compute anything: these tests only queue.

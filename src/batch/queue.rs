@@ -3,7 +3,13 @@
 //! [`State`] holds the utterances waiting for a worker; [`State::next_batch`] decides what runs
 //! now. Nothing here is async or touches a clock of its own, so unit tests drive every rule
 //! (lone requests go at once, batches fill up to the limit, the oldest never waits longer than
-//! the timeout, similar lengths go together, abandoned entries are dropped) step by step.
+//! the timeout, requests take turns, similar lengths go together, abandoned entries are
+//! dropped) step by step.
+//!
+//! Taking turns: an entry's *rank* is how many entries of its own request are queued ahead of
+//! it. Batches are filled and computed in rank order, so every waiting request gets its next
+//! sentence in before any request gets its second: a short request behind a long one waits for
+//! one of the long request's sentences, not for all of them (TGI's router is fair the same way).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -31,6 +37,8 @@ pub enum BatchError {
 pub struct Entry<W> {
     /// Which loaded voice computes it; only entries with the same key share a batch.
     pub voice_key: VoiceKey,
+    /// The request it belongs to, for taking turns.
+    pub request: u64,
     /// Padding in a batch grows with the length difference of its items; text length is a
     /// good enough proxy for the number of phonemes.
     pub cost: usize,
@@ -107,20 +115,44 @@ impl<W> State<W> {
         let members: Vec<usize> = (0..self.entries.len())
             .filter(|&i| self.entries[i].voice_key == key)
             .collect();
+        let ranks = self.ranks();
         let oldest = members[0];
         let target = self.entries[oldest].cost;
         let mut others: Vec<usize> = members[1..].to_vec();
-        others.sort_by_key(|&i| (self.entries[i].cost.abs_diff(target), i));
+        others.sort_by_key(|&i| (ranks[i], self.entries[i].cost.abs_diff(target), i));
         let mut chosen: Vec<usize> = std::iter::once(oldest)
             .chain(others.into_iter().take(self.max_size - 1))
             .collect();
+        // Computed in this order (a CPU engine answers item by item): turns first, then age.
+        let order: Vec<usize> = {
+            let mut order = chosen.clone();
+            order.sort_by_key(|&i| (ranks[i], i));
+            order
+        };
         chosen.sort_unstable();
 
-        let mut batch = Vec::with_capacity(chosen.len());
+        let mut taken: Vec<(usize, Entry<W>)> = Vec::with_capacity(chosen.len());
         for (removed, index) in chosen.into_iter().enumerate() {
-            batch.extend(self.entries.remove(index - removed));
+            if let Some(entry) = self.entries.remove(index - removed) {
+                taken.push((index, entry));
+            }
         }
+        taken.sort_by_key(|(index, _)| order.iter().position(|o| o == index));
+        let batch = taken.into_iter().map(|(_, entry)| entry).collect();
         Decision { batch, abandoned }
+    }
+
+    /// For each entry, how many entries of the same request are queued ahead of it.
+    fn ranks(&self) -> Vec<usize> {
+        let mut seen: std::collections::HashMap<u64, usize> = std::collections::HashMap::new();
+        self.entries
+            .iter()
+            .map(|e| {
+                let rank = seen.entry(e.request).or_insert(0);
+                *rank += 1;
+                *rank - 1
+            })
+            .collect()
     }
 
     /// The voice whose entries should run now, checking voices in the order of their oldest entry.
@@ -162,10 +194,17 @@ mod tests {
         }
 
         fn push(&mut self, key: &str, text: &str, at_ms: u64) {
+            // Each entry its own request, unless pushed with `push_for`.
+            let request = 1000 + self.receivers.len() as u64;
+            self.push_for(request, key, text, at_ms);
+        }
+
+        fn push_for(&mut self, request: u64, key: &str, text: &str, at_ms: u64) {
             let (tx, rx) = oneshot::channel();
             self.receivers.push(rx);
             self.state.append(Entry {
                 voice_key: VoiceKey::new("fake", key),
+                request,
                 cost: text.chars().count(),
                 respond: tx,
                 queued_at: self.t0 + Duration::from_millis(at_ms),
@@ -263,5 +302,44 @@ mod tests {
         h.push("v", "b", 0);
         assert_eq!(h.next(0, false), vec!["a"]);
         assert_eq!(h.next(0, false), vec!["b"]);
+    }
+
+    #[test]
+    fn requests_take_turns_in_a_batch() {
+        let mut h = Harness::new(8, 0);
+        h.push_for(1, "v", "long one", 0);
+        h.push_for(1, "v", "long two", 1);
+        h.push_for(2, "v", "short", 2);
+        assert_eq!(h.next(3, true), vec!["long one", "short", "long two"]);
+    }
+
+    #[test]
+    fn without_batching_a_short_request_waits_for_one_sentence_of_a_long_one() {
+        let mut h = Harness::new(1, 0);
+        h.push_for(1, "v", "long one", 0);
+        h.push_for(1, "v", "long two", 1);
+        h.push_for(2, "v", "short", 2);
+        assert_eq!(h.next(3, true), vec!["long one"]);
+        // The long request refills its window as its sentences are delivered.
+        h.push_for(1, "v", "long three", 4);
+        assert_eq!(h.next(5, true), vec!["long two"]);
+        assert_eq!(
+            h.next(6, true),
+            vec!["short"],
+            "before the long request's third"
+        );
+        assert_eq!(h.next(7, true), vec!["long three"]);
+    }
+
+    #[test]
+    fn a_batch_prefers_other_requests_over_a_second_sentence() {
+        let mut h = Harness::new(2, 0);
+        h.push_for(1, "v", "aaaa", 0);
+        h.push_for(1, "v", "aaab", 1);
+        h.push_for(2, "v", "a much longer text from someone else", 2);
+        assert_eq!(
+            h.next(3, true),
+            vec!["aaaa", "a much longer text from someone else"]
+        );
     }
 }

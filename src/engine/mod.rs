@@ -120,6 +120,13 @@ pub trait Voice: Send + Sync {
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError>;
+
+    /// Whether a batch costs about as much as its longest item (one padded pass on a GPU), so
+    /// that full batches pay; `false` for engines that compute items one after another, where
+    /// batching only adds waiting.
+    fn computes_batches_at_once(&self) -> bool {
+        false
+    }
 }
 
 /// A family of voices that share one implementation.

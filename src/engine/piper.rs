@@ -241,6 +241,10 @@ impl Voice for PiperVoice {
         &self.info
     }
 
+    fn computes_batches_at_once(&self) -> bool {
+        !self.model.device().is_cpu()
+    }
+
     fn synthesize_each(
         &self,
         batch: &[SynthesisItem],

@@ -9,6 +9,7 @@ mod error;
 mod join;
 mod request;
 mod stream;
+mod synthesis;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -55,6 +56,8 @@ pub struct ServiceStats {
     pub default_engine: String,
     /// Resident voices as `engine/voice`.
     pub voices_loaded: Vec<String>,
+    /// Requests admitted and not finished (what `--batch-queue-size` bounds).
+    pub requests_in_progress: usize,
     /// Utterances waiting for a worker.
     pub queue_depth: usize,
     pub batches_in_flight: usize,
@@ -134,6 +137,7 @@ impl SpeechService {
             engines: registry.engine_ids(),
             default_engine: registry.default_engine().to_string(),
             voices_loaded: registry.loaded_voices(),
+            requests_in_progress: self.inner.batcher.requests_in_progress(),
             queue_depth: self.inner.batcher.queue_depth(),
             batches_in_flight: self.inner.batcher.batches_in_flight(),
             cache: self.inner.cache.stats().await,
@@ -210,10 +214,10 @@ impl SpeechService {
 
     async fn synthesize_whole(&self, job: Job) -> Result<CachedAudio, SpeechError> {
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let pending = self.start(&job, false).await?;
-        let mut pieces = Vec::with_capacity(pending.len());
-        for reply in pending {
-            pieces.push(await_reply(reply).await?);
+        let mut sentences = self.start(&job, false).await?;
+        let mut pieces = Vec::with_capacity(sentences.len());
+        while let Some(piece) = sentences.next().await {
+            pieces.push(piece?);
         }
         let native = job.voice().sample_rate;
         let rate = pieces.first().map_or(native, |p| p.sample_rate);
@@ -232,12 +236,14 @@ impl SpeechService {
         })
     }
 
-    /// Splits the input and queues every sentence; returns one pending reply per sentence.
+    /// Splits the input into sentences and admits them as one request; the sentences then
+    /// go through the batcher a few at a time as they are taken from the returned
+    /// [`Synthesis`](synthesis::Synthesis).
     async fn start(
         &self,
         job: &Job,
         first_alone: bool,
-    ) -> Result<Vec<oneshot::Receiver<Reply>>, SpeechError> {
+    ) -> Result<synthesis::Synthesis, SpeechError> {
         let voice: Arc<dyn Voice> = self
             .inner
             .registry
@@ -264,17 +270,28 @@ impl SpeechService {
                 text,
                 params: params.for_item(base_seed, i),
             })
-            .collect();
-        self.inner
-            .batcher
-            .submit(&job.voice().key, &voice, items, first_alone)
-            .map_err(|e| match e {
-                SubmitError::Full { retry_after } => {
-                    metrics::counter!(m::REJECTED, "reason" => "queue_full").increment(1);
-                    SpeechError::Overloaded { retry_after }
-                }
-                SubmitError::Stopped => SpeechError::BatcherStopped,
-            })
+            .collect::<std::collections::VecDeque<_>>();
+        let ticket = self.inner.batcher.admit(items.len()).map_err(|e| {
+            if matches!(e, SubmitError::Full { .. }) {
+                metrics::counter!(m::REJECTED, "reason" => "queue_full").increment(1);
+            }
+            submit_error(e)
+        })?;
+        synthesis::Synthesis::start(
+            self.inner.batcher.clone(),
+            ticket,
+            job.voice().key.clone(),
+            voice,
+            items,
+            first_alone,
+        )
+    }
+}
+
+fn submit_error(e: SubmitError) -> SpeechError {
+    match e {
+        SubmitError::Full { retry_after } => SpeechError::Overloaded { retry_after },
+        SubmitError::Stopped => SpeechError::BatcherStopped,
     }
 }
 

@@ -1,21 +1,20 @@
 //! Streamed responses: encoded audio sentence by sentence, as each sentence is computed.
 //!
-//! The first sentence is queued on its own so it starts at once; the rest follow as a batch.
+//! The first sentence is queued on its own so it starts at once; the rest follow a few at a
+//! time as they are delivered.
 //! The complete body goes to the cache when the stream ends, and identical requests that
 //! arrive meanwhile wait for it (or take over if this client goes away).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::Bytes;
-use futures::stream::{self, BoxStream, StreamExt};
-use tokio::sync::oneshot;
-
-use super::{await_reply, join, Job, SpeechError, SpeechService};
+use super::synthesis::Synthesis;
+use super::{join, Job, SpeechError, SpeechService};
 use crate::audio;
-use crate::batch::Reply;
 use crate::cache::{CacheStatus, CachedAudio, StreamLease, StreamRole};
 use crate::metrics as m;
+use bytes::Bytes;
+use futures::stream::{self, BoxStream, StreamExt};
 
 /// A streamed response body.
 pub struct SpeechStream {
@@ -74,7 +73,7 @@ impl SpeechService {
             }
         };
         let state = StreamState {
-            pending: pending.into_iter(),
+            pending,
             encoder: Some(encoder),
             body: lease.is_some().then(Vec::new),
             lease,
@@ -103,7 +102,7 @@ impl SpeechService {
 }
 
 struct StreamState {
-    pending: std::vec::IntoIter<oneshot::Receiver<Reply>>,
+    pending: Synthesis,
     encoder: Option<Box<dyn audio::StreamEncoder>>,
     /// The whole body so far, for the cache and identical requests waiting on the lease.
     body: Option<Vec<u8>>,
@@ -121,8 +120,8 @@ struct StreamState {
 impl StreamState {
     async fn next_chunk(&mut self) -> Option<Result<Bytes, SpeechError>> {
         let encoder = self.encoder.as_mut()?;
-        let chunk = match self.pending.next() {
-            Some(reply) => match await_reply(reply).await {
+        let chunk = match self.pending.next().await {
+            Some(reply) => match reply {
                 Ok(pcm) => {
                     let mut samples = Vec::with_capacity(pcm.samples.len() + self.rate as usize);
                     join::append_sentence(&mut samples, &pcm.samples, self.rate, !self.first);

@@ -149,6 +149,11 @@ impl Voice for FakeVoice {
         &self.info
     }
 
+    /// One sleep per batch, whatever its size: a padded pass.
+    fn computes_batches_at_once(&self) -> bool {
+        true
+    }
+
     fn synthesize_each(
         &self,
         batch: &[SynthesisItem],
