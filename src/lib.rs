@@ -18,3 +18,4 @@ pub mod server;
 pub mod speech;
 pub mod text;
 pub mod vits;
+pub mod wyoming;
