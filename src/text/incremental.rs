@@ -160,13 +160,13 @@ fn ends_like_a_sentence(text: &str) -> bool {
 /// The byte position just after the last clause mark that is followed by whitespace.
 fn last_clause_cut(text: &str) -> Option<usize> {
     text.char_indices()
-        .filter(|&(b, c)| {
+        .rev()
+        .find(|&(b, c)| {
             CLAUSE_MARKS.contains(&c)
                 && text[b + c.len_utf8()..].starts_with(char::is_whitespace)
                 && !text[..b].trim().is_empty()
         })
         .map(|(b, c)| b + c.len_utf8())
-        .last()
 }
 
 #[cfg(test)]

@@ -40,7 +40,11 @@ pub async fn serve<S>(
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
-            Some(_) = sessions.join_next(), if !sessions.is_empty() => {}
+            Some(finished) = sessions.join_next(), if !sessions.is_empty() => {
+                if let Err(e) = finished {
+                    tracing::error!(error = %e, "wyoming: a session task failed");
+                }
+            }
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
                     Ok(accepted) => accepted,
@@ -52,7 +56,7 @@ pub async fn serve<S>(
                 };
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
                     tracing::warn!(%peer, "wyoming: connection limit reached");
-                    refuse_busy(&stream, &limits);
+                    refuse_busy(stream, &limits);
                     continue;
                 };
                 // Audio chunks are small and latency matters more than packet count.
@@ -81,8 +85,9 @@ pub async fn serve<S>(
 
 /// Tells a connection over the limit why it is closed, without waiting: a fresh socket's send
 /// buffer takes the few bytes at once, and a client that cannot take them loses only the
-/// reason.
-fn refuse_busy(stream: &tokio::net::TcpStream, limits: &Limits) {
+/// reason. The write goes straight to the socket (tokio's `try_write` would refuse until the
+/// reactor has seen the new socket become writable).
+fn refuse_busy(stream: tokio::net::TcpStream, limits: &Limits) {
     let mut bytes = BytesMut::new();
     let busy = ServerEvent::Error {
         code: "busy",
@@ -92,6 +97,9 @@ fn refuse_busy(stream: &tokio::net::TcpStream, limits: &Limits) {
         .encode(busy.into_raw(), &mut bytes)
         .is_ok()
     {
-        let _ = stream.try_write(&bytes);
+        if let Ok(mut stream) = stream.into_std() {
+            // Still non-blocking: a full buffer fails the write instead of stalling the loop.
+            let _ = std::io::Write::write(&mut stream, &bytes);
+        }
     }
 }

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::frame::RawEvent;
 
@@ -290,7 +290,7 @@ fn info_data(voices: &[VoiceDescription]) -> Value {
 
 /// Data as a map, for tests that build raw events by hand.
 #[cfg(test)]
-pub(crate) fn data(value: Value) -> Map<String, Value> {
+pub(crate) fn data(value: Value) -> serde_json::Map<String, Value> {
     match value {
         Value::Object(map) => map,
         other => panic!("event data must be an object, not {other}"),

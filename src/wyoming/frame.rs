@@ -35,6 +35,7 @@ pub(crate) struct RawEvent {
 }
 
 impl RawEvent {
+    #[cfg(test)]
     pub fn new(kind: impl Into<String>, data: Map<String, Value>) -> Self {
         Self {
             kind: kind.into(),
