@@ -151,7 +151,7 @@ where
                 Ok(())
             }
             ClientEvent::Synthesize { text, voice } => {
-                self.check_length(text.chars().count())?;
+                check_length(text.chars().count(), self.limits.max_text_chars)?;
                 if text.trim().is_empty() {
                     return Err(refuse("empty-text", "nothing to speak"));
                 }
@@ -181,9 +181,7 @@ where
                     ));
                 };
                 stream.chars += text.chars().count();
-                let chars = stream.chars;
-                self.check_length(chars)?;
-                let stream = self.stream.as_mut().expect("checked above");
+                check_length(stream.chars, self.limits.max_text_chars)?;
                 let sentences = stream.sentences.push(&text, Instant::now().into_std());
                 let voice = stream.voice.clone();
                 self.speak_each(sentences, &voice).await
@@ -200,19 +198,6 @@ where
                 self.send(ServerEvent::SynthesizeStopped).await
             }
         }
-    }
-
-    fn check_length(&self, chars: usize) -> Result<(), Stop> {
-        if chars > self.limits.max_text_chars {
-            return Err(refuse(
-                "text-too-long",
-                format!(
-                    "text of {chars} characters is over the limit of {}",
-                    self.limits.max_text_chars
-                ),
-            ));
-        }
-        Ok(())
     }
 
     /// Streamed text that waited too long for its sentence to end.
@@ -290,6 +275,16 @@ where
             Ok(Err(_)) | Err(_) => Err(Stop::Gone),
         }
     }
+}
+
+fn check_length(chars: usize, limit: usize) -> Result<(), Stop> {
+    if chars > limit {
+        return Err(refuse(
+            "text-too-long",
+            format!("text of {chars} characters is over the limit of {limit}"),
+        ));
+    }
+    Ok(())
 }
 
 /// The first installed voice listing `language` (`en_US`, `en-us`), or else the first whose
