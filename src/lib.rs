@@ -19,3 +19,4 @@ pub mod server;
 pub mod speech;
 pub mod text;
 pub mod vits;
+pub mod wyoming;

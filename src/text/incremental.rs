@@ -1,0 +1,388 @@
+//! Sentence splitting for text that arrives in pieces (a language model's tokens, Wyoming's
+//! `synthesize-chunk`s, a WebSocket text stream), so speech can start with the first sentence
+//! instead of after the last chunk.
+//!
+//! Chunks end anywhere, mid-word or right after a period that may yet turn out to be "Dr." or
+//! "3.14", so a sentence is handed out only once the text after it settles where it ends. The
+//! rules are those of [`split_sentences`]: fed the same text in any chunking, a
+//! [`SentenceBuffer`] yields the same sentences as splitting the whole text at once, unless it
+//! had to speak early because of its length or wait limit. It is pure and synchronous: the
+//! caller passes the time in and owns the timer.
+
+use std::time::{Duration, Instant};
+
+use super::split::split_sentences;
+
+/// Clause marks after which text held too long may be spoken before its sentence ends.
+const CLAUSE_MARKS: &[char] = &[',', ';', ':', '—', '–'];
+
+/// Collects streamed text and hands out complete sentences in order.
+#[derive(Debug, Clone)]
+pub struct SentenceBuffer {
+    /// Text received but not yet handed out; it starts at a sentence or piece boundary.
+    pending: String,
+    max_chars: usize,
+    max_wait: Option<Duration>,
+    /// Since when the pending text has waited for its sentence to end.
+    waiting_since: Option<Instant>,
+}
+
+impl SentenceBuffer {
+    /// A buffer that never holds more than `max_sentence_chars` characters (at least 1) of
+    /// text, whitespace after it aside, between calls: longer sentences come out in pieces cut
+    /// as [`split_sentences`] cuts them. With
+    /// `max_wait`, text that has waited that long for its sentence to end may be spoken up to
+    /// its last clause mark (see [`SentenceBuffer::flush_overdue`]).
+    pub fn new(max_sentence_chars: usize, max_wait: Option<Duration>) -> Self {
+        Self {
+            pending: String::new(),
+            max_chars: max_sentence_chars.max(1),
+            max_wait,
+            waiting_since: None,
+        }
+    }
+
+    /// Adds `chunk` (received at `now`) and returns the sentences it completed, in order.
+    pub fn push(&mut self, chunk: &str, now: Instant) -> Vec<String> {
+        self.pending.push_str(chunk);
+        let done = self.take_complete();
+        self.rearm(now, !done.is_empty());
+        done
+    }
+
+    /// When the pending text will have waited `max_wait`; `None` without a wait limit or
+    /// pending text.
+    pub fn deadline(&self) -> Option<Instant> {
+        Some(self.waiting_since? + self.max_wait?)
+    }
+
+    /// Once the [`deadline`](Self::deadline) has passed, hands out what can be spoken of the
+    /// pending text without waiting for more: all of it if it already ends like a sentence,
+    /// else everything up to its last clause mark. With neither, the text keeps waiting and
+    /// the deadline moves on by `max_wait`. Before the deadline it returns nothing.
+    pub fn flush_overdue(&mut self, now: Instant) -> Vec<String> {
+        if self.deadline().is_none_or(|deadline| now < deadline) {
+            return Vec::new();
+        }
+        let cut = if ends_like_a_sentence(&self.pending) {
+            self.pending.len()
+        } else {
+            last_clause_cut(&self.pending).unwrap_or(0)
+        };
+        let done = split_sentences(&self.pending[..cut], self.max_chars);
+        let rest = &self.pending[cut..];
+        let start = cut + rest.len() - rest.trim_start().len();
+        self.pending.drain(..start);
+        self.rearm(now, true);
+        done
+    }
+
+    /// Hands out everything still pending: the end of the text has come.
+    pub fn finish(&mut self) -> Vec<String> {
+        let rest = split_sentences(&self.pending, self.max_chars);
+        self.pending.clear();
+        self.waiting_since = None;
+        rest
+    }
+
+    /// The text received but not handed out yet.
+    pub fn pending(&self) -> &str {
+        &self.pending
+    }
+
+    /// Hands out the sentences whose end is settled, and the leading pieces of a pending
+    /// sentence that has grown past the length limit.
+    fn take_complete(&mut self) -> Vec<String> {
+        let spans = split_sentences(&self.pending, usize::MAX);
+        // The boundary before the last span is settled only once the span holds a character
+        // that decides it (a lowercase letter would have joined the sentences): openers and
+        // whitespace do not.
+        let decided = spans
+            .last()
+            .is_some_and(|last| last.chars().any(char::is_alphanumeric));
+        let held = if decided { 1 } else { 2 }.min(spans.len());
+        let complete = &spans[..spans.len() - held];
+
+        let mut cursor = 0;
+        let mut done = Vec::new();
+        for sentence in complete {
+            cursor = skip_piece(&self.pending, cursor, sentence);
+            done.extend(split_sentences(sentence, self.max_chars));
+        }
+        let rest = &self.pending[cursor..];
+        if rest.trim_end().chars().count() > self.max_chars {
+            let mut pieces = split_sentences(rest, self.max_chars);
+            pieces.pop(); // the tail may still grow
+            for piece in &pieces {
+                cursor = skip_piece(&self.pending, cursor, piece);
+            }
+            done.extend(pieces);
+        }
+        let start =
+            cursor + self.pending[cursor..].len() - self.pending[cursor..].trim_start().len();
+        self.pending.drain(..start);
+        done
+    }
+
+    /// Starts the wait clock when text begins to wait, restarts it when something was handed
+    /// out, and stops it when nothing is pending.
+    fn rearm(&mut self, now: Instant, handed_out: bool) {
+        if self.pending.trim().is_empty() {
+            self.waiting_since = None;
+        } else if handed_out || self.waiting_since.is_none() {
+            self.waiting_since = Some(now);
+        }
+    }
+}
+
+/// The byte position just after `piece`, which follows `cursor` in `text` after whitespace
+/// (the splitter's pieces are trimmed slices of its input, in order).
+fn skip_piece(text: &str, cursor: usize, piece: &str) -> usize {
+    let rest = &text[cursor..];
+    // Only whitespace comes before the piece, and a trimmed piece starts with none.
+    let at = rest.find(piece);
+    debug_assert_eq!(
+        at,
+        Some(rest.len() - rest.trim_start().len()),
+        "{piece:?} in {rest:?}"
+    );
+    cursor + at.map_or(rest.len(), |at| at + piece.len())
+}
+
+/// Whether `text` would end a sentence here whatever followed: probed by appending a
+/// capitalized word, which splits off only after a real sentence end ("Dr." and "3." stay).
+fn ends_like_a_sentence(text: &str) -> bool {
+    const PROBE: &str = "X";
+    let spans = split_sentences(&format!("{text} {PROBE}"), usize::MAX);
+    spans.len() >= 2 && spans.last().is_some_and(|last| last == PROBE)
+}
+
+/// The byte position just after the last clause mark that is followed by whitespace.
+fn last_clause_cut(text: &str) -> Option<usize> {
+    text.char_indices()
+        .rev()
+        .find(|&(b, c)| {
+            CLAUSE_MARKS.contains(&c)
+                && text[b + c.len_utf8()..].starts_with(char::is_whitespace)
+                && !text[..b].trim().is_empty()
+        })
+        .map(|(b, c)| b + c.len_utf8())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAX: usize = 400;
+
+    const TEXT: &str = "Mr. Smith met Dr. Jones at 3.14 p.m. on St. Mary's day. They talked, e.g. \
+        about the U.S. economy! He said \"Stop.\" Then he left. (It was late.) “Really?” she \
+        asked. Wait... what? Well… Fine.\n\nA new paragraph\nstill same. J. R. R. Tolkien \
+        wrote it; read it. Ünïcödé text 日本語 ends here";
+
+    fn feed(chunks: &[&str], max_chars: usize) -> Vec<String> {
+        let mut buffer = SentenceBuffer::new(max_chars, None);
+        let now = Instant::now();
+        let mut out = Vec::new();
+        for chunk in chunks {
+            out.extend(buffer.push(chunk, now));
+            let held = buffer.pending().trim_end().chars().count();
+            assert!(
+                held <= max_chars,
+                "{held} chars pending over the limit of {max_chars}"
+            );
+        }
+        out.extend(buffer.finish());
+        out
+    }
+
+    /// `text` cut at the given char positions.
+    fn chunks_at(text: &str, cuts: &[usize]) -> Vec<String> {
+        let chars: Vec<char> = text.chars().collect();
+        let mut out = Vec::new();
+        let mut start = 0;
+        for &cut in cuts.iter().chain([chars.len()].iter()) {
+            out.push(chars[start..cut].iter().collect());
+            start = cut;
+        }
+        out
+    }
+
+    fn as_strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn any_single_cut_gives_the_sentences_of_the_whole_text() {
+        let whole = split_sentences(TEXT, MAX);
+        assert!(
+            whole.len() > 10,
+            "the sample text should have many sentences"
+        );
+        for cut in 0..=TEXT.chars().count() {
+            let chunks = chunks_at(TEXT, &[cut]);
+            assert_eq!(feed(&as_strs(&chunks), MAX), whole, "cut at char {cut}");
+        }
+    }
+
+    #[test]
+    fn one_char_at_a_time_and_random_chunks_give_the_same_sentences() {
+        let whole = split_sentences(TEXT, MAX);
+        let singles: Vec<String> = TEXT.chars().map(String::from).collect();
+        assert_eq!(feed(&as_strs(&singles), MAX), whole);
+
+        let len = TEXT.chars().count();
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..200 {
+            let mut cuts = Vec::new();
+            let mut at = 0;
+            loop {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                at += 1 + (state % 9) as usize;
+                if at >= len {
+                    break;
+                }
+                cuts.push(at);
+            }
+            let chunks = chunks_at(TEXT, &cuts);
+            assert_eq!(feed(&as_strs(&chunks), MAX), whole, "cuts {cuts:?}");
+        }
+    }
+
+    #[test]
+    fn a_sentence_comes_out_as_soon_as_the_next_one_begins() {
+        let mut buffer = SentenceBuffer::new(MAX, None);
+        let now = Instant::now();
+        assert!(buffer.push("Hello the", now).is_empty());
+        assert!(
+            buffer.push("re. ", now).is_empty(),
+            "the next word could be lowercase"
+        );
+        assert_eq!(buffer.push("How a", now), ["Hello there."]);
+        assert_eq!(buffer.pending(), "How a");
+        assert_eq!(buffer.push("re you? Fi", now), ["How are you?"]);
+        assert_eq!(buffer.finish(), ["Fi"]);
+        assert_eq!(buffer.pending(), "");
+    }
+
+    #[test]
+    fn abbreviations_and_decimals_at_a_chunk_end_do_not_split() {
+        let mut buffer = SentenceBuffer::new(MAX, None);
+        let now = Instant::now();
+        assert!(buffer.push("I met Dr.", now).is_empty());
+        assert!(buffer.push(" Smith at 3.", now).is_empty());
+        assert_eq!(
+            buffer.push("14 today. Bye", now),
+            ["I met Dr. Smith at 3.14 today."]
+        );
+        assert_eq!(buffer.finish(), ["Bye"]);
+
+        let mut buffer = SentenceBuffer::new(MAX, None);
+        assert!(buffer.push("We met in the U.S. ", now).is_empty());
+        assert_eq!(
+            buffer.push("last year. Then", now),
+            ["We met in the U.S. last year."]
+        );
+    }
+
+    #[test]
+    fn an_opening_quote_does_not_settle_the_previous_sentence() {
+        // "…left. “really?” she asked." is one sentence: the word after the quote is lowercase.
+        let text = "He left. \"really?\" she asked. Done";
+        let chunks = chunks_at(text, &[10]);
+        assert_eq!(chunks[0], "He left. \"");
+        assert_eq!(feed(&as_strs(&chunks), MAX), split_sentences(text, MAX));
+        let mut buffer = SentenceBuffer::new(MAX, None);
+        assert!(buffer.push(&chunks[0], Instant::now()).is_empty());
+    }
+
+    #[test]
+    fn pending_text_never_exceeds_the_limit() {
+        let text = "word ".repeat(400) + "end. " + &"x".repeat(150) + " tail";
+        let chunks: Vec<String> = text
+            .chars()
+            .collect::<Vec<_>>()
+            .chunks(7)
+            .map(|c| c.iter().collect())
+            .collect();
+        for max in [10, 33, 100] {
+            let pieces = feed(&as_strs(&chunks), max);
+            for piece in &pieces {
+                assert!(piece.chars().count() <= max, "{piece:?} over {max}");
+                assert!(!piece.is_empty());
+            }
+            let squeeze = |s: &str| s.split_whitespace().collect::<String>();
+            assert_eq!(squeeze(&pieces.concat()), squeeze(&text));
+        }
+    }
+
+    #[test]
+    fn a_long_chunk_comes_out_in_pieces_at_once() {
+        let mut buffer = SentenceBuffer::new(20, None);
+        let out = buffer.push(&"abc ".repeat(50), Instant::now());
+        assert!(out.len() >= 8, "{out:?}");
+        assert!(buffer.pending().chars().count() <= 20);
+    }
+
+    #[test]
+    fn overdue_text_is_spoken_up_to_its_last_clause() {
+        let wait = Duration::from_millis(500);
+        let t0 = Instant::now();
+        let mut buffer = SentenceBuffer::new(MAX, Some(wait));
+        assert_eq!(buffer.deadline(), None);
+        assert!(buffer.push("Well, let me think; about", t0).is_empty());
+        assert_eq!(buffer.deadline(), Some(t0 + wait));
+        assert!(buffer.flush_overdue(t0 + wait / 2).is_empty());
+        let t1 = t0 + wait;
+        assert_eq!(buffer.flush_overdue(t1), ["Well, let me think;"]);
+        assert_eq!(buffer.pending(), "about");
+        assert_eq!(buffer.deadline(), Some(t1 + wait));
+        // No clause mark left: it keeps waiting, and the deadline moves on.
+        let t2 = t1 + wait;
+        assert!(buffer.flush_overdue(t2).is_empty());
+        assert_eq!(buffer.deadline(), Some(t2 + wait));
+        assert_eq!(buffer.push(" it. Next", t2), ["about it."]);
+        assert_eq!(buffer.finish(), ["Next"]);
+        assert_eq!(buffer.deadline(), None);
+    }
+
+    #[test]
+    fn an_overdue_finished_sentence_is_spoken_whole_but_an_abbreviation_waits() {
+        let wait = Duration::from_millis(100);
+        let t0 = Instant::now();
+        let mut buffer = SentenceBuffer::new(MAX, Some(wait));
+        assert!(buffer.push("How can I help? ", t0).is_empty());
+        assert_eq!(buffer.flush_overdue(t0 + wait), ["How can I help?"]);
+        assert_eq!(buffer.deadline(), None);
+
+        assert!(buffer.push("Ask Dr.", t0).is_empty());
+        assert!(buffer.flush_overdue(t0 + wait * 2).is_empty());
+        assert_eq!(buffer.push(" Who. X", t0), ["Ask Dr. Who."]);
+    }
+
+    #[test]
+    fn without_a_wait_limit_there_is_no_deadline() {
+        let mut buffer = SentenceBuffer::new(MAX, None);
+        let t0 = Instant::now();
+        buffer.push("Hello, there", t0);
+        assert_eq!(buffer.deadline(), None);
+        assert!(buffer
+            .flush_overdue(t0 + Duration::from_secs(3600))
+            .is_empty());
+    }
+
+    #[test]
+    fn empty_and_blank_input_give_nothing() {
+        assert!(feed(&[], MAX).is_empty());
+        assert!(feed(&["", "  ", "\n\n", " "], MAX).is_empty());
+        let mut buffer = SentenceBuffer::new(MAX, Some(Duration::from_secs(1)));
+        buffer.push("   ", Instant::now());
+        assert_eq!(
+            buffer.deadline(),
+            None,
+            "whitespace does not wait to be spoken"
+        );
+    }
+}
