@@ -1,6 +1,8 @@
-//! Compares candle's CPU convolutions with `omnivoice_server::vits::conv` on the shapes of one
+//! Compares candle's CPU convolutions with `omnivoice_server::vits::kernels` on the shapes of one
 //! ~3 s utterance through the Piper VITS decoder (and the flow / duration predictor convs that
-//! were slow in candle), in the same run so the ratios are not skewed by machine load.
+//! were slow in candle), in the same run so the ratios are not skewed by machine load. The
+//! `routes` group times the kernels' own CPU paths against each other on the same shapes: the
+//! measurements behind the routing rules in `src/vits/kernels/dispatch.rs`.
 //!
 //! Throughput is reported in elements per second where one element is one multiply-accumulate,
 //! so criterion's "Gelem/s" reads as GMAC/s. Both sides run on one thread: `RAYON_NUM_THREADS`
@@ -13,7 +15,7 @@
 use candle_core::{Device, Tensor};
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkId, Criterion, Throughput};
-use omnivoice_server::vits::conv;
+use omnivoice_server::vits::kernels::{self, routes};
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -108,7 +110,7 @@ fn bench_conv1d<M: Measurement>(c: &mut Criterion<M>) {
         });
         group.bench_function(BenchmarkId::new("fast", s.name), |bench| {
             bench.iter(|| {
-                black_box(conv::conv1d(
+                black_box(kernels::conv1d(
                     &x,
                     &w,
                     Some(&b),
@@ -143,7 +145,7 @@ fn bench_conv_transpose1d<M: Measurement>(c: &mut Criterion<M>) {
         });
         group.bench_function(BenchmarkId::new("fast", s.name), |bench| {
             bench.iter(|| {
-                black_box(conv::conv_transpose1d(
+                black_box(kernels::conv_transpose1d(
                     &x,
                     &w,
                     Some(&b),
@@ -206,14 +208,79 @@ fn bench_decoder_sequence<M: Measurement>(c: &mut Criterion<M>) {
     };
     let candle_conv1d: Conv1d = |x, w, p, d| x.conv1d(w, p, 1, d, 1).unwrap();
     let candle_conv_t: ConvT = |x, w, s, p| x.conv_transpose1d(w, p, 0, s, 1, 1).unwrap();
-    let fast_conv1d: Conv1d = |x, w, p, d| conv::conv1d(x, w, None, p, d, 1).unwrap();
-    let fast_conv_t: ConvT = |x, w, s, p| conv::conv_transpose1d(x, w, None, s, p).unwrap();
+    let fast_conv1d: Conv1d = |x, w, p, d| kernels::conv1d(x, w, None, p, d, 1).unwrap();
+    let fast_conv_t: ConvT = |x, w, s, p| kernels::conv_transpose1d(x, w, None, s, p).unwrap();
     group.bench_function("candle", |b| {
         b.iter(|| black_box(run(candle_conv1d, candle_conv_t)))
     });
     group.bench_function("fast", |b| {
         b.iter(|| black_box(run(fast_conv1d, fast_conv_t)))
     });
+    group.finish();
+}
+
+/// The direct kernel against per-tap matrix products on the model's shapes, each path forced:
+/// decoder resblocks, flow, text encoder, and the decoder's upsamplers. They back the routing
+/// rules (direct from 3 taps; transposed convolutions direct from 1024 input columns).
+/// `CONV_BENCH_CLOCK=thread cargo bench --bench conv -- routes` measures thread CPU time.
+fn bench_routes<M: Measurement>(c: &mut Criterion<M>) {
+    let mut group = c.benchmark_group("routes");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(3));
+    // (c_in, c_out, length, kernel, dilation)
+    let convs = [
+        (32usize, 32usize, 64256usize, 3usize, 1usize),
+        (32, 32, 64256, 7, 12),
+        (64, 64, 16064, 5, 6),
+        (128, 128, 2008, 7, 12),
+        (192, 384, 251, 5, 1),
+        (192, 384, 251, 1, 1),
+        (192, 256, 251, 7, 1),
+        (192, 768, 103, 3, 1),
+        (192, 192, 103, 1, 1),
+    ];
+    for (c_in, c_out, len, k, d) in convs {
+        let x = randn(&[1, c_in, len]);
+        let w = randn(&[c_out, c_in, k]);
+        let b = randn(&[c_out]);
+        let p = d * (k - 1) / 2;
+        let name = format!("{c_in}-{c_out} k{k} d{d} x{len}");
+        group.throughput(Throughput::Elements((c_in * c_out * k * len) as u64));
+        group.bench_function(BenchmarkId::new("conv1d per-tap gemm", &name), |bench| {
+            bench.iter(|| black_box(routes::conv1d_gemm(&x, &w, Some(&b), p, d, 1).unwrap()))
+        });
+        group.bench_function(BenchmarkId::new("conv1d direct", &name), |bench| {
+            bench.iter(|| black_box(routes::conv1d_direct(&x, &w, Some(&b), p, d).unwrap()))
+        });
+    }
+    // (c_in, c_out, length, kernel, stride)
+    let upsamplers = [
+        (256usize, 128usize, 251usize, 16usize, 8usize),
+        (128, 64, 2008, 16, 8),
+        (64, 32, 16064, 8, 4),
+    ];
+    for (c_in, c_out, len, k, stride) in upsamplers {
+        let x = randn(&[1, c_in, len]);
+        let w = randn(&[c_in, c_out, k]);
+        let b = randn(&[c_out]);
+        let p = (k - stride) / 2;
+        let name = format!("{c_in}-{c_out} k{k} s{stride} x{len}");
+        group.throughput(Throughput::Elements((c_in * c_out * k * len) as u64));
+        group.bench_function(
+            BenchmarkId::new("transposed per-tap gemm", &name),
+            |bench| {
+                bench.iter(|| {
+                    black_box(routes::conv_transpose1d_gemm(&x, &w, Some(&b), stride, p).unwrap())
+                })
+            },
+        );
+        group.bench_function(BenchmarkId::new("transposed direct", &name), |bench| {
+            bench.iter(|| {
+                black_box(routes::conv_transpose1d_direct(&x, &w, Some(&b), stride, p).unwrap())
+            })
+        });
+    }
     group.finish();
 }
 
@@ -277,6 +344,7 @@ fn run_all<M: Measurement>(mut c: Criterion<M>) {
     bench_conv1d(&mut c);
     bench_conv_transpose1d(&mut c);
     bench_decoder_sequence(&mut c);
+    bench_routes(&mut c);
     c.final_summary();
 }
 

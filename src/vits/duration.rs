@@ -3,6 +3,12 @@
 //! Piper voices use VITS' stochastic predictor, a normalizing flow run in reverse from noise
 //! (scaled by `noise_w`) that gives natural timing variation; some exports use the plain
 //! deterministic conv predictor instead. Both return log-durations `logw` [B, 1, T].
+//!
+//! VITS paper (Kim et al. 2021, arXiv:2106.06103): §2.2.2 "Duration Prediction from Text" and
+//! §2.5.5 "Stochastic Duration Predictor". In Piper's reference code
+//! (`src/python/piper_train/vits/` in rhasspy/piper): `StochasticDurationPredictor` and
+//! `DurationPredictor` in `models.py`, `DDSConv`, `ConvFlow`, `ElementwiseAffine` and `Flip` in
+//! `modules.py`.
 
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
@@ -11,7 +17,7 @@ use super::config::{DurationPredictorConfig, VitsConfig};
 use super::layers::{flip_channels, split_channels, ChannelNorm, Conv1d, ConvSpec};
 use super::spline::{inverse_rq_spline, SplineParams};
 
-/// Dilated depth-separable conv stack; layer i uses dilation kernel^i.
+/// Dilated depth-separable conv stack; layer i uses dilation kernel^i (`modules.DDSConv`).
 #[derive(Debug, Clone)]
 struct DdsConv {
     layers: Vec<(Conv1d, ChannelNorm, Conv1d, ChannelNorm)>,
@@ -57,7 +63,7 @@ impl DdsConv {
 }
 
 /// Coupling flow whose second channel goes through a rational-quadratic spline conditioned
-/// on the first channel and the predictor's hidden states.
+/// on the first channel and the predictor's hidden states (`modules.ConvFlow`).
 #[derive(Debug, Clone)]
 struct ConvFlow {
     pre: Conv1d,
@@ -106,6 +112,8 @@ impl ConvFlow {
     }
 }
 
+/// `dp` as `models.StochasticDurationPredictor`, of which inference runs only the reverse
+/// branch (`flows`; the posterior `post_*` layers are for training).
 #[derive(Debug, Clone)]
 pub struct StochasticDurationPredictor {
     pre: Conv1d,
@@ -151,6 +159,7 @@ impl StochasticDurationPredictor {
     }
 }
 
+/// `dp` as `models.DurationPredictor`: two conv + ReLU + LayerNorm layers and a projection.
 #[derive(Debug, Clone)]
 pub struct DeterministicDurationPredictor {
     conv_1: Conv1d,
@@ -177,6 +186,7 @@ impl DeterministicDurationPredictor {
     }
 }
 
+/// Whichever predictor the voice was trained with (`use_sdp` in Piper's `SynthesizerTrn`).
 #[derive(Debug, Clone)]
 pub enum DurationPredictor {
     Stochastic(StochasticDurationPredictor),

@@ -1,16 +1,20 @@
 //! The normalizing flow `flow`: maps prior samples z_p to the latent z the decoder reads.
 //!
 //! A stack of residual affine couplings (WaveNet-conditioned, mean-only in Piper) separated by
-//! channel flips; inference runs it in reverse, z = f⁻¹(z_p).
+//! channel flips; inference runs it in reverse, z = f⁻¹(z_p). This is the normalizing flow of
+//! the prior encoder in the VITS paper (Kim et al. 2021, arXiv:2106.06103, §2.5.2 "Prior
+//! Encoder": affine coupling layers of WaveNet residual blocks, volume-preserving). In Piper's
+//! reference code (`src/python/piper_train/vits/` in rhasspy/piper): `ResidualCouplingBlock` in
+//! `models.py`, `ResidualCouplingLayer`, `WN` and `Flip` in `modules.py`.
 
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use super::fast_math::gated_tanh;
+use super::kernels::gated_tanh;
 use super::layers::{flip_channels, split_channels, Conv1d, ConvSpec};
 
-/// Non-causal WaveNet: gated dilated convs with residual and skip paths.
+/// Non-causal WaveNet: gated dilated convs with residual and skip paths (`modules.WN`).
 #[derive(Debug, Clone)]
 struct WaveNet {
     in_layers: Vec<Conv1d>,
@@ -90,6 +94,7 @@ impl WaveNet {
     }
 }
 
+/// One coupling: `modules.ResidualCouplingLayer` (Piper builds them `mean_only`).
 #[derive(Debug, Clone)]
 struct ResidualCoupling {
     pre: Conv1d,
@@ -116,6 +121,7 @@ impl ResidualCoupling {
     }
 }
 
+/// `flow`: `models.ResidualCouplingBlock`.
 #[derive(Debug, Clone)]
 pub struct Flow {
     /// In the order they run at inference (descending index), each preceded by a flip.

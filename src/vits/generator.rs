@@ -1,15 +1,22 @@
 //! The HiFi-GAN decoder `dec`: latent frames z [B, C, F] → waveform [B, 1, F·hop].
 //!
-//! Transposed convolutions upsample by the hop length in stages; after each, a bank of
-//! residual blocks with different kernel sizes is averaged (multi-receptive-field fusion).
+//! The VITS paper's decoder (Kim et al. 2021, arXiv:2106.06103, §2.5.3 "Decoder") is the
+//! HiFi-GAN V1 generator: transposed convolutions upsample by the hop length in stages; after
+//! each, a bank of residual blocks with different kernel sizes is averaged (multi-receptive-field
+//! fusion, MRF). In Piper's reference code (`src/python/piper_train/vits/` in rhasspy/piper) it
+//! is `Generator` in `models.py`, with `ResBlock1` / `ResBlock2` in `modules.py`.
 //! In a padded batch every convolution input is masked to the item's own length so that an
 //! item sees exactly the zero padding it would see alone.
+//!
+//! [`Generator::forward`] is the paper's loop; [`Stage`] and [`Mean`] keep the CPU fusions
+//! (LeakyReLU, masks and the MRF mean folded into the next convolution, the strip-wise MRF
+//! of `super::kernels`) out of it.
 
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::{ResBlockKind, VitsConfig};
-use super::conv::{self, InputMap};
+use super::kernels::{self, InputMap};
 use super::layers::{apply_mask, Conv1d, ConvSpec};
 
 /// LeakyReLU slope inside HiFi-GAN.
@@ -17,6 +24,8 @@ const LRELU_SLOPE: f64 = 0.1;
 /// PyTorch's default LeakyReLU slope, used before `conv_post`.
 const FINAL_LRELU_SLOPE: f64 = 0.01;
 
+/// One MRF residual block: Piper's `ResBlock1` (type 1, `convs1` / `convs2`) or `ResBlock2`
+/// (type 2, `convs`) in `modules.py`.
 #[derive(Debug, Clone)]
 struct ResBlock {
     /// Per step: dilated conv, and for type 1 a dilation-1 conv after it.
@@ -51,8 +60,8 @@ impl ResBlock {
         Ok(Self { steps })
     }
 
-    /// The block as residual units for [`conv::residual_stack_sum`].
-    fn units(&self) -> Vec<Vec<conv::StackConv<'_>>> {
+    /// The block as residual units for [`kernels::residual_stack_sum`].
+    fn units(&self) -> Vec<Vec<kernels::StackConv<'_>>> {
         self.steps
             .iter()
             .map(|(dilated, plain)| {
@@ -92,6 +101,7 @@ impl ResBlock {
     }
 }
 
+/// `ups[i]`: a transposed convolution that upsamples by `stride`.
 #[derive(Debug, Clone)]
 struct Upsample {
     weight: Tensor,
@@ -100,13 +110,83 @@ struct Upsample {
     padding: usize,
 }
 
+/// The mean of a stage's resblocks, kept as their sum until the next convolution reads it:
+/// LeakyReLU(s / n) = LeakyReLU(s) / n, so the division rides along in that convolution's
+/// input map instead of costing a pass over the signal.
+struct Mean {
+    /// [B, C, L]
+    sum: Tensor,
+    count: usize,
+}
+
+impl Mean {
+    fn of_one(x: Tensor) -> Self {
+        Self { sum: x, count: 1 }
+    }
+
+    /// `LeakyReLU(mean, slope) · mask` as the input map of the convolution that reads it.
+    fn leaky_relu<'m>(&self, slope: f64, mask: Option<&'m Tensor>) -> InputMap<'m> {
+        InputMap {
+            scale: 1.0 / self.count as f64,
+            leaky_slope: Some(slope),
+            mask,
+        }
+    }
+}
+
+/// One upsampling stage of the generator: `ups[i]`, then the MRF over its resblocks
+/// `resblocks[i·K .. (i+1)·K]` (K kernel sizes).
+#[derive(Debug, Clone)]
+struct Stage {
+    upsample: Upsample,
+    resblocks: Vec<ResBlock>,
+}
+
+impl Stage {
+    /// `x` [B, C, L] → MRF(ups(LeakyReLU(x))) [B, C / 2, L·stride]. `mask_in` [B, 1, L] and
+    /// `mask_out` [B, 1, L·stride] (padded batches only) mask every convolution's input.
+    fn forward(
+        &self,
+        x: &Mean,
+        mask_in: Option<&Tensor>,
+        mask_out: Option<&Tensor>,
+    ) -> Result<Mean> {
+        let up = &self.upsample;
+        let y = kernels::conv_transpose1d_fused(
+            &x.sum,
+            &up.weight,
+            Some(&up.bias),
+            up.stride,
+            up.padding,
+            &x.leaky_relu(LRELU_SLOPE, mask_in),
+        )?;
+        Ok(Mean {
+            sum: self.resblock_sum(&y, mask_out)?,
+            count: self.resblocks.len(),
+        })
+    }
+
+    /// `Σ_j resblock_j(y)`: strip by strip on the CPU once the signal outgrows the cache,
+    /// otherwise block by block, each block adding itself to the running sum.
+    fn resblock_sum(&self, y: &Tensor, mask: Option<&Tensor>) -> Result<Tensor> {
+        let units: Vec<_> = self.resblocks.iter().map(ResBlock::units).collect();
+        if let Some(sum) = kernels::residual_stack_sum(y, &units, LRELU_SLOPE, mask)? {
+            return Ok(sum);
+        }
+        let mut sum: Option<Tensor> = None;
+        for block in &self.resblocks {
+            sum = Some(block.forward(y, mask, sum.as_ref())?);
+        }
+        Ok(sum.expect("at least one resblock per stage"))
+    }
+}
+
+/// The decoder: Piper's `Generator` (`models.py`), loaded from `dec.*`.
 #[derive(Debug, Clone)]
 pub struct Generator {
     conv_pre: Conv1d,
     cond: Option<Conv1d>,
-    ups: Vec<Upsample>,
-    /// `resblocks[stage]` holds that stage's kernels.
-    resblocks: Vec<Vec<ResBlock>>,
+    stages: Vec<Stage>,
     conv_post: Conv1d,
 }
 
@@ -126,40 +206,42 @@ impl Generator {
         } else {
             None
         };
-        let mut ups = Vec::new();
-        let mut resblocks = Vec::new();
         let n_kernels = d.resblock_kernel_sizes.len();
-        for (i, (&u, &k)) in d
+        let stages = d
             .upsample_rates
             .iter()
             .zip(&d.upsample_kernel_sizes)
             .enumerate()
-        {
-            let (c_in, c_out) = (c0 >> i, c0 >> (i + 1));
-            let vb_up = vb.pp(format!("ups.{i}"));
-            ups.push(Upsample {
-                weight: vb_up.get((c_in, c_out, k), "weight")?,
-                bias: vb_up.get(c_out, "bias")?,
-                stride: u,
-                padding: (k - u) / 2,
-            });
-            let stage = d
-                .resblock_kernel_sizes
-                .iter()
-                .zip(&d.resblock_dilations)
-                .enumerate()
-                .map(|(j, (&kernel, dilations))| {
-                    ResBlock::load(
-                        vb.pp(format!("resblocks.{}", i * n_kernels + j)),
-                        d.resblock,
-                        c_out,
-                        kernel,
-                        dilations,
-                    )
+            .map(|(i, (&u, &k))| {
+                let (c_in, c_out) = (c0 >> i, c0 >> (i + 1));
+                let vb_up = vb.pp(format!("ups.{i}"));
+                let upsample = Upsample {
+                    weight: vb_up.get((c_in, c_out, k), "weight")?,
+                    bias: vb_up.get(c_out, "bias")?,
+                    stride: u,
+                    padding: (k - u) / 2,
+                };
+                let resblocks = d
+                    .resblock_kernel_sizes
+                    .iter()
+                    .zip(&d.resblock_dilations)
+                    .enumerate()
+                    .map(|(j, (&kernel, dilations))| {
+                        ResBlock::load(
+                            vb.pp(format!("resblocks.{}", i * n_kernels + j)),
+                            d.resblock,
+                            c_out,
+                            kernel,
+                            dilations,
+                        )
+                    })
+                    .collect::<Result<_>>()?;
+                Ok(Stage {
+                    upsample,
+                    resblocks,
                 })
-                .collect::<Result<_>>()?;
-            resblocks.push(stage);
-        }
+            })
+            .collect::<Result<Vec<_>>>()?;
         let last = c0 >> d.upsample_rates.len();
         let conv_post = Conv1d::load(
             vb.pp("conv_post"),
@@ -171,8 +253,7 @@ impl Generator {
         Ok(Self {
             conv_pre,
             cond,
-            ups,
-            resblocks,
+            stages,
             conv_post,
         })
     }
@@ -186,46 +267,18 @@ impl Generator {
         masks: Option<&[Tensor]>,
     ) -> Result<Tensor> {
         let mask = |i: usize| masks.map(|m| &m[i]);
+        // conv_pre, plus the speaker's conditioning: [B, C, F] → [B, C0, F].
         let mut x = self.conv_pre.forward(&apply_mask(z, mask(0))?)?;
         if let (Some(cond), Some(g)) = (&self.cond, g) {
             x = x.broadcast_add(&cond.forward(g)?)?;
         }
-        // Each stage ends with the mean of its resblocks; the division is folded into the next
-        // convolution's input map (LeakyReLU(s / n) = LeakyReLU(s) / n), saving a pass.
-        let mut scale = 1.0;
-        for (i, (up, stage)) in self.ups.iter().zip(&self.resblocks).enumerate() {
-            let map = InputMap {
-                scale,
-                leaky_slope: Some(LRELU_SLOPE),
-                mask: mask(i),
-            };
-            let y = conv::conv_transpose1d_fused(
-                &x,
-                &up.weight,
-                Some(&up.bias),
-                up.stride,
-                up.padding,
-                &map,
-            )?;
-            // Multi-receptive-field fusion: mean of the stage's resblocks.
-            let units: Vec<_> = stage.iter().map(ResBlock::units).collect();
-            x = match conv::residual_stack_sum(&y, &units, LRELU_SLOPE, mask(i + 1))? {
-                Some(sum) => sum,
-                None => {
-                    let mut sum: Option<Tensor> = None;
-                    for block in stage {
-                        sum = Some(block.forward(&y, mask(i + 1), sum.as_ref())?);
-                    }
-                    sum.expect("at least one resblock per stage")
-                }
-            };
-            scale = 1.0 / stage.len() as f64;
+        // Stage i: upsample, then MRF: [B, C0 / 2^i, L] → [B, C0 / 2^(i+1), L·u_i].
+        let mut x = Mean::of_one(x);
+        for (i, stage) in self.stages.iter().enumerate() {
+            x = stage.forward(&x, mask(i), mask(i + 1))?;
         }
-        let map = InputMap {
-            scale,
-            leaky_slope: Some(FINAL_LRELU_SLOPE),
-            mask: mask(self.ups.len()),
-        };
-        super::fast_math::tanh(&self.conv_post.forward_fused(&x, &map, &[])?)
+        // tanh(conv_post(LeakyReLU(x))): [B, C_last, F·hop] → [B, 1, F·hop].
+        let last = x.leaky_relu(FINAL_LRELU_SLOPE, mask(self.stages.len()));
+        kernels::tanh(&self.conv_post.forward_fused(&x.sum, &last, &[])?)
     }
 }

@@ -2,14 +2,17 @@
 //!
 //! VITS works on `[B, C, T]` tensors with a `[B, 1, T]` mask; these small wrappers keep the
 //! layout conventions (channel-wise LayerNorm, masked "same" convolutions) in one place so the
-//! sub-networks can read like the paper.
+//! sub-networks can read like the paper. Their counterparts in Piper's reference code
+//! (`src/python/piper_train/vits/` in rhasspy/piper) are PyTorch's `Conv1d` (weight norm
+//! already folded in by the export), `modules.LayerNorm`, `modules.Flip` and
+//! `commons.sequence_mask`. How the convolutions run is `super::kernels`' business.
 
 use candle_core::{Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::conv;
+use super::kernels;
 
-/// A 1-D convolution with its hyperparameters fixed at load time; runs through [`conv::conv1d`].
+/// A 1-D convolution with its hyperparameters fixed at load time; runs through [`kernels::conv1d`].
 #[derive(Debug, Clone)]
 pub struct Conv1d {
     weight: Tensor,
@@ -18,7 +21,7 @@ pub struct Conv1d {
     dilation: usize,
     groups: usize,
     /// The direct kernel's layout of `weight`, made on first use.
-    packed: conv::PackedWeightCache,
+    packed: kernels::PackedWeightCache,
 }
 
 /// How to load a [`Conv1d`]: shapes are checked against the stored weight.
@@ -78,7 +81,7 @@ impl Conv1d {
             padding: spec.dilation * (spec.kernel_size - 1) / 2,
             dilation: spec.dilation,
             groups: spec.groups,
-            packed: conv::PackedWeightCache::default(),
+            packed: kernels::PackedWeightCache::default(),
         })
     }
 
@@ -87,9 +90,9 @@ impl Conv1d {
         // Convolutions that take the direct kernel anyway (groups 1, 3+ taps) go through the
         // fused entry point to reuse the packed weights.
         if self.groups == 1 && self.weight.dim(2)? >= 3 {
-            return self.forward_fused(x, &conv::InputMap::IDENTITY, &[]);
+            return self.forward_fused(x, &kernels::InputMap::IDENTITY, &[]);
         }
-        conv::conv1d(
+        kernels::conv1d(
             x,
             &self.weight,
             self.bias.as_ref(),
@@ -102,8 +105,8 @@ impl Conv1d {
 
 impl Conv1d {
     /// This layer as one convolution of a residual stack (groups 1, "same" padding).
-    pub fn as_stack_conv(&self) -> conv::StackConv<'_> {
-        conv::StackConv {
+    pub fn as_stack_conv(&self) -> kernels::StackConv<'_> {
+        kernels::StackConv {
             weight: &self.weight,
             bias: self.bias.as_ref(),
             padding: self.padding,
@@ -113,11 +116,11 @@ impl Conv1d {
     }
 
     /// `Σ residuals + self(map(x))` with the map and residuals fused into the convolution
-    /// where the kernel supports it (groups 1; see [`conv::conv1d_fused`]).
+    /// where the kernel supports it (groups 1; see [`kernels::conv1d_fused`]).
     pub fn forward_fused(
         &self,
         x: &Tensor,
-        map: &conv::InputMap<'_>,
+        map: &kernels::InputMap<'_>,
         residuals: &[&Tensor],
     ) -> Result<Tensor> {
         if self.groups != 1 {
@@ -127,7 +130,7 @@ impl Conv1d {
             }
             return Ok(y);
         }
-        conv::conv1d_fused(
+        kernels::conv1d_fused(
             x,
             &self.weight,
             self.bias.as_ref(),

@@ -7,14 +7,11 @@
 //! draws its noise from its own seeded generator so a seed reproduces the same audio.
 
 pub mod config;
-pub mod conv;
-mod direct_conv;
 mod duration;
-mod fast_math;
 mod flow;
 mod generator;
+pub mod kernels;
 mod layers;
-mod mrf;
 mod onnx;
 mod spline;
 mod text_encoder;

@@ -1,5 +1,8 @@
 //! Inverse of the piecewise rational-quadratic spline (Durkan et al., "Neural Spline Flows").
 //!
+//! Piper's reference is `piecewise_rational_quadratic_transform(…, inverse=True,
+//! tails="linear")` in `src/python/piper_train/vits/transforms.py` (rhasspy/piper).
+//!
 //! The stochastic duration predictor's ConvFlows transform one channel with a monotonic spline
 //! whose knots the network predicts per frame; at inference we need the inverse. The work is
 //! a few dozen scalar operations per frame with data-dependent bin lookup, so it runs on the

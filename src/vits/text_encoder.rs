@@ -2,7 +2,10 @@
 //!
 //! A Transformer encoder whose self-attention adds relative-position terms (Shaw et al.) within
 //! a small window instead of absolute position embeddings, with post-norm LayerNorms and a
-//! convolutional feed-forward block, as in the VITS paper.
+//! convolutional feed-forward block: the text encoder of the prior encoder in the VITS paper
+//! (Kim et al. 2021, arXiv:2106.06103, §2.5.2 "Prior Encoder"). In Piper's reference code
+//! (`src/python/piper_train/vits/` in rhasspy/piper) it is `TextEncoder` in `models.py`, built
+//! from `Encoder`, `MultiHeadAttention` and `FFN` in `attentions.py`.
 
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
@@ -13,7 +16,8 @@ use super::layers::{ChannelNorm, Conv1d, ConvSpec};
 /// Fill value for masked attention logits (VITS uses -1e4, not -inf).
 const MASKED_LOGIT: f64 = -1e4;
 
-/// Multi-head self-attention with relative key/value embeddings shared by all heads.
+/// Multi-head self-attention with relative key/value embeddings shared by all heads
+/// (`attentions.MultiHeadAttention` with `window_size` set).
 #[derive(Debug, Clone)]
 struct RelativeAttention {
     conv_q: Conv1d,
@@ -109,7 +113,7 @@ fn absolute_to_relative(x: &Tensor) -> Result<Tensor> {
         .narrow(3, 1, 2 * t - 1)
 }
 
-/// Two "same" convolutions with ReLU between them, masked before each.
+/// Two "same" convolutions with ReLU between them, masked before each (`attentions.FFN`).
 #[derive(Debug, Clone)]
 struct FeedForward {
     conv_1: Conv1d,
@@ -137,6 +141,8 @@ impl FeedForward {
     }
 }
 
+/// One layer of `attentions.Encoder`: attention, then the feed-forward block, each added to
+/// its input and followed by a channel LayerNorm (post-norm).
 #[derive(Debug, Clone)]
 struct EncoderLayer {
     attention: RelativeAttention,
@@ -154,6 +160,8 @@ pub struct EncodedText {
     pub logs_p: Tensor,
 }
 
+/// `enc_p`: `models.TextEncoder` — embedding × √H, the encoder layers, and a pointwise
+/// projection to the prior's mean and log-std.
 #[derive(Debug, Clone)]
 pub struct TextEncoder {
     embedding: Tensor,

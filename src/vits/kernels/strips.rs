@@ -9,7 +9,7 @@
 //! it is in L2, and the block adds its result straight into the stage's output. Halos are
 //! recomputed — a few percent of extra arithmetic for the last stages.
 
-use super::direct_conv::{conv1d_rows, Conv, InputMap, Rows, RowsMut};
+use super::direct::{conv1d_rows, Conv, Rows, RowsMut, SampleMap};
 
 /// Floats of one strip buffer (a block's running signal over strip + halo): ~256 KiB, so the
 /// three a block uses stay in a 1 MiB L2.
@@ -18,16 +18,16 @@ const STRIP_FLOATS: usize = 64 * 1024;
 /// One convolution of a residual unit: LeakyReLU(slope) and the mask apply to its input;
 /// `padding` keeps the length.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Layer<'a> {
+pub(super) struct UnitConv<'a> {
     pub conv: Conv<'a>,
     pub padding: usize,
 }
 
 /// A residual unit `x ← x + convs(x)`: its convolutions in order.
-pub(crate) type Unit<'a> = Vec<Layer<'a>>;
+pub(super) type Unit<'a> = Vec<UnitConv<'a>>;
 
 /// Whether strips pay off for a stage of `channels` × `len`: only once its signals outgrow L2.
-pub(crate) fn worth_it(channels: usize, len: usize) -> bool {
+pub(super) fn worth_it(channels: usize, len: usize) -> bool {
     channels * len > 4 * STRIP_FLOATS
 }
 
@@ -43,7 +43,7 @@ struct Signal {
 /// `out = Σ_blocks block(y)` for one batch item, where each block is a chain of residual units.
 /// `y` and `out` are [channels, len]; `mask` (one value per column) applies to every
 /// convolution's input.
-pub(crate) fn stage_sum(
+pub(super) fn stage_sum(
     out: &mut [f32],
     y: &[f32],
     channels: usize,
@@ -103,7 +103,7 @@ pub(crate) fn stage_sum(
                     let residual =
                         closes_unit.then(|| rows_of(unit_in).window(r0 - unit_in.start, r1 - r0));
                     let conv = Conv {
-                        map: InputMap {
+                        map: SampleMap {
                             mask: mask.map(|m| &m[cur.start..cur.start + cur.len]),
                             ..layer.conv.map
                         },

@@ -10,8 +10,6 @@
 
 use candle_core::{DType, Device, Result, Tensor};
 
-use super::layers::split_channels;
-
 /// `e^x` for x in [−87, 88] (inputs are clamped there), relative error < 2e-7.
 #[inline(always)]
 fn exp(x: f32) -> f32 {
@@ -101,10 +99,10 @@ fn is_cpu_f32(x: &Tensor) -> bool {
 }
 
 /// `tanh(a[:, :n]) · sigmoid(a[:, n:])` for `a` [B, 2n, T], the WaveNet gate.
-pub fn gated_tanh(a: &Tensor, n: usize) -> Result<Tensor> {
+pub(crate) fn gated_tanh(a: &Tensor, n: usize) -> Result<Tensor> {
     let (b, c, t) = a.dims3()?;
     if !is_cpu_f32(a) || c != 2 * n {
-        let (t, s) = split_channels(a, n)?;
+        let (t, s) = (a.narrow(1, 0, n)?, a.narrow(1, n, c - n)?);
         return t.tanh()?.mul(&candle_nn::ops::sigmoid(&s)?);
     }
     let a = a.flatten_all()?.to_vec1::<f32>()?;
@@ -117,7 +115,7 @@ pub fn gated_tanh(a: &Tensor, n: usize) -> Result<Tensor> {
 }
 
 /// Elementwise `tanh`.
-pub fn tanh(x: &Tensor) -> Result<Tensor> {
+pub(crate) fn tanh(x: &Tensor) -> Result<Tensor> {
     if !is_cpu_f32(x) {
         return x.tanh();
     }
@@ -153,7 +151,7 @@ mod tests {
     #[test]
     fn tensor_versions_match_candle() -> Result<()> {
         let a = (Tensor::randn(0f32, 3.0, (2, 8, 37), &Device::Cpu)?).contiguous()?;
-        let (t, s) = split_channels(&a, 4)?;
+        let (t, s) = (a.narrow(1, 0, 4)?, a.narrow(1, 4, 4)?);
         let want = t.tanh()?.mul(&candle_nn::ops::sigmoid(&s)?)?;
         let got = gated_tanh(&a, 4)?;
         let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;

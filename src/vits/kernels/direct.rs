@@ -11,12 +11,12 @@
 //! residual blocks are one pass.
 //!
 //! Signals are read and written as [`Rows`] — a row stride apart, so a window of a longer signal
-//! (the decoder's strips, see `super::mrf`) needs no copy.
-//!
-//! Three register blocks, picked at run time: AVX-512 (8 rows × 32 samples in 16 of its 32
-//! registers), AVX2 + FMA (6 × 16 in 12 of 16), and a portable loop with the same sums.
+//! (the decoder's strips, see [`super::strips`]) needs no copy. The register blocks themselves,
+//! one per instruction set, are in [`super::block`].
 
 use std::mem::MaybeUninit;
+
+use super::block;
 
 /// Floats of weights (all output channels, a chunk of input channels) used per input pass
 /// (~512 KiB, inside a 1 MiB L2; 128 KiB measured up to 10 % slower on the flow's 192 → 384).
@@ -28,7 +28,7 @@ const TILE_FLOATS: usize = 64 * 1024;
 /// What happens to each input value before the convolution sees it:
 /// `v ↦ LeakyReLU(v · scale) · mask[t]`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct InputMap<'a> {
+pub(super) struct SampleMap<'a> {
     pub scale: f32,
     /// Negative-side slope of a LeakyReLU, if any (0 ≤ slope ≤ 1).
     pub leaky_slope: Option<f32>,
@@ -36,9 +36,9 @@ pub(crate) struct InputMap<'a> {
     pub mask: Option<&'a [f32]>,
 }
 
-impl InputMap<'_> {
+impl SampleMap<'_> {
     #[cfg(test)]
-    pub const IDENTITY: InputMap<'static> = InputMap {
+    pub const IDENTITY: SampleMap<'static> = SampleMap {
         scale: 1.0,
         leaky_slope: None,
         mask: None,
@@ -84,7 +84,7 @@ impl InputMap<'_> {
 
 /// A [channels, len] signal in row-major storage whose rows are `stride` floats apart.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Rows<'a> {
+pub(super) struct Rows<'a> {
     pub data: &'a [f32],
     pub stride: usize,
     pub len: usize,
@@ -118,7 +118,7 @@ impl<'a> Rows<'a> {
 
 /// The output of a convolution: [channels, len] with rows `stride` floats apart. Values may be
 /// uninitialized unless the convolution accumulates into them.
-pub(crate) struct RowsMut<'a> {
+pub(super) struct RowsMut<'a> {
     data: &'a mut [MaybeUninit<f32>],
     stride: usize,
     len: usize,
@@ -146,7 +146,7 @@ impl<'a> RowsMut<'a> {
 /// Weights [C_out, C_in, K] regrouped as [C_out / rows][C_in][K][rows] (rows past C_out are
 /// zero), so the kernel reads each block's weights front to back. `rows` is the register
 /// block's height on this CPU.
-pub(crate) struct PackedWeights {
+pub(super) struct PackedWeights {
     data: Vec<f32>,
     c_out: usize,
     c_in: usize,
@@ -173,7 +173,7 @@ impl PackedWeights {
 
     /// `w` is row-major [c_out, c_in, taps].
     pub fn new(w: &[f32], c_out: usize, c_in: usize, taps: usize) -> Self {
-        Self::with_rows(w, c_out, c_in, taps, kernels::rows_for(c_out))
+        Self::with_rows(w, c_out, c_in, taps, block::rows_for(c_out))
     }
 
     fn with_rows(w: &[f32], c_out: usize, c_in: usize, taps: usize, rows: usize) -> Self {
@@ -207,11 +207,11 @@ impl PackedWeights {
 
 /// A convolution layer as the kernel runs it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Conv<'a> {
+pub(super) struct Conv<'a> {
     pub weights: &'a PackedWeights,
     pub bias: &'a [f32],
     pub dilation: usize,
-    pub map: InputMap<'a>,
+    pub map: SampleMap<'a>,
 }
 
 /// One batch item: `out[co, t] = bias[co] + Σ residuals[co, t] + Σ_ci Σ_k w[co, ci, k] ·
@@ -219,7 +219,7 @@ pub(crate) struct Conv<'a> {
 /// `padding` starts the output inside the signal (used by the transposed convolution's phases).
 /// `x` is [C_in, l_in], `out` and each residual are [C_out, l_out], all row-major.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn conv1d(
+pub(super) fn conv1d(
     out: &mut [f32],
     l_out: usize,
     x: &[f32],
@@ -229,7 +229,7 @@ pub(crate) fn conv1d(
     residuals: &[&[f32]],
     padding: isize,
     dilation: usize,
-    map: &InputMap<'_>,
+    map: &SampleMap<'_>,
 ) {
     let residuals: Vec<Rows> = residuals
         .iter()
@@ -253,7 +253,7 @@ pub(crate) fn conv1d(
 /// The general form: `out[co, j] = (out[co, j] if accumulate) + bias[co] + Σ residuals[co, j] +
 /// Σ_ci Σ_k w[co, ci, k] · map(x[ci, j + offset + k·dilation])` for `j < out.len`, with `x` read
 /// as zero outside its `0..x.len` columns and the map's mask indexed like `x`'s columns.
-pub(crate) fn conv1d_rows(
+pub(super) fn conv1d_rows(
     out: RowsMut<'_>,
     accumulate: bool,
     x: Rows<'_>,
@@ -275,7 +275,7 @@ pub(crate) fn conv1d_rows(
     if l_out == 0 || c_out == 0 {
         return;
     }
-    let kernel = kernels::pick(rows_per);
+    let kernel = block::pick(rows_per);
     let cols = kernel.cols;
     let span = dilation * (taps - 1);
     let tile = ((TILE_FLOATS / c_in).saturating_sub(span) / cols * cols).max(cols);
@@ -322,7 +322,7 @@ pub(crate) fn conv1d_rows(
                     let n_rows = rows_per.min(c_out - co0);
                     let weights = w.block_from(block, ci0);
                     let at = |stride: usize| co0 * stride + t0 + j0;
-                    let args = kernels::Args {
+                    let args = block::Args {
                         weights,
                         x: xs,
                         x_stride: row_len,
@@ -331,9 +331,9 @@ pub(crate) fn conv1d_rows(
                         dilation,
                     };
                     if n_rows == rows_per && n_cols == cols {
-                        let mut res = [(std::ptr::null(), 0); kernels::MAX_RESIDUALS];
+                        let mut res = [(std::ptr::null(), 0); block::MAX_RESIDUALS];
                         let n_res = if first_chunk { residuals.len() } else { 0 };
-                        assert!(n_res <= kernels::MAX_RESIDUALS);
+                        assert!(n_res <= block::MAX_RESIDUALS);
                         for (dst, r) in res.iter_mut().zip(&residuals[..n_res]) {
                             let start = at(r.stride);
                             assert!(start + (rows_per - 1) * r.stride + cols <= r.data.len());
@@ -341,7 +341,7 @@ pub(crate) fn conv1d_rows(
                         }
                         let start = at(out.stride);
                         assert!(start + (rows_per - 1) * out.stride + cols <= out_len);
-                        let init = kernels::Init {
+                        let init = block::Init {
                             bias: first_chunk.then(|| conv.bias[co0..].as_ptr()),
                             residuals: &res[..n_res],
                             load_out: accumulate || !first_chunk,
@@ -377,7 +377,7 @@ pub(crate) fn conv1d_rows(
                                 };
                             }
                         }
-                        let init = kernels::Init {
+                        let init = block::Init {
                             bias: None,
                             residuals: &[],
                             load_out: true,
@@ -403,271 +403,6 @@ pub(crate) fn conv1d_rows(
     }
 }
 
-/// The register-blocked inner loops and the choice between them.
-mod kernels {
-    /// Most residual signals one block adds (the decoder adds the step input and a running sum).
-    pub const MAX_RESIDUALS: usize = 2;
-
-    /// The block's inputs: `weights` holds c_in·taps·rows values, `x` is read at
-    /// `ci·x_stride + k·dilation + 0..cols` for ci < c_in, k < taps.
-    pub struct Args<'a> {
-        pub weights: &'a [f32],
-        pub x: &'a [f32],
-        pub x_stride: usize,
-        pub c_in: usize,
-        pub taps: usize,
-        pub dilation: usize,
-    }
-
-    /// The block's starting value: `out` (if `load_out`) + `bias[r]` + Σ residual rows.
-    pub struct Init<'a> {
-        pub bias: Option<*const f32>,
-        /// (first value, row stride) of each residual.
-        pub residuals: &'a [(*const f32, usize)],
-        pub load_out: bool,
-    }
-
-    type BlockFn = unsafe fn(&Args, *mut f32, usize, &Init);
-
-    #[derive(Clone, Copy)]
-    pub struct Kernel {
-        pub rows: usize,
-        pub cols: usize,
-        block: BlockFn,
-    }
-
-    impl Kernel {
-        /// # Safety
-        /// `out` (with `out_stride`) and every `init` pointer must be valid for `rows` rows of
-        /// `cols` values; `out`'s values must be initialized when `init.load_out`.
-        pub unsafe fn run(&self, args: &Args, out: *mut f32, out_stride: usize, init: &Init) {
-            // Checked here, once per block, so the pointer arithmetic of the loops stays in
-            // bounds whatever the caller computed.
-            assert!(args.c_in > 0 && args.taps > 0);
-            assert!(args.weights.len() >= args.c_in * args.taps * self.rows);
-            assert!(
-                args.x.len()
-                    >= (args.c_in - 1) * args.x_stride
-                        + (args.taps - 1) * args.dilation
-                        + self.cols
-            );
-            (self.block)(args, out, out_stride, init)
-        }
-    }
-
-    #[derive(Clone, Copy, PartialEq)]
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-    enum Isa {
-        Avx512,
-        Avx2,
-        Portable,
-    }
-
-    impl Isa {
-        /// Best first.
-        const ALL: [Isa; 3] = [Isa::Avx512, Isa::Avx2, Isa::Portable];
-
-        fn supported(self) -> bool {
-            match self {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => is_x86_feature_detected!("avx512f"),
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
-                Isa::Portable => true,
-                #[cfg(not(target_arch = "x86_64"))]
-                _ => false,
-            }
-        }
-
-        /// Its kernels: the tall block, then the one-row block for layers with fewer output
-        /// channels than the tall block has rows. (An AVX-512 block of 8 × 48 in 24 registers
-        /// measured 2–8 % faster in isolation but twice as slow once built with its start-value
-        /// code: the compiler spilled its accumulators.)
-        fn kernels(self) -> [Kernel; 2] {
-            let kernel = |rows, cols, block| Kernel { rows, cols, block };
-            match self {
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx512 => [
-                    kernel(8, 32, x86::zmm::<8, 2>),
-                    kernel(1, 64, x86::zmm::<1, 4>),
-                ],
-                #[cfg(target_arch = "x86_64")]
-                Isa::Avx2 => [
-                    kernel(6, 16, x86::ymm::<6, 2>),
-                    kernel(1, 32, x86::ymm::<1, 4>),
-                ],
-                _ => [
-                    kernel(6, 16, portable::<6, 2>),
-                    kernel(1, 32, portable::<1, 4>),
-                ],
-            }
-        }
-    }
-
-    fn isa() -> Isa {
-        Isa::ALL
-            .into_iter()
-            .find(|isa| isa.supported())
-            .expect("the portable kernels run anywhere")
-    }
-
-    /// The register block height for a layer with `c_out` output channels on this CPU.
-    pub fn rows_for(c_out: usize) -> usize {
-        let [tall, single] = isa().kernels();
-        if c_out < tall.rows {
-            single.rows
-        } else {
-            tall.rows
-        }
-    }
-
-    /// The kernel for weights packed `rows` high on this CPU.
-    pub fn pick(rows: usize) -> Kernel {
-        isa()
-            .kernels()
-            .into_iter()
-            .find(|k| k.rows == rows)
-            .unwrap_or_else(|| unreachable!("weights packed for another CPU: {rows} rows"))
-    }
-
-    /// The same sums in plain Rust, 8-float lanes: `V` lanes per row.
-    unsafe fn portable<const R: usize, const V: usize>(
-        a: &Args,
-        out: *mut f32,
-        out_stride: usize,
-        init: &Init,
-    ) {
-        let mut acc = [[[0f32; 8]; V]; R];
-        for (r, acc_r) in acc.iter_mut().enumerate() {
-            for (j, v) in acc_r.as_flattened_mut().iter_mut().enumerate() {
-                let mut s = if init.load_out {
-                    *out.add(r * out_stride + j)
-                } else {
-                    0.0
-                };
-                if let Some(b) = init.bias {
-                    s += *b.add(r);
-                }
-                for &(p, stride) in init.residuals {
-                    s += *p.add(r * stride + j);
-                }
-                *v = s;
-            }
-        }
-        let mut w = a.weights.chunks_exact(R);
-        for ci in 0..a.c_in {
-            for k in 0..a.taps {
-                let wk = w.next().expect("weights hold c_in · taps blocks");
-                let xs = &a.x[ci * a.x_stride + k * a.dilation..][..8 * V];
-                for (acc_r, &wr) in acc.iter_mut().zip(wk) {
-                    for (s, &v) in acc_r.as_flattened_mut().iter_mut().zip(xs) {
-                        *s += wr * v;
-                    }
-                }
-            }
-        }
-        for (r, acc_r) in acc.iter().enumerate() {
-            for (j, &v) in acc_r.as_flattened().iter().enumerate() {
-                *out.add(r * out_stride + j) = v;
-            }
-        }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    mod x86 {
-        use super::{Args, Init};
-        use std::arch::x86_64::*;
-
-        /// One register block of `R` rows × `V` vectors, for one vector width.
-        macro_rules! block {
-            ($name:ident, $features:literal, $vec:ty, $lanes:literal,
-             $load:ident, $store:ident, $set1:ident, $zero:ident, $fma:ident, $add:ident) => {
-                #[target_feature(enable = $features)]
-                pub unsafe fn $name<const R: usize, const V: usize>(
-                    a: &Args,
-                    out: *mut f32,
-                    out_stride: usize,
-                    init: &Init,
-                ) {
-                    let mut acc = [[$zero(); V]; R];
-                    for r in 0..R {
-                        for v in 0..V {
-                            let at = r * out_stride + $lanes * v;
-                            let mut s = if init.load_out {
-                                $load(out.add(at))
-                            } else {
-                                $zero()
-                            };
-                            if let Some(b) = init.bias {
-                                s = $add(s, $set1(*b.add(r)));
-                            }
-                            for &(p, stride) in init.residuals {
-                                s = $add(s, $load(p.add(r * stride + $lanes * v)));
-                            }
-                            acc[r][v] = s;
-                        }
-                    }
-                    let mut wp = a.weights.as_ptr();
-                    let x = a.x.as_ptr();
-                    for ci in 0..a.c_in {
-                        let row = x.add(ci * a.x_stride);
-                        for k in 0..a.taps {
-                            let xs = row.add(k * a.dilation);
-                            let xv: [$vec; V] = std::array::from_fn(|v| $load(xs.add($lanes * v)));
-                            for r in 0..R {
-                                let w = $set1(*wp.add(r));
-                                for v in 0..V {
-                                    acc[r][v] = $fma(w, xv[v], acc[r][v]);
-                                }
-                            }
-                            wp = wp.add(R);
-                        }
-                    }
-                    for r in 0..R {
-                        for v in 0..V {
-                            $store(out.add(r * out_stride + $lanes * v), acc[r][v]);
-                        }
-                    }
-                }
-            };
-        }
-
-        block!(
-            zmm,
-            "avx512f",
-            __m512,
-            16,
-            _mm512_loadu_ps,
-            _mm512_storeu_ps,
-            _mm512_set1_ps,
-            _mm512_setzero_ps,
-            _mm512_fmadd_ps,
-            _mm512_add_ps
-        );
-        block!(
-            ymm,
-            "avx2,fma",
-            __m256,
-            8,
-            _mm256_loadu_ps,
-            _mm256_storeu_ps,
-            _mm256_set1_ps,
-            _mm256_setzero_ps,
-            _mm256_fmadd_ps,
-            _mm256_add_ps
-        );
-    }
-
-    #[cfg(test)]
-    pub(super) fn all_for_tests() -> Vec<Kernel> {
-        Isa::ALL
-            .into_iter()
-            .filter(|isa| isa.supported())
-            .flat_map(Isa::kernels)
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -687,7 +422,7 @@ mod tests {
         residuals: &[&[f32]],
         padding: usize,
         dilation: usize,
-        map: &InputMap<'_>,
+        map: &SampleMap<'_>,
     ) -> Vec<f32> {
         let l_out = l_in + 2 * padding - dilation * (taps - 1);
         let mut out = vec![0f32; c_out * l_out];
@@ -748,8 +483,8 @@ mod tests {
             let residual = random(&mut rng, c_out * l_out);
             let mask: Vec<f32> = (0..l_in).map(|t| (t < l_in * 2 / 3) as u8 as f32).collect();
             let maps = [
-                InputMap::IDENTITY,
-                InputMap {
+                SampleMap::IDENTITY,
+                SampleMap {
                     scale: 1.0 / 3.0,
                     leaky_slope: Some(0.1),
                     mask: Some(&mask),
@@ -792,7 +527,7 @@ mod tests {
         let bias = random(&mut rng, c);
         let residual = random(&mut rng, c * len);
         let before = random(&mut rng, c * len);
-        let map = InputMap {
+        let map = SampleMap {
             scale: 0.5,
             leaky_slope: Some(0.1),
             mask: None,
@@ -842,53 +577,6 @@ mod tests {
             assert_eq!(&got[row + o1..row + len], &before[row + o1..row + len]);
             let diff = worst(&got[row + o0..row + o1], &want[row + o0..row + o1]);
             assert!(diff < 1e-4, "channel {ch}: {diff}");
-        }
-    }
-
-    #[test]
-    fn every_kernel_agrees_with_the_definition() {
-        let mut rng = StdRng::seed_from_u64(5);
-        let (c_in, taps, dilation, stride) = (6, 3, 2, 100);
-        let x = random(&mut rng, c_in * stride);
-        for kernel in kernels::all_for_tests() {
-            let (rows, cols) = (kernel.rows, kernel.cols);
-            let weights = random(&mut rng, c_in * taps * rows);
-            let bias = random(&mut rng, rows);
-            let residual = random(&mut rng, rows * cols);
-            let start = random(&mut rng, rows * cols);
-            let mut out = start.clone();
-            let res = [(residual.as_ptr(), cols)];
-            let init = kernels::Init {
-                bias: Some(bias.as_ptr()),
-                residuals: &res,
-                load_out: true,
-            };
-            let args = kernels::Args {
-                weights: &weights,
-                x: &x,
-                x_stride: stride,
-                c_in,
-                taps,
-                dilation,
-            };
-            // SAFETY: `out`, `residual` and `bias` hold rows × cols values; `run` checks the rest.
-            unsafe { kernel.run(&args, out.as_mut_ptr(), cols, &init) };
-            for r in 0..rows {
-                for j in 0..cols {
-                    let mut want = start[r * cols + j] + bias[r] + residual[r * cols + j];
-                    for ci in 0..c_in {
-                        for k in 0..taps {
-                            want += weights[(ci * taps + k) * rows + r]
-                                * x[ci * stride + k * dilation + j];
-                        }
-                    }
-                    let got = out[r * cols + j];
-                    assert!(
-                        (got - want).abs() < 1e-4,
-                        "{rows}×{cols} ({r}, {j}): {got} vs {want}"
-                    );
-                }
-            }
         }
     }
 }

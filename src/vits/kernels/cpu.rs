@@ -1,0 +1,274 @@
+//! The direct kernel and the strip-wise stages behind tensor arguments.
+//!
+//! Unpacks CPU `f32` tensors into the slices [`super::direct`] and [`super::strips`] work on,
+//! one batch item at a time, keeps each layer's packed weights in its
+//! [`PackedWeightCache`], and runs a transposed convolution as `stride` direct phases.
+
+use super::direct::{self, PackedWeights, SampleMap};
+use super::dispatch::{Conv1dShape, ConvTranspose1dShape, InputMap, PackedWeightCache, StackConv};
+use super::strips;
+use candle_core::{Result, Storage, Tensor};
+
+/// Runs `f` on the tensor's elements in row-major order, without a copy when the tensor is
+/// already contiguous.
+pub(super) fn with_contiguous_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
+    let t = t.contiguous()?;
+    let (storage, layout) = t.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else {
+        candle_core::bail!("fast conv path needs a CPU tensor");
+    };
+    let data = cpu.as_slice::<f32>()?;
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("tensor is not contiguous after `contiguous()`");
+    };
+    Ok(f(&data[start..end]))
+}
+
+/// The bias as a vector, zeros when the layer has none.
+pub(super) fn bias_or_zero(bias: Option<&Tensor>, c_out: usize) -> Result<Vec<f32>> {
+    match bias {
+        Some(b) => b.flatten_all()?.to_vec1::<f32>(),
+        None => Ok(vec![0.0; c_out]),
+    }
+}
+
+/// [`super::dispatch::conv1d_fused`] through [`direct`] (groups 1).
+pub(super) fn conv1d_direct(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    s: &Conv1dShape,
+    map: &InputMap<'_>,
+    residuals: &[&Tensor],
+    cache: Option<&PackedWeightCache>,
+) -> Result<Tensor> {
+    let bias = bias_or_zero(bias, s.c_out)?;
+    let fresh;
+    let packed = match cache {
+        Some(cache) => cached_pack(weight, cache, s.c_out, s.c_in, s.taps)?,
+        None => {
+            fresh =
+                with_contiguous_f32(weight, |w| PackedWeights::new(w, s.c_out, s.c_in, s.taps))?;
+            &fresh
+        }
+    };
+    let mask = map
+        .mask
+        .map(|m| m.flatten_all()?.to_vec1::<f32>())
+        .transpose()?;
+    let residuals: Vec<Tensor> = residuals
+        .iter()
+        .map(|r| r.contiguous())
+        .collect::<Result<_>>()?;
+    let guards: Vec<_> = residuals.iter().map(|r| r.storage_and_layout()).collect();
+    let residuals: Vec<&[f32]> = guards
+        .iter()
+        .map(|(storage, layout)| {
+            let Storage::Cpu(cpu) = &**storage else {
+                candle_core::bail!("fast conv path needs a CPU tensor");
+            };
+            let Some((start, end)) = layout.contiguous_offsets() else {
+                candle_core::bail!("tensor is not contiguous after `contiguous()`");
+            };
+            Ok(&cpu.as_slice::<f32>()?[start..end])
+        })
+        .collect::<Result<_>>()?;
+    let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
+    let (in_len, out_len) = (s.c_in * s.l_in, s.c_out * s.l_out);
+    with_contiguous_f32(x, |x| {
+        for (b, out_b) in out.chunks_exact_mut(out_len).enumerate() {
+            let item_map = SampleMap {
+                scale: map.scale as f32,
+                leaky_slope: map.leaky_slope.map(|v| v as f32),
+                mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
+            };
+            let item_residuals: Vec<&[f32]> = residuals
+                .iter()
+                .map(|r| &r[b * out_len..(b + 1) * out_len])
+                .collect();
+            direct::conv1d(
+                out_b,
+                s.l_out,
+                &x[b * in_len..(b + 1) * in_len],
+                s.l_in,
+                packed,
+                &bias,
+                &item_residuals,
+                s.padding as isize,
+                s.dilation,
+                &item_map,
+            );
+        }
+    })?;
+    Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
+}
+
+/// The layer's packed weights, packed on first use.
+fn cached_pack<'c>(
+    weight: &Tensor,
+    cache: &'c PackedWeightCache,
+    c_out: usize,
+    c_in: usize,
+    taps: usize,
+) -> Result<&'c PackedWeights> {
+    let cell = &cache.0;
+    if cell.get().is_none() {
+        let packed = with_contiguous_f32(weight, |w| PackedWeights::new(w, c_out, c_in, taps))?;
+        let _ = cell.set(packed);
+    }
+    let packed = cell.get().expect("just set");
+    if !packed.has_shape(c_out, c_in, taps) {
+        candle_core::bail!("packed weight cache used with a differently shaped weight");
+    }
+    Ok(packed)
+}
+
+/// [`super::dispatch::residual_stack_sum`] through [`strips::stage_sum`], one batch item at a
+/// time; every convolution applies LeakyReLU(`slope`) and `mask` to its input.
+pub(super) fn residual_stack_sum(
+    y: &Tensor,
+    blocks: &[Vec<Vec<StackConv<'_>>>],
+    slope: f32,
+    mask: Option<&Tensor>,
+) -> Result<Tensor> {
+    let (batch, channels, len) = y.dims3()?;
+    // Every convolution's bias, in the order the loops below visit them.
+    let biases: Vec<Vec<f32>> = blocks
+        .iter()
+        .flatten()
+        .flatten()
+        .map(|c| bias_or_zero(c.bias, channels))
+        .collect::<Result<_>>()?;
+    let mut biases = biases.iter();
+    let mut layers = Vec::with_capacity(blocks.len());
+    for block in blocks {
+        let mut units = Vec::with_capacity(block.len());
+        for unit in block {
+            let mut unit_layers = Vec::with_capacity(unit.len());
+            for c in unit {
+                let bias = biases.next().expect("one bias per convolution");
+                let taps = c.weight.dim(2)?;
+                unit_layers.push(strips::UnitConv {
+                    conv: direct::Conv {
+                        weights: cached_pack(c.weight, c.cache, channels, channels, taps)?,
+                        bias,
+                        dilation: c.dilation,
+                        map: SampleMap {
+                            scale: 1.0,
+                            leaky_slope: Some(slope),
+                            mask: None,
+                        },
+                    },
+                    padding: c.padding,
+                });
+            }
+            units.push(unit_layers);
+        }
+        layers.push(units);
+    }
+    let mask = mask
+        .map(|m| m.flatten_all()?.to_vec1::<f32>())
+        .transpose()?;
+    let item = channels * len;
+    let mut out = vec![0f32; batch * item];
+    with_contiguous_f32(y, |y| {
+        for (b, out_b) in out.chunks_exact_mut(item).enumerate() {
+            strips::stage_sum(
+                out_b,
+                &y[b * item..(b + 1) * item],
+                channels,
+                len,
+                &layers,
+                mask.as_ref().map(|m| &m[b * len..(b + 1) * len]),
+            );
+        }
+    })?;
+    Tensor::from_vec(out, (batch, channels, len), y.device())
+}
+
+/// [`super::dispatch::conv_transpose1d_fused`]: each phase (see
+/// [`super::gemm::conv_transpose1d`]) as a direct convolution with the phase's taps reversed,
+/// so the input map is fused into its packing.
+pub(super) fn conv_transpose1d_direct(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    s: &ConvTranspose1dShape,
+    map: &InputMap<'_>,
+) -> Result<Tensor> {
+    let bias = bias_or_zero(bias, s.c_out)?;
+    let mask = map
+        .mask
+        .map(|m| m.flatten_all()?.to_vec1::<f32>())
+        .transpose()?;
+    let (stride, padding) = (s.stride as isize, s.padding as isize);
+    let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
+    with_contiguous_f32(weight, |raw| {
+        with_contiguous_f32(x, |x| {
+            for r in 0..s.stride {
+                // Phase r: output j = q·stride + r − padding for q in q_lo..q_hi, fed by
+                // taps k = r + m·stride from input i = q − m. With m = M − 1 − k' this is a
+                // convolution over t = q − q_lo with taps k' reading i = t + k' − (M − 1 − q_lo).
+                let q_lo = (padding - r as isize).div_euclid(stride)
+                    + ((padding - r as isize).rem_euclid(stride) != 0) as isize;
+                let q_hi =
+                    (s.l_out as isize + padding - r as isize + stride - 1).div_euclid(stride);
+                let n_q = (q_hi - q_lo).max(0) as usize;
+                if n_q == 0 {
+                    continue;
+                }
+                let m_taps = (r..s.taps).step_by(s.stride).count();
+                let mut phase = vec![0f32; s.c_out * n_q];
+                if m_taps == 0 {
+                    for (row, &b) in phase.chunks_exact_mut(n_q).zip(&bias) {
+                        row.fill(b);
+                    }
+                }
+                // [C_out, C_in, M] with tap k' = tap r + (M − 1 − k')·stride of [C_in, C_out, K].
+                let mut w = vec![0f32; s.c_out * s.c_in * m_taps];
+                for co in 0..s.c_out {
+                    for ci in 0..s.c_in {
+                        for kk in 0..m_taps {
+                            let k = r + (m_taps - 1 - kk) * s.stride;
+                            w[(co * s.c_in + ci) * m_taps + kk] =
+                                raw[(ci * s.c_out + co) * s.taps + k];
+                        }
+                    }
+                }
+                let packed = (m_taps > 0).then(|| PackedWeights::new(&w, s.c_out, s.c_in, m_taps));
+                for b in 0..s.batch {
+                    let x_b = &x[b * s.c_in * s.l_in..(b + 1) * s.c_in * s.l_in];
+                    if let Some(packed) = &packed {
+                        let item_map = SampleMap {
+                            scale: map.scale as f32,
+                            leaky_slope: map.leaky_slope.map(|v| v as f32),
+                            mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
+                        };
+                        direct::conv1d(
+                            &mut phase,
+                            n_q,
+                            x_b,
+                            s.l_in,
+                            packed,
+                            &bias,
+                            &[],
+                            m_taps as isize - 1 - q_lo,
+                            1,
+                            &item_map,
+                        );
+                    }
+                    let out_b = &mut out[b * s.c_out * s.l_out..(b + 1) * s.c_out * s.l_out];
+                    let j0 = (q_lo * stride + r as isize - padding) as usize;
+                    for (out_row, row) in
+                        out_b.chunks_exact_mut(s.l_out).zip(phase.chunks_exact(n_q))
+                    {
+                        for (y, &v) in out_row[j0..].iter_mut().step_by(s.stride).zip(row) {
+                            *y = v;
+                        }
+                    }
+                }
+            }
+        })
+    })??;
+    Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
+}

@@ -1,0 +1,401 @@
+//! Where each convolution runs: the kernels' tensor-level entry points.
+//!
+//! Every model convolution comes through here. An input that is not a valid CPU `f32`
+//! convolution goes to candle unchanged, so candle's errors and edge cases stay the reference;
+//! the rest is routed by shape to the direct kernel ([`super::cpu`] → [`super::direct`]), the
+//! per-tap products ([`super::gemm`]) or the strip-wise stage ([`super::strips`]). The routing
+//! thresholds come from side-by-side timings in `benches/conv.rs` (group `routes`).
+
+use std::sync::{Arc, OnceLock};
+
+use candle_core::{DType, Device, Result, Tensor};
+
+use super::direct::PackedWeights;
+use super::{cpu, gemm, strips};
+
+/// `x` [B, C_in, L], `weight` [C_out, C_in / groups, K], `bias` [C_out]; stride 1.
+/// Returns [B, C_out, L + 2·padding − dilation·(K − 1)].
+pub fn conv1d(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    padding: usize,
+    dilation: usize,
+    groups: usize,
+) -> Result<Tensor> {
+    if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups) {
+        if shape.prefers_direct() {
+            return cpu::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, &[], None);
+        }
+        return gemm::conv1d(x, weight, bias, &shape);
+    }
+    let y = x.conv1d(weight, padding, 1, dilation, groups)?;
+    add_bias(y, bias)
+}
+
+/// `x` [B, C_in, L], `weight` [C_in, C_out, K] (PyTorch's ConvTranspose1d layout), `bias` [C_out].
+/// Returns [B, C_out, (L − 1)·stride − 2·padding + K].
+pub fn conv_transpose1d(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: usize,
+    padding: usize,
+) -> Result<Tensor> {
+    if let Some(shape) = ConvTranspose1dShape::for_fast_path(x, weight, bias, stride, padding) {
+        return gemm::conv_transpose1d(x, weight, bias, &shape);
+    }
+    let y = x.conv_transpose1d(weight, padding, 0, stride, 1, 1)?;
+    add_bias(y, bias)
+}
+
+/// An elementwise map fused into a convolution's input: `x ↦ LeakyReLU(x · scale) · mask`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InputMap<'a> {
+    pub scale: f64,
+    /// Negative-side slope of a LeakyReLU applied after scaling (0 ≤ slope ≤ 1), if any.
+    pub leaky_slope: Option<f64>,
+    /// `[B, 1, L_in]` sequence mask, if any.
+    pub mask: Option<&'a Tensor>,
+}
+
+impl InputMap<'_> {
+    /// Leaves the input as it is.
+    pub const IDENTITY: InputMap<'static> = InputMap {
+        scale: 1.0,
+        leaky_slope: None,
+        mask: None,
+    };
+
+    /// The map as tensor ops, for the paths that do not fuse it.
+    pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
+        let mut x = if self.scale == 1.0 {
+            x.clone()
+        } else {
+            (x * self.scale)?
+        };
+        if let Some(slope) = self.leaky_slope {
+            x = x.maximum(&(&x * slope)?)?;
+        }
+        match self.mask {
+            Some(m) => x.broadcast_mul(m),
+            None => Ok(x),
+        }
+    }
+}
+
+/// The direct kernel's copy of a layer's convolution weights, made on first CPU use and kept
+/// with the layer: the weights never change after loading, so repacking them on every call
+/// (megabytes per utterance in the flow) is wasted work. Clones share the copy.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PackedWeightCache(pub(super) Arc<OnceLock<PackedWeights>>);
+
+/// `Σ residuals + conv1d(map(x))` (stride 1, groups 1): the decoder's residual step, which can
+/// also add a running sum. On the CPU in `f32` the map, bias and residuals are fused into one
+/// pass of the direct kernel; elsewhere it runs as separate tensor ops. `cache`, if given,
+/// must only ever be used with this `weight`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv1d_fused(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    padding: usize,
+    dilation: usize,
+    map: &InputMap<'_>,
+    residuals: &[&Tensor],
+    cache: Option<&PackedWeightCache>,
+) -> Result<Tensor> {
+    if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, 1) {
+        let (b, c, l) = (shape.batch, shape.c_out, shape.l_out);
+        let residuals_ok = residuals
+            .iter()
+            .all(|r| is_cpu_f32(r, r, None) && r.dims() == [b, c, l]);
+        let mask_ok = map
+            .mask
+            .is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [shape.batch, 1, shape.l_in]);
+        if residuals_ok && mask_ok {
+            return cpu::conv1d_direct(x, weight, bias, &shape, map, residuals, cache);
+        }
+    }
+    let mut y = conv1d(&map.apply(x)?, weight, bias, padding, dilation, 1)?;
+    for r in residuals {
+        y = (*r + y)?;
+    }
+    Ok(y)
+}
+
+/// `conv_transpose1d(map(x))`, with the map fused into the CPU kernel's input packing.
+pub(crate) fn conv_transpose1d_fused(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: Option<&Tensor>,
+    stride: usize,
+    padding: usize,
+    map: &InputMap<'_>,
+) -> Result<Tensor> {
+    if let Some(shape) = ConvTranspose1dShape::for_fast_path(x, weight, bias, stride, padding) {
+        let mask_ok = map
+            .mask
+            .is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [shape.batch, 1, shape.l_in]);
+        // Measured on one core (`benches/conv.rs`, group `routes`): 128→64 k16 s8 over 2008 columns 14.0 → 11.3 ms,
+        // 64→32 k8 s4 over 16064 columns 16.4 → 14.0 ms, but 256→128 k16 s8 over 251 columns
+        // 6.1–6.4 → 6.1–7.3 ms, so short inputs keep the per-tap products.
+        if mask_ok && shape.l_in >= 1024 {
+            return cpu::conv_transpose1d_direct(x, weight, bias, &shape, map);
+        }
+    }
+    conv_transpose1d(&map.apply(x)?, weight, bias, stride, padding)
+}
+
+/// One convolution of a residual stack (see [`residual_stack_sum`]), borrowed from its layer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StackConv<'a> {
+    /// [C, C, K]
+    pub weight: &'a Tensor,
+    pub bias: Option<&'a Tensor>,
+    pub padding: usize,
+    pub dilation: usize,
+    pub cache: &'a PackedWeightCache,
+}
+
+/// `Σ_blocks block(y)` for `y` [B, C, L], where a block is a chain of residual units
+/// `x ← x + convs(x)` and every convolution applies LeakyReLU(`slope`) and `mask` [B, 1, L] to
+/// its input: a decoder stage's multi-receptive-field sum. On the CPU in `f32`, for signals that
+/// outgrow the cache, it runs strip by strip ([`strips`]); otherwise it returns `None` and the
+/// caller runs the layers one by one.
+pub(crate) fn residual_stack_sum(
+    y: &Tensor,
+    blocks: &[Vec<Vec<StackConv<'_>>>],
+    slope: f64,
+    mask: Option<&Tensor>,
+) -> Result<Option<Tensor>> {
+    let Ok((batch, channels, len)) = y.dims3() else {
+        return Ok(None);
+    };
+    if !is_cpu_f32(y, y, None) || !strips::worth_it(channels, len) {
+        return Ok(None);
+    }
+    let fits = |c: &StackConv| {
+        is_cpu_f32(c.weight, c.weight, c.bias)
+            && c.bias.is_none_or(|b| b.dims() == [channels])
+            && c.weight.dims3().is_ok_and(|(o, i, k)| {
+                o == channels
+                    && i == channels
+                    && c.dilation > 0
+                    && 2 * c.padding == c.dilation * (k - 1)
+            })
+    };
+    let mask_ok = mask.is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [batch, 1, len]);
+    if !mask_ok || !blocks.iter().flatten().flatten().all(fits) {
+        return Ok(None);
+    }
+    cpu::residual_stack_sum(y, blocks, slope as f32, mask).map(Some)
+}
+
+fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
+    match bias {
+        Some(b) => y.broadcast_add(&b.reshape((1, (), 1))?),
+        None => Ok(y),
+    }
+}
+
+/// True when all operands are `f32` tensors in CPU memory, the only case with a fast path.
+fn is_cpu_f32(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> bool {
+    let cpu_f32 = |t: &Tensor| matches!(t.device(), Device::Cpu) && t.dtype() == DType::F32;
+    cpu_f32(x) && cpu_f32(weight) && bias.is_none_or(cpu_f32)
+}
+
+/// Validated dimensions of a stride-1 grouped convolution. Inputs that fail validation are left to
+/// candle, so its error messages (and any of its edge-case behaviour) stay the reference.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Conv1dShape {
+    pub(super) batch: usize,
+    pub(super) c_in: usize,
+    pub(super) c_out: usize,
+    pub(super) l_in: usize,
+    pub(super) l_out: usize,
+    pub(super) taps: usize,
+    pub(super) padding: usize,
+    pub(super) dilation: usize,
+    pub(super) groups: usize,
+}
+
+impl Conv1dShape {
+    pub(super) fn for_fast_path(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        padding: usize,
+        dilation: usize,
+        groups: usize,
+    ) -> Option<Self> {
+        if !is_cpu_f32(x, weight, bias) || dilation == 0 || groups == 0 {
+            return None;
+        }
+        let (batch, c_in, l_in) = x.dims3().ok()?;
+        let (c_out, c_in_per_group, taps) = weight.dims3().ok()?;
+        let span = dilation.checked_mul(taps.checked_sub(1)?)?;
+        let l_out = (l_in + 2 * padding).checked_sub(span)?;
+        let valid = c_in_per_group * groups == c_in
+            && c_out % groups == 0
+            && l_out > 0
+            && batch > 0
+            && c_in_per_group > 0
+            && bias.is_none_or(|b| b.elem_count() == c_out);
+        valid.then_some(Self {
+            batch,
+            c_in,
+            c_out,
+            l_in,
+            l_out,
+            taps,
+            padding,
+            dilation,
+            groups,
+        })
+    }
+}
+
+impl Conv1dShape {
+    /// Whether the direct kernel beats per-tap matrix products. Measured on one core (AVX2,
+    /// thread CPU time; `benches/conv.rs`, group `routes`): from 3 taps it is faster at every model shape (192→384 k5 over 251
+    /// columns 4.0 → 3.0 ms, 768→192 k3 over 103 columns 2.2 → 1.8 ms, 64→64 k5 over 16064
+    /// columns 14.1 → 9.3 ms); pointwise convolutions tie or lose (192→192 over 103 columns
+    /// 0.15 → 0.20 ms), so they stay with gemm.
+    fn prefers_direct(&self) -> bool {
+        self.groups == 1 && self.taps >= 3
+    }
+}
+
+/// Validated dimensions of a transposed convolution (groups 1, dilation 1, no output padding).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct ConvTranspose1dShape {
+    pub(super) batch: usize,
+    pub(super) c_in: usize,
+    pub(super) c_out: usize,
+    pub(super) l_in: usize,
+    pub(super) l_out: usize,
+    pub(super) taps: usize,
+    pub(super) stride: usize,
+    pub(super) padding: usize,
+}
+
+impl ConvTranspose1dShape {
+    pub(super) fn for_fast_path(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Option<Self> {
+        if !is_cpu_f32(x, weight, bias) || stride == 0 {
+            return None;
+        }
+        let (batch, c_in, l_in) = x.dims3().ok()?;
+        let (w_c_in, c_out, taps) = weight.dims3().ok()?;
+        let l_out = ((l_in.checked_sub(1)? * stride) + taps).checked_sub(2 * padding)?;
+        let valid = w_c_in == c_in
+            && c_in > 0
+            && c_out > 0
+            && taps > 0
+            && l_out > 0
+            && batch > 0
+            && bias.is_none_or(|b| b.elem_count() == c_out);
+        valid.then_some(Self {
+            batch,
+            c_in,
+            c_out,
+            l_in,
+            l_out,
+            taps,
+            stride,
+            padding,
+        })
+    }
+}
+
+/// Each CPU path forced whatever the routing rules say, so that `benches/conv.rs` can time them
+/// side by side on the model's shapes (the measurements behind [`Conv1dShape::prefers_direct`]
+/// and the transposed convolution's column threshold). Not for model code: every function
+/// fails on inputs that are not a valid CPU `f32` convolution instead of falling back.
+pub mod routes {
+    use candle_core::{Result, Tensor};
+
+    use super::{cpu, gemm, Conv1dShape, ConvTranspose1dShape, InputMap};
+
+    fn conv1d_shape(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        padding: usize,
+        dilation: usize,
+        groups: usize,
+    ) -> Result<Conv1dShape> {
+        match Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups) {
+            Some(shape) => Ok(shape),
+            None => candle_core::bail!("not a CPU f32 convolution the fast paths take"),
+        }
+    }
+
+    fn conv_transpose1d_shape(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<ConvTranspose1dShape> {
+        match ConvTranspose1dShape::for_fast_path(x, weight, bias, stride, padding) {
+            Some(shape) => Ok(shape),
+            None => candle_core::bail!("not a CPU f32 transposed convolution the fast paths take"),
+        }
+    }
+
+    /// [`super::conv1d`] through per-tap matrix products.
+    pub fn conv1d_gemm(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        padding: usize,
+        dilation: usize,
+        groups: usize,
+    ) -> Result<Tensor> {
+        let shape = conv1d_shape(x, weight, bias, padding, dilation, groups)?;
+        gemm::conv1d(x, weight, bias, &shape)
+    }
+
+    /// [`super::conv1d`] (groups 1) through the direct kernel, packing the weights per call.
+    pub fn conv1d_direct(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        padding: usize,
+        dilation: usize,
+    ) -> Result<Tensor> {
+        let shape = conv1d_shape(x, weight, bias, padding, dilation, 1)?;
+        cpu::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, &[], None)
+    }
+
+    /// [`super::conv_transpose1d`] through per-tap matrix products over each phase.
+    pub fn conv_transpose1d_gemm(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Tensor> {
+        let shape = conv_transpose1d_shape(x, weight, bias, stride, padding)?;
+        gemm::conv_transpose1d(x, weight, bias, &shape)
+    }
+
+    /// [`super::conv_transpose1d`] through the direct kernel, one phase at a time.
+    pub fn conv_transpose1d_direct(
+        x: &Tensor,
+        weight: &Tensor,
+        bias: Option<&Tensor>,
+        stride: usize,
+        padding: usize,
+    ) -> Result<Tensor> {
+        let shape = conv_transpose1d_shape(x, weight, bias, stride, padding)?;
+        cpu::conv_transpose1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY)
+    }
+}

@@ -1,0 +1,47 @@
+//! The CPU kernels behind the model's convolutions and activations, kept apart from the model.
+//!
+//! The model code (`super::layers`, `super::generator`, …) reads like the paper and calls
+//! convolutions through [`conv1d`], [`conv_transpose1d`] and their fused forms; this module
+//! decides how they run, which is where the decoder spends most of its time. candle's CPU
+//! convolution unfolds the whole input (im2col) before one big matrix product, which for the
+//! decoder's long signals (tens of thousands of samples) streams hundreds of megabytes through
+//! memory, and it runs grouped convolutions as one tiny convolution per group. For `f32` on the
+//! CPU we instead:
+//!
+//! - run convolutions with 3 or more taps through the direct kernel ([`direct`], its register
+//!   blocks in [`block`]), which writes each output once; the fused entry points also fold an
+//!   elementwise input map (scale, LeakyReLU, mask) and residual adds into it, which is how the
+//!   decoder's `x + conv(LeakyReLU(x))` steps run in one pass;
+//! - write pointwise and grouped convolutions as one matrix product per tap ([`gemm`]), and
+//!   depthwise ones as a direct loop;
+//! - split transposed convolutions into `stride` phases, each an ordinary small convolution;
+//! - run a decoder stage's multi-receptive-field sum strip by strip while it is in cache
+//!   ([`strips`]);
+//! - compute `tanh` and the WaveNet gate with a vectorizable `exp` ([`fast_math`]).
+//!
+//! [`dispatch`] routes each call; [`cpu`] turns tensors into the slices the kernels work on.
+//! Other devices and dtypes keep candle's implementation (the fused entry points then run the
+//! map and adds as tensor ops). Everything runs on the caller's thread, whatever
+//! `RAYON_NUM_THREADS` says: the server runs several inference workers side by side, so each
+//! convolution must not also fan out over all cores.
+
+mod block;
+mod cpu;
+mod direct;
+mod dispatch;
+mod fast_math;
+mod gemm;
+mod strips;
+#[cfg(test)]
+mod tests;
+
+pub use dispatch::{conv1d, conv_transpose1d};
+pub(crate) use dispatch::{
+    conv1d_fused, conv_transpose1d_fused, residual_stack_sum, InputMap, PackedWeightCache,
+    StackConv,
+};
+pub(crate) use fast_math::{gated_tanh, tanh};
+
+/// The CPU paths forced one by one, for `benches/conv.rs`; not part of the model's interface.
+#[doc(hidden)]
+pub use dispatch::routes;
