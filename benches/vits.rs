@@ -11,6 +11,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use candle_core::Device;
+use omnivoice_server::params::SynthesisParams;
 use omnivoice_server::vits::{Vits, VitsInput};
 
 const RUNS: usize = 5;
@@ -36,12 +37,13 @@ fn ids(i: usize) -> Vec<i64> {
 fn input(i: usize) -> VitsInput {
     VitsInput {
         ids: ids(i),
-        speaker: None,
         length_scale: 1.0,
-        speed: 1.0,
-        noise_scale: 0.0,
-        noise_w: 0.0,
-        seed: 0,
+        params: SynthesisParams {
+            seed: Some(0),
+            noise_scale: Some(0.0),
+            noise_w: Some(0.0),
+            ..SynthesisParams::default()
+        },
     }
 }
 

@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 # Headless Chromium, its driver and a venv with selenium, for the playground's browser test.
 scripts/browser-venv.sh
+# The reference Wyoming client (the PyPI package Home Assistant uses), pinned, in .venv-wyoming.
+scripts/wyoming-venv.sh >/dev/null
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then

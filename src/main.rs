@@ -82,11 +82,29 @@ fn serve(args: ServeArgs) -> ExitCode {
                 return ExitCode::from(EXIT_CONFIG);
             }
         };
+        let wyoming = match settings.wyoming_port {
+            None => None,
+            Some(port) => match tokio::net::TcpListener::bind((settings.host, port)).await {
+                Ok(listener) => Some(listener),
+                Err(e) => {
+                    eprintln!(
+                        "error: invalid setting 'wyoming-port': cannot listen on {}:{port}: {e}",
+                        settings.host
+                    );
+                    return ExitCode::from(EXIT_CONFIG);
+                }
+            },
+        };
         let local = listener.local_addr().expect("bound address");
         tracing::info!(address = %local, device = %device_name, "listening");
-        // Tests and scripts read this line to find an ephemeral port.
+        // Tests and scripts read these lines to find ephemeral ports.
         println!("omnivoice-server listening on http://{local}");
-        match server::run(state, listener, shutdown_signal()).await {
+        if let Some(wyoming) = &wyoming {
+            let local = wyoming.local_addr().expect("bound address");
+            tracing::info!(address = %local, "wyoming listening");
+            println!("omnivoice-server wyoming on tcp://{local}");
+        }
+        match server::run(state, listener, wyoming, shutdown_signal()).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 tracing::error!(error = %e, "server failed");

@@ -71,7 +71,10 @@ pub fn add_audio_seconds(seconds: f64) {
 
 fn describe() {
     use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!(REQUESTS_TOTAL, "HTTP requests by route and status code.");
+    describe_counter!(
+        REQUESTS_TOTAL,
+        "Requests by front door (protocol: http, wyoming), route or event, and status."
+    );
     describe_histogram!(
         REQUEST_DURATION_SECONDS,
         Unit::Seconds,

@@ -19,13 +19,26 @@ use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
 use crate::speech::SpeechService;
 
-/// Runs the server built by [`build`] on `listener` until `shutdown` resolves, then drains.
+/// Runs the server built by [`build`] on `listener` (HTTP) and, when given, `wyoming` until
+/// `shutdown` resolves, then drains both.
 pub async fn run(
     state: Arc<AppState>,
     listener: TcpListener,
+    wyoming: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = api::router(state.clone());
+    let stop_wyoming = tokio_util::sync::CancellationToken::new();
+    let wyoming = wyoming.map(|listener| {
+        let limits = wyoming_limits(&state.settings);
+        let speech = Arc::new(state.speech.clone());
+        tokio::spawn(crate::wyoming::serve(
+            listener,
+            speech,
+            limits,
+            stop_wyoming.clone().cancelled_owned(),
+        ))
+    });
     tokio::spawn(preload(state.clone()));
     tokio::spawn(reload_on_sighup(state.clone()));
     if state.settings.idle_unload_s > 0 {
@@ -47,11 +60,28 @@ pub async fn run(
         "shutting down: finishing in-flight requests"
     );
     let _ = stop_tx.send(());
-    match tokio::time::timeout(grace, server).await {
-        Ok(_) => tracing::info!("all requests finished; bye"),
+    stop_wyoming.cancel();
+    let drained = async {
+        let _ = server.await;
+        if let Some(wyoming) = wyoming {
+            let _ = wyoming.await;
+        }
+    };
+    match tokio::time::timeout(grace, drained).await {
+        Ok(()) => tracing::info!("all requests finished; bye"),
         Err(_) => tracing::warn!("shutdown timeout reached with requests still in flight"),
     }
     Ok(())
+}
+
+/// The Wyoming front door's bounds, from the same settings as HTTP's.
+fn wyoming_limits(settings: &Settings) -> crate::wyoming::Limits {
+    crate::wyoming::Limits {
+        max_text_chars: settings.max_input_chars,
+        max_sentence_chars: crate::speech::MAX_UTTERANCE_CHARS,
+        shutdown_grace: Duration::from_secs(settings.shutdown_timeout_s),
+        ..crate::wyoming::Limits::default()
+    }
 }
 
 /// The shared state of a server with these engines. Fails on a setting that names a model or

@@ -274,11 +274,11 @@ async fn metrics_count_requests_and_pass_promtool() {
     let text = get_text(format!("{}/metrics", server.url)).await;
     let ok = metric(
         &text,
-        r#"omnivoice_requests_total{route="/v1/audio/speech",status="200"}"#,
+        r#"omnivoice_requests_total{protocol="http",route="/v1/audio/speech",status="200"}"#,
     );
     let bad = metric(
         &text,
-        r#"omnivoice_requests_total{route="/v1/audio/speech",status="400"}"#,
+        r#"omnivoice_requests_total{protocol="http",route="/v1/audio/speech",status="400"}"#,
     );
     assert_eq!((ok, bad), (3.0, 1.0), "{text}");
     for name in [

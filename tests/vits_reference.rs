@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use candle_core::Device;
+use omnivoice_server::params::SynthesisParams;
 use omnivoice_server::vits::{Vits, VitsInput};
 
 const VOICE: &str = "voices/en_US-joe-medium.onnx";
@@ -76,12 +77,13 @@ fn fixtures() -> Vec<Fixture> {
 fn deterministic(ids: Vec<i64>) -> VitsInput {
     VitsInput {
         ids,
-        speaker: None,
         length_scale: 1.0,
-        speed: 1.0,
-        noise_scale: 0.0,
-        noise_w: 0.0,
-        seed: 0,
+        params: SynthesisParams {
+            seed: Some(0),
+            noise_scale: Some(0.0),
+            noise_w: Some(0.0),
+            ..SynthesisParams::default()
+        },
     }
 }
 
@@ -144,12 +146,11 @@ fn batch_items_equal_their_single_runs_with_default_noise() {
         .zip(1u64..)
         .map(|(f, seed)| VitsInput {
             ids: f.ids,
-            speaker: None,
             length_scale: cfg.length_scale,
-            speed: 1.0,
-            noise_scale: cfg.noise_scale,
-            noise_w: cfg.noise_w,
-            seed,
+            params: SynthesisParams {
+                seed: Some(seed),
+                ..SynthesisParams::default()
+            },
         })
         .collect();
     let together = vits.synthesize(&batch).unwrap();
@@ -168,7 +169,7 @@ fn batch_items_equal_their_single_runs_with_default_noise() {
     }
     // The noise is live: another seed changes the audio.
     let mut other = batch[2].clone();
-    other.seed += 100;
+    other.params.seed = Some(other.params.item_seed() + 100);
     let other = vits.synthesize(&[other]).unwrap().remove(0);
     assert!(other.len() != together[2].len() || max_abs_diff(&other, &together[2]) > 1e-3);
 }
@@ -201,9 +202,8 @@ fn errors_name_the_file() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("does-not-exist.onnx"), "{err}");
-    let single = voice().synthesize(&[VitsInput {
-        speaker: Some(1),
-        ..deterministic(vec![1, 0, 2])
-    }]);
+    let mut input = deterministic(vec![1, 0, 2]);
+    input.params.speaker = Some(1);
+    let single = voice().synthesize(&[input]);
     assert!(single.is_err());
 }

@@ -149,7 +149,7 @@ async fn record_metrics(request: Request, next: Next) -> Response {
         tracing::error!(route = %route, "request failed with an internal error");
     }
     let status = response.status().as_u16().to_string();
-    metrics::counter!(m::REQUESTS_TOTAL, "route" => route.clone(), "status" => status).increment(1);
+    metrics::counter!(m::REQUESTS_TOTAL, "protocol" => "http", "route" => route.clone(), "status" => status).increment(1);
     metrics::histogram!(m::REQUEST_DURATION_SECONDS, "route" => route)
         .record(started.elapsed().as_secs_f64());
     response

@@ -189,6 +189,7 @@ fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Request {
         noise_scale: request.noise_scale,
         noise_w: request.noise_w,
         use_cache: request.cache != Some(false) && !no_cache_header,
+        native_pcm: false,
     }
 }
 

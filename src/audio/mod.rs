@@ -31,6 +31,9 @@ pub enum AudioFormat {
     Flac,
     Wav,
     Pcm,
+    /// Headerless 16-bit samples at the voice's own rate, for protocols that carry the rate
+    /// themselves (Wyoming). Not an OpenAI format: not in [`AudioFormat::ALL`], not parsed.
+    PcmNative,
 }
 
 impl AudioFormat {
@@ -56,6 +59,7 @@ impl AudioFormat {
             AudioFormat::Flac => "flac",
             AudioFormat::Wav => "wav",
             AudioFormat::Pcm => "pcm",
+            AudioFormat::PcmNative => "pcm_native",
         }
     }
 
@@ -66,7 +70,7 @@ impl AudioFormat {
             AudioFormat::Aac => "audio/aac",
             AudioFormat::Flac => "audio/flac",
             AudioFormat::Wav => "audio/wav",
-            AudioFormat::Pcm => "audio/pcm",
+            AudioFormat::Pcm | AudioFormat::PcmNative => "audio/pcm",
         }
     }
 
@@ -91,7 +95,7 @@ impl AudioFormat {
             },
             AudioFormat::Mp3 => nearest_supported(native, &mp3::SAMPLE_RATES),
             AudioFormat::Aac => nearest_supported(native, &aac::SAMPLE_RATES),
-            AudioFormat::Flac | AudioFormat::Wav => native,
+            AudioFormat::Flac | AudioFormat::Wav | AudioFormat::PcmNative => native,
         }
     }
 }
@@ -151,7 +155,9 @@ pub fn stream_encoder(
         AudioFormat::Aac => Box::new(aac::AdtsEncoder::new(input_rate, output_rate)?),
         AudioFormat::Flac => Box::new(flac::FlacStreamEncoder::new(input_rate, output_rate)?),
         AudioFormat::Wav => Box::new(pcm::PcmEncoder::wav(input_rate, output_rate)?),
-        AudioFormat::Pcm => Box::new(pcm::PcmEncoder::raw(input_rate, output_rate)?),
+        AudioFormat::Pcm | AudioFormat::PcmNative => {
+            Box::new(pcm::PcmEncoder::raw(input_rate, output_rate)?)
+        }
     })
 }
 

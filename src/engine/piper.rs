@@ -202,12 +202,7 @@ impl Engine for PiperEngine {
         }
         .map_err(|e| load_error(e.to_string()))?;
         let phonemes = PhonemeIdMap::from_voice_json(&config).map_err(load_error)?;
-        let inference = &config["inference"];
-        let defaults = Defaults {
-            noise_scale: inference["noise_scale"].as_f64().unwrap_or(0.667) as f32,
-            length_scale: inference["length_scale"].as_f64().unwrap_or(1.0) as f32,
-            noise_w: inference["noise_w"].as_f64().unwrap_or(0.8) as f32,
-        };
+        let length_scale = model.config().length_scale;
         let espeak_voice = config["espeak"]["voice"]
             .as_str()
             .unwrap_or("en-us")
@@ -217,15 +212,9 @@ impl Engine for PiperEngine {
             model,
             phonemes,
             espeak_voice,
-            defaults,
+            length_scale,
         }))
     }
-}
-
-struct Defaults {
-    noise_scale: f32,
-    length_scale: f32,
-    noise_w: f32,
 }
 
 pub struct PiperVoice {
@@ -233,7 +222,8 @@ pub struct PiperVoice {
     model: Vits,
     phonemes: PhonemeIdMap,
     espeak_voice: String,
-    defaults: Defaults,
+    /// The voice's duration multiplier; the noise defaults live in the model's config.
+    length_scale: f32,
 }
 
 impl Voice for PiperVoice {
@@ -257,12 +247,8 @@ impl Voice for PiperVoice {
                 .map_err(|e| EngineError::Synthesis(e.to_string()))?;
             inputs.push(VitsInput {
                 ids: self.phonemes.ids(&ipa),
-                speaker: item.params.speaker,
-                length_scale: self.defaults.length_scale,
-                speed: item.params.speed,
-                noise_scale: item.params.noise_scale.unwrap_or(self.defaults.noise_scale),
-                noise_w: item.params.noise_w.unwrap_or(self.defaults.noise_w),
-                seed: item.params.item_seed(),
+                length_scale: self.length_scale,
+                params: item.params,
             });
         }
         let rate = self.model.sample_rate();

@@ -29,6 +29,9 @@ pub struct Request {
     pub noise_w: Option<f32>,
     /// `false` neither reads nor writes the audio cache.
     pub use_cache: bool,
+    /// Raw 16-bit samples at the voice's own rate instead of `response_format`, for front
+    /// doors whose protocol states the rate itself.
+    pub native_pcm: bool,
 }
 
 /// A validated request: a known voice, a supported format and parameters in range.
@@ -93,6 +96,7 @@ pub(super) fn validate(
         ));
     }
     let format = match request.response_format.as_deref() {
+        _ if request.native_pcm => AudioFormat::PcmNative,
         None => AudioFormat::Mp3,
         Some(name) => AudioFormat::parse(name).ok_or_else(|| {
             let valid: Vec<&str> = AudioFormat::ALL.iter().map(|f| f.as_str()).collect();

@@ -25,6 +25,8 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::params::SynthesisParams;
+
 use config::StructureHints;
 pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKind, VitsConfig};
 use duration::DurationPredictor;
@@ -80,19 +82,14 @@ pub enum VitsError {
 pub struct VitsInput {
     /// Phoneme ids (Piper's `phoneme_id_map` applied, including `^`, `_` and `$`).
     pub ids: Vec<i64>,
-    /// Speaker id for multi-speaker voices (`None` = speaker 0).
-    pub speaker: Option<u32>,
-    /// Duration multiplier (> 1 is slower): Piper's `length_scale`, applied per phoneme.
+    /// Duration multiplier (> 1 is slower): Piper's `length_scale`, applied per phoneme. The
+    /// voice's own (`VitsConfig::length_scale`) reproduces Piper.
     pub length_scale: f32,
-    /// Speaking rate relative to `length_scale`'s natural timing: the item's total number of
-    /// frames is divided by `speed` (see [`frames_for_speed`]). 1.0 reproduces Piper exactly.
-    pub speed: f32,
-    /// Prior noise scale (variation in the voice).
-    pub noise_scale: f32,
-    /// Duration noise scale (variation in timing).
-    pub noise_w: f32,
-    /// Seed of this item's noise.
-    pub seed: u64,
+    /// The request's knobs, unchanged: `speed` divides the item's total number of frames (see
+    /// [`frames_for_speed`]; 1.0 reproduces Piper exactly), `speaker` picks the speaker
+    /// (`None` = 0), `seed` seeds this item's noise, and the noise overrides fall back to the
+    /// voice's defaults.
+    pub params: SynthesisParams,
 }
 
 /// A loaded VITS voice.
@@ -229,12 +226,12 @@ impl Vits {
         let b = batch.len();
         let lengths: Vec<usize> = batch.iter().map(|item| item.ids.len()).collect();
         let t_max = *lengths.iter().max().expect("non-empty batch");
-        let per_item = |f: fn(&VitsInput) -> f32| -> candle_core::Result<Tensor> {
+        let per_item = |f: &dyn Fn(&VitsInput) -> f32| -> candle_core::Result<Tensor> {
             Tensor::from_vec(batch.iter().map(f).collect::<Vec<f32>>(), (b, 1, 1), dev)
         };
-        let length_scale = per_item(|i| i.length_scale)?;
-        let noise_scale = per_item(|i| i.noise_scale)?;
-        let noise_w = per_item(|i| i.noise_w)?;
+        let length_scale = per_item(&|i| i.length_scale)?;
+        let noise_scale = per_item(&|i| self.noise_scale(i))?;
+        let noise_w = per_item(&|i| self.noise_w(i))?;
 
         // Padded ids [B, T] and text mask [B, 1, T].
         let mut ids = vec![0u32; b * t_max];
@@ -253,7 +250,7 @@ impl Vits {
         // 2. Durations: logw = dp⁻¹(ε·noise_w | hidden); w = ⌈exp(logw)·length_scale⌉.
         let mut rngs: Vec<StdRng> = batch
             .iter()
-            .map(|i| StdRng::seed_from_u64(i.seed))
+            .map(|i| StdRng::seed_from_u64(i.params.item_seed()))
             .collect();
         let duration_noise: Vec<Vec<f32>> = rngs
             .iter_mut()
@@ -277,7 +274,7 @@ impl Vits {
             .iter()
             .zip(batch)
             .zip(&lengths)
-            .map(|((row, item), &t)| frames_for_speed(&row[..t], item.speed))
+            .map(|((row, item), &t)| frames_for_speed(&row[..t], item.params.speed))
             .collect();
         let frames: Vec<usize> = durations
             .iter()
@@ -342,6 +339,16 @@ impl Vits {
             .collect())
     }
 
+    /// The item's prior noise: its override, else the voice's default.
+    fn noise_scale(&self, item: &VitsInput) -> f32 {
+        item.params.noise_scale.unwrap_or(self.config.noise_scale)
+    }
+
+    /// The item's duration noise: its override, else the voice's default.
+    fn noise_w(&self, item: &VitsInput) -> f32 {
+        item.params.noise_w.unwrap_or(self.config.noise_w)
+    }
+
     fn validate(&self, batch: &[VitsInput]) -> Result<(), VitsError> {
         for (n, item) in batch.iter().enumerate() {
             if item.ids.is_empty() {
@@ -357,10 +364,10 @@ impl Vits {
                     self.config.n_vocab
                 )));
             }
-            if !(item.speed.is_finite() && item.speed > 0.0) {
+            if !(item.params.speed.is_finite() && item.params.speed > 0.0) {
                 return Err(VitsError::Input(format!(
                     "item {n}: speed must be positive, got {}",
-                    item.speed
+                    item.params.speed
                 )));
             }
             if !(item.length_scale.is_finite() && item.length_scale > 0.0) {
@@ -369,12 +376,12 @@ impl Vits {
                     item.length_scale
                 )));
             }
-            if !item.noise_scale.is_finite() || !item.noise_w.is_finite() {
+            if !self.noise_scale(item).is_finite() || !self.noise_w(item).is_finite() {
                 return Err(VitsError::Input(format!(
                     "item {n}: noise scales must be finite"
                 )));
             }
-            if let Some(s) = item.speaker {
+            if let Some(s) = item.params.speaker {
                 if s as usize >= self.config.num_speakers {
                     return Err(VitsError::Input(format!(
                         "item {n}: speaker {s} but the voice has {} speaker(s)",
@@ -391,7 +398,10 @@ impl Vits {
         let Some(table) = &self.speaker_embedding else {
             return Ok(None);
         };
-        let ids: Vec<u32> = batch.iter().map(|i| i.speaker.unwrap_or(0)).collect();
+        let ids: Vec<u32> = batch
+            .iter()
+            .map(|i| i.params.speaker.unwrap_or(0))
+            .collect();
         let ids = Tensor::new(ids, &self.device)?;
         Ok(Some(table.index_select(&ids, 0)?.unsqueeze(2)?))
     }

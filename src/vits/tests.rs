@@ -202,12 +202,14 @@ fn input(len: usize, seed: u64, speaker: Option<u32>) -> VitsInput {
         ids: (0..len as i64)
             .map(|i| (i * 5 + 1) % VOCAB as i64)
             .collect(),
-        speaker,
         length_scale: 1.0,
-        speed: 1.0,
-        noise_scale: 0.667,
-        noise_w: 0.8,
-        seed,
+        params: SynthesisParams {
+            speed: 1.0,
+            seed: Some(seed),
+            speaker,
+            noise_scale: Some(0.667),
+            noise_w: Some(0.8),
+        },
     }
 }
 
@@ -338,7 +340,7 @@ fn deterministic_predictor_durations_scale_with_length_scale() {
         stochastic: false,
     });
     let mut item = input(10, 1, None);
-    item.noise_scale = 0.0;
+    item.params.noise_scale = Some(0.0);
     let normal = vits.synthesize(&[item.clone()]).unwrap().remove(0);
     item.length_scale = 3.0;
     let slow = vits.synthesize(&[item]).unwrap().remove(0);

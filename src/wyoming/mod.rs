@@ -8,8 +8,9 @@
 //!
 //! The layers run one way: `frame` (bytes ↔ raw events, all size limits) → `event` (raw ↔
 //! typed events) → `session` (one connection's state machine) → `accept` (the listener and its
-//! connection bound). The pipeline is reached only through the [`Synthesizer`] trait, so this
-//! module knows nothing of engines, caches or HTTP.
+//! connection bound). The pipeline is reached only through the [`Synthesizer`] trait, which
+//! `pipeline` implements on [`crate::speech::SpeechService`]; the rest of this module knows
+//! nothing of engines, caches or HTTP.
 
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use futures::stream::BoxStream;
 mod accept;
 mod event;
 mod frame;
+mod pipeline;
 mod session;
 #[cfg(test)]
 mod tests;

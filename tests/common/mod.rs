@@ -39,9 +39,14 @@ impl InProcess {
         let (stop, stopped) = oneshot::channel::<()>();
         let state = omnivoice_server::server::build(settings, engines, "cpu".into())
             .expect("valid test settings");
-        let handle = tokio::spawn(omnivoice_server::server::run(state, listener, async {
-            let _ = stopped.await;
-        }));
+        let handle = tokio::spawn(omnivoice_server::server::run(
+            state,
+            listener,
+            None,
+            async {
+                let _ = stopped.await;
+            },
+        ));
         Self {
             url,
             stop: Some(stop),
@@ -74,6 +79,8 @@ impl InProcess {
 /// The real `omnivoice-server` binary on an ephemeral port.
 pub struct Binary {
     pub url: String,
+    /// `host:port` of the Wyoming listener, when started with `--wyoming-port`.
+    pub wyoming: Option<String>,
     pub child: Child,
 }
 
@@ -88,9 +95,9 @@ impl Binary {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start omnivoice-server");
-        let stdout = child.stdout.take().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(stdout)
+        stdout
             .read_line(&mut line)
             .expect("read the listening line");
         let url = line
@@ -98,7 +105,19 @@ impl Binary {
             .strip_prefix("omnivoice-server listening on ")
             .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
             .to_string();
-        Self { url, child }
+        let wyoming = args.contains(&"--wyoming-port").then(|| {
+            let mut line = String::new();
+            stdout.read_line(&mut line).expect("read the wyoming line");
+            line.trim()
+                .strip_prefix("omnivoice-server wyoming on tcp://")
+                .unwrap_or_else(|| panic!("unexpected second line: {line:?}"))
+                .to_string()
+        });
+        Self {
+            url,
+            wyoming,
+            child,
+        }
     }
 
     /// Starts the binary and waits until `/health` is 200.
