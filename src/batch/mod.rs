@@ -339,8 +339,8 @@ fn compute(batch: Vec<Entry<Work>>) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_batcher_whose_task_is_gone_says_it_stopped() {
+    /// A batcher with room for `queue_size` requests, one worker, on its own runtime.
+    fn started(queue_size: usize) -> (tokio::runtime::Runtime, Batcher) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -349,26 +349,22 @@ mod tests {
             enabled: true,
             max_size: 4,
             timeout_ms: 1,
-            queue_size: 8,
+            queue_size,
         };
         let batcher = runtime.block_on(async { Batcher::start(&settings, 1) });
+        (runtime, batcher)
+    }
+
+    #[test]
+    fn a_batcher_whose_task_is_gone_says_it_stopped() {
+        let (runtime, batcher) = started(8);
         drop(runtime); // the task dies with its runtime, as it would after a panic
         assert_eq!(batcher.admit(1).err(), Some(SubmitError::Stopped));
     }
 
     #[test]
     fn admission_counts_requests_not_sentences() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let settings = BatchSettings {
-            enabled: true,
-            max_size: 4,
-            timeout_ms: 1,
-            queue_size: 2,
-        };
-        let batcher = runtime.block_on(async { Batcher::start(&settings, 1) });
+        let (_runtime, batcher) = started(2);
         // A request far longer than the queue is admitted on an idle server.
         let long = batcher.admit(1000).expect("one request always fits");
         let short = batcher.admit(1).expect("a second request fits");
@@ -390,18 +386,8 @@ mod tests {
 
     #[test]
     fn submitting_counts_down_what_is_left() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let settings = BatchSettings {
-            enabled: true,
-            max_size: 4,
-            timeout_ms: 1,
-            queue_size: 2,
-        };
+        let (runtime, batcher) = started(2);
         runtime.block_on(async {
-            let batcher = Batcher::start(&settings, 1);
             let voice: Arc<dyn Voice> = Arc::new(NoVoice);
             let key = VoiceKey::new("none", "none");
             let mut ticket = batcher.admit(5).unwrap();

@@ -347,6 +347,15 @@ mod tests {
         )
     }
 
+    /// Runs `work` on a runtime of the calling thread (a thread-local recorder sees it all).
+    fn on_one_thread(work: impl std::future::Future<Output = ()>) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(work);
+    }
+
     fn request(input: &str) -> Request {
         Request {
             model: "espeak".into(),
@@ -372,11 +381,7 @@ mod tests {
                 .any(|(key, ..)| key.key().name() == m::CACHE_ENTRIES)
         };
         metrics::with_local_recorder(&recorder, || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
+            on_one_thread(async {
                 let speech = service();
                 let job = speech.prepare(request("Hello there.")).unwrap();
                 let spoken = speech.speak(job).await.unwrap();
@@ -391,11 +396,7 @@ mod tests {
 
     #[test]
     fn validation_names_the_parameter_and_resolves_the_voice() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        on_one_thread(async {
             let speech = service();
             let too_long = speech.prepare(request(&"a".repeat(101))).unwrap_err();
             assert!(matches!(
