@@ -7,11 +7,14 @@
 //! dropped) step by step.
 //!
 //! Taking turns: an entry's *rank* is how many entries of its own request are queued ahead of
-//! it. Batches are filled and computed in rank order, so every waiting request gets its next
-//! sentence in before any request gets its second: a short request behind a long one waits for
-//! one of the long request's sentences, not for all of them (TGI's router is fair the same way).
+//! it, and among equal ranks the request served longest ago (or never) goes first. Batches are
+//! filled and computed in that order, so every waiting request gets its next sentence in
+//! before any request gets its second, and a short request behind a long one waits for one of
+//! the long request's sentences, not for all of them (TGI's router is fair the same way).
+//! Engines that compute items one after another gain nothing from a batch, so their entries
+//! carry a batch limit of 1 and a worker takes one turn at a time.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -39,6 +42,9 @@ pub struct Entry<W> {
     pub voice_key: VoiceKey,
     /// The request it belongs to, for taking turns.
     pub request: u64,
+    /// Most entries worth computing together with this one (1 for engines that compute
+    /// items one after another).
+    pub batch_limit: usize,
     /// Padding in a batch grows with the length difference of its items; text length is a
     /// good enough proxy for the number of phonemes.
     pub cost: usize,
@@ -58,6 +64,9 @@ pub struct State<W> {
     entries: VecDeque<Entry<W>>,
     max_size: usize,
     max_wait: Duration,
+    /// When each request with queued entries was last in a batch (a batch counter).
+    served: HashMap<u64, u64>,
+    batches: u64,
 }
 
 /// What [`State::next_batch`] removed from the queue.
@@ -74,6 +83,8 @@ impl<W> State<W> {
             entries: VecDeque::new(),
             max_size: max_size.max(1),
             max_wait,
+            served: HashMap::new(),
+            batches: 0,
         }
     }
 
@@ -112,23 +123,38 @@ impl<W> State<W> {
                 abandoned,
             };
         };
-        let members: Vec<usize> = (0..self.entries.len())
+        let ranks = self.ranks();
+        // Whose turn it is: lower rank, then served longest ago (never = first), then age.
+        let turn = |i: usize| {
+            let request = self.entries[i].request;
+            let last = self.served.get(&request).map_or(0, |&b| b + 1);
+            (ranks[i], last, i)
+        };
+        let mut members: Vec<usize> = (0..self.entries.len())
             .filter(|&i| self.entries[i].voice_key == key)
             .collect();
-        let ranks = self.ranks();
-        let oldest = members[0];
-        let target = self.entries[oldest].cost;
+        members.sort_by_key(|&i| turn(i));
+        let lead = members[0];
+        let limit = self.max_size.min(self.entries[lead].batch_limit.max(1));
+        let target = self.entries[lead].cost;
         let mut others: Vec<usize> = members[1..].to_vec();
-        others.sort_by_key(|&i| (ranks[i], self.entries[i].cost.abs_diff(target), i));
-        let mut chosen: Vec<usize> = std::iter::once(oldest)
-            .chain(others.into_iter().take(self.max_size - 1))
+        others.sort_by_key(|&i| {
+            let (rank, last, index) = turn(i);
+            (rank, last, self.entries[i].cost.abs_diff(target), index)
+        });
+        let mut chosen: Vec<usize> = std::iter::once(lead)
+            .chain(others.into_iter().take(limit - 1))
             .collect();
-        // Computed in this order (a CPU engine answers item by item): turns first, then age.
+        // Computed in this order (a CPU engine answers item by item): turns first.
         let order: Vec<usize> = {
             let mut order = chosen.clone();
-            order.sort_by_key(|&i| (ranks[i], i));
+            order.sort_by_key(|&i| turn(i));
             order
         };
+        self.batches += 1;
+        for &i in &chosen {
+            self.served.insert(self.entries[i].request, self.batches);
+        }
         chosen.sort_unstable();
 
         let mut taken: Vec<(usize, Entry<W>)> = Vec::with_capacity(chosen.len());
@@ -139,7 +165,16 @@ impl<W> State<W> {
         }
         taken.sort_by_key(|(index, _)| order.iter().position(|o| o == index));
         let batch = taken.into_iter().map(|(_, entry)| entry).collect();
+        self.forget_finished_requests();
         Decision { batch, abandoned }
+    }
+
+    /// Turns are remembered only for requests still waiting, so the table stays as small as
+    /// the queue.
+    fn forget_finished_requests(&mut self) {
+        let waiting: std::collections::HashSet<u64> =
+            self.entries.iter().map(|e| e.request).collect();
+        self.served.retain(|request, _| waiting.contains(request));
     }
 
     /// For each entry, how many entries of the same request are queued ahead of it.
@@ -205,6 +240,7 @@ mod tests {
             self.state.append(Entry {
                 voice_key: VoiceKey::new("fake", key),
                 request,
+                batch_limit: usize::MAX,
                 cost: text.chars().count(),
                 respond: tx,
                 queued_at: self.t0 + Duration::from_millis(at_ms),
@@ -320,14 +356,15 @@ mod tests {
         h.push_for(1, "v", "long two", 1);
         h.push_for(2, "v", "short", 2);
         assert_eq!(h.next(3, true), vec!["long one"]);
-        // The long request refills its window as its sentences are delivered.
+        // The long request refills its window as its sentences are delivered; it was served
+        // last, so the short request goes next.
         h.push_for(1, "v", "long three", 4);
-        assert_eq!(h.next(5, true), vec!["long two"]);
         assert_eq!(
-            h.next(6, true),
+            h.next(5, true),
             vec!["short"],
-            "before the long request's third"
+            "before the long request's second"
         );
+        assert_eq!(h.next(6, true), vec!["long two"]);
         assert_eq!(h.next(7, true), vec!["long three"]);
     }
 
@@ -341,5 +378,26 @@ mod tests {
             h.next(3, true),
             vec!["aaaa", "a much longer text from someone else"]
         );
+    }
+
+    #[test]
+    fn sequential_engines_get_one_entry_per_turn() {
+        let mut h = Harness::new(8, 0);
+        for (i, text) in ["a", "b", "c"].iter().enumerate() {
+            h.push_for(1, "v", text, i as u64);
+        }
+        for entry in h.state.entries.iter_mut() {
+            entry.batch_limit = 1;
+        }
+        assert_eq!(h.next(3, true), vec!["a"]);
+        assert_eq!(h.next(3, true), vec!["b"]);
+    }
+
+    #[test]
+    fn turns_are_forgotten_with_their_requests() {
+        let mut h = Harness::new(1, 0);
+        h.push_for(1, "v", "only", 0);
+        assert_eq!(h.next(1, true), vec!["only"]);
+        assert!(h.state.served.is_empty(), "{:?}", h.state.served);
     }
 }
