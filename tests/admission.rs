@@ -1,0 +1,81 @@
+//! Bounded work per request, over real HTTP with the real voice: a request is admitted whole
+//! however long it is, it keeps only a few sentences queued, others get their turn beside it,
+//! and a client that goes away leaves no work behind.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{get_json, Binary};
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+fn long_input() -> String {
+    let sentence = "A long request keeps the server busy with one sentence after another. ";
+    sentence.repeat(4096 / sentence.len() + 1)[..4096].to_string()
+}
+
+async fn start_stream(url: &str, input: &str) -> reqwest::Response {
+    let body = json!({"model": "tts-1", "voice": "alloy", "input": input, "response_format": "pcm", "cache": false});
+    let response = common::post_speech(url, &body).await;
+    assert_eq!(response.status(), 200, "a long request is admitted");
+    response
+}
+
+async fn batch_stats(url: &str) -> Value {
+    get_json(format!("{url}/health")).await["batch"].clone()
+}
+
+/// Waits until nothing is admitted, queued or computing; returns how long that took.
+async fn until_idle(url: &str, limit: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let batch = batch_stats(url).await;
+        if batch["requests_in_progress"] == 0
+            && batch["queue_depth"] == 0
+            && batch["batches_in_flight"] == 0
+        {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < limit, "still busy: {batch}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_length_request_fits_a_small_queue_and_leaves_nothing_behind_when_dropped() {
+    let server = Binary::ready(&["--batch-queue-size", "16"]).await;
+    let response = start_stream(&server.url, &long_input()).await;
+    let mut chunks = response.bytes_stream();
+    let first = chunks.next().await.expect("audio").expect("a chunk");
+    assert!(!first.is_empty());
+    let batch = batch_stats(&server.url).await;
+    assert_eq!(batch["requests_in_progress"], 1, "{batch}");
+    assert!(
+        batch["queue_depth"].as_u64().unwrap() <= 2,
+        "only a small window of its ~60 sentences is queued: {batch}"
+    );
+    drop(chunks); // the client goes away
+                  // Only the sentence already on a core may finish; nothing else is computed.
+    let idle_after = until_idle(&server.url, Duration::from_secs(20)).await;
+    eprintln!("idle {idle_after:?} after the disconnect");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_request_is_answered_while_a_long_one_streams() {
+    let server = Binary::ready(&[]).await;
+    let response = start_stream(&server.url, &long_input()).await;
+    let mut chunks = response.bytes_stream();
+    chunks.next().await.expect("audio").expect("a chunk");
+    let body = json!({"model": "tts-1", "voice": "alloy", "input": "A short one.", "response_format": "wav", "stream": false, "cache": false});
+    let short = common::post_speech(&server.url, &body).await;
+    assert_eq!(short.status(), 200);
+    assert!(!short.bytes().await.unwrap().is_empty());
+    let batch = batch_stats(&server.url).await;
+    assert_eq!(
+        batch["requests_in_progress"], 1,
+        "the short request finished while the long one still streams: {batch}"
+    );
+    drop(chunks);
+    until_idle(&server.url, Duration::from_secs(20)).await;
+}
