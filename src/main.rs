@@ -62,7 +62,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         let address = (settings.host, settings.port);
         let state = match server::build(settings, engines, device_name.clone()) {
             Ok(state) => state,
@@ -111,7 +111,12 @@ fn serve(args: ServeArgs) -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-    })
+    });
+    // Dropping the runtime would wait for its blocking threads, and a forward pass cannot be
+    // interrupted: the process kept computing for minutes after the grace period. The drain
+    // is over, so leave those threads to the process exit.
+    runtime.shutdown_background();
+    code
 }
 
 /// Each inference worker computes one batch at a time; candle's own thread pool would give every

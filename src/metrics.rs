@@ -30,11 +30,29 @@ pub const VOICE_LOADS: &str = "omnivoice_voice_loads_total";
 pub const VOICE_UNLOADS: &str = "omnivoice_voice_unloads_total";
 pub const VOICE_LOAD_SECONDS: &str = "omnivoice_voice_load_seconds";
 pub const STREAM_ERRORS: &str = "omnivoice_stream_errors_total";
+pub const UTTERANCE_PHONEME_IDS: &str = "omnivoice_utterance_phoneme_ids";
+pub const UTTERANCES_SPLIT: &str = "omnivoice_utterances_split_total";
 
 const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0];
+/// One bucket ends exactly at the Piper engine's limit, so `le` of it equals the count when
+/// no model input was longer.
+const PHONEME_ID_BUCKETS: &[f64] = &[
+    16.0,
+    32.0,
+    64.0,
+    128.0,
+    256.0,
+    384.0,
+    512.0,
+    crate::engine::piper::MAX_IDS_PER_PASS as f64,
+    1024.0,
+    2048.0,
+    4096.0,
+    8192.0,
+];
 
 /// Installs the global recorder once per process and returns the handle that renders it.
 pub fn install() -> PrometheusHandle {
@@ -45,6 +63,12 @@ pub fn install() -> PrometheusHandle {
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full(BATCH_SIZE.into()), BATCH_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(UTTERANCE_PHONEME_IDS.into()),
+                        PHONEME_ID_BUCKETS,
+                    )
                 })
                 .expect("bucket lists are non-empty")
                 .build_recorder();
@@ -129,5 +153,13 @@ fn describe() {
     describe_counter!(
         STREAM_ERRORS,
         "Streamed responses that failed after the first byte."
+    );
+    describe_histogram!(
+        UTTERANCE_PHONEME_IDS,
+        "Phoneme ids per Piper model input: an utterance, or a piece of one cut to the limit."
+    );
+    describe_counter!(
+        UTTERANCES_SPLIT,
+        "Piper utterances cut into several model inputs for having too many phoneme ids."
     );
 }

@@ -1,9 +1,11 @@
 //! Assembles the server from its parts and runs it until a shutdown signal.
 //!
 //! Order matters: engines, registry, batcher and cache exist before the listener accepts a
-//! connection; voices named by `--preload` load afterwards while `/health` says "starting";
-//! on shutdown the listener stops accepting, in-flight requests get `--shutdown-timeout-s` to
-//! finish, and only then does the process exit.
+//! connection; voices named by `--preload` load afterwards while `/health` says "starting".
+//! On shutdown the server drains: `/health` says "draining" at once (so load balancers stop
+//! sending, which they can only learn while the port still answers), new speech requests get
+//! 503, and requests in flight get up to `--shutdown-timeout-s` to finish. Then the listener
+//! closes and `run` returns; whatever is still computing is abandoned to the process exit.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -18,6 +20,9 @@ use crate::config::Settings;
 use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
 use crate::speech::SpeechService;
+
+/// How long closing idle connections may take once every request has finished.
+const CLOSE_IDLE_CONNECTIONS: Duration = Duration::from_secs(1);
 
 /// Runs the server built by [`build`] on `listener` (HTTP) and, when given, `wyoming` until
 /// `shutdown` resolves, then drains both.
@@ -54,22 +59,27 @@ pub async fn run(
         result = &mut server => return result.unwrap_or_else(|e| Err(std::io::Error::other(e))),
         _ = shutdown => {}
     }
+    state.set_draining();
+    // Wyoming stops accepting now and gives its sessions the same grace.
+    stop_wyoming.cancel();
     let grace = Duration::from_secs(state.settings.shutdown_timeout_s);
     tracing::info!(
         grace_s = grace.as_secs(),
-        "shutting down: finishing in-flight requests"
+        "shutting down: draining, finishing in-flight requests"
     );
+    let finished = tokio::time::timeout(grace, state.requests_finished())
+        .await
+        .is_ok();
     let _ = stop_tx.send(());
-    stop_wyoming.cancel();
-    let drained = async {
-        let _ = server.await;
-        if let Some(wyoming) = wyoming {
-            let _ = wyoming.await;
-        }
-    };
-    match tokio::time::timeout(grace, drained).await {
-        Ok(()) => tracing::info!("all requests finished; bye"),
-        Err(_) => tracing::warn!("shutdown timeout reached with requests still in flight"),
+    if finished {
+        // Only idle keep-alive connections are left; they close at once.
+        let _ = tokio::time::timeout(CLOSE_IDLE_CONNECTIONS, server).await;
+        tracing::info!("all requests finished; bye");
+    } else {
+        tracing::warn!("shutdown timeout reached; cancelling the requests still in flight");
+    }
+    if let Some(wyoming) = wyoming {
+        let _ = tokio::time::timeout(CLOSE_IDLE_CONNECTIONS, wyoming).await;
     }
     Ok(())
 }

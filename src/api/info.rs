@@ -72,13 +72,37 @@ pub async fn clear_cache(State(state): State<Arc<AppState>>) -> Json<Value> {
     Json(json!({"cleared": true, "stats": stats}))
 }
 
-pub async fn health(State(state): State<Arc<AppState>>) -> Response {
-    if !state.is_ready() {
-        return (
+/// 503 `draining` once shutdown has begun, 503 `starting` until preloads finish, else `None`.
+fn not_ready(state: &AppState) -> Option<Response> {
+    let status = if state.is_draining() {
+        "draining"
+    } else if !state.is_ready() {
+        "starting"
+    } else {
+        return None;
+    };
+    Some(
+        (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "starting"})),
+            Json(json!({ "status": status })),
         )
-            .into_response();
+            .into_response(),
+    )
+}
+
+/// Liveness (a Kubernetes `livenessProbe`): the process runs and answers.
+pub async fn live() -> Json<Value> {
+    Json(json!({"status": "alive"}))
+}
+
+/// Readiness (a `readinessProbe`): 200 only while requests are welcome.
+pub async fn ready(State(state): State<Arc<AppState>>) -> Response {
+    not_ready(&state).unwrap_or_else(|| Json(json!({"status": "ready"})).into_response())
+}
+
+pub async fn health(State(state): State<Arc<AppState>>) -> Response {
+    if let Some(response) = not_ready(&state) {
+        return response;
     }
     let stats = state.speech.stats().await;
     let settings = &state.settings;

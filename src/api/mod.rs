@@ -1,19 +1,23 @@
 //! The HTTP surface: OpenAI's audio routes plus health and metrics.
 //!
 //! This module wires routes to thin handlers and wraps them in the cross-cutting layers:
-//! request ids, tracing, CORS, body limits, per-route metrics and API-key auth on `/v1/*`.
-//! Handlers parse and format; validation and the work happen in [`crate::speech`].
+//! request ids, tracing, CORS, body limits, per-route metrics, API-key auth on `/v1/*` and the
+//! count of requests in flight that shutdown waits for. Handlers parse and format; validation
+//! and the work happen in [`crate::speech`].
 
 mod auth;
 mod error;
 mod extract;
 mod info;
 mod playground;
+mod shutdown;
 mod speech;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+
+use tokio_util::task::TaskTracker;
 
 use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, Method};
@@ -47,6 +51,9 @@ pub struct AppState {
     pub started: Instant,
     pub device: String,
     ready: AtomicBool,
+    draining: AtomicBool,
+    /// One token per request, held until its response body is finished or dropped.
+    in_flight: TaskTracker,
 }
 
 impl AppState {
@@ -63,6 +70,8 @@ impl AppState {
             started: Instant::now(),
             device,
             ready: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            in_flight: TaskTracker::new(),
         }
     }
 
@@ -74,11 +83,33 @@ impl AppState {
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::SeqCst)
     }
+
+    /// Marks the server as shutting down: from now on `/health` and `/health/ready` answer 503
+    /// `draining` (load balancers stop sending) and new speech requests are refused.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once no request is in flight any more, response bodies (streams) included.
+    pub async fn requests_finished(&self) {
+        self.in_flight.close();
+        self.in_flight.wait().await;
+    }
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
-        .route("/v1/audio/speech", post(speech::create_speech))
+        .route(
+            "/v1/audio/speech",
+            post(speech::create_speech).layer(middleware::from_fn_with_state(
+                state.clone(),
+                shutdown::refuse_while_draining,
+            )),
+        )
         .route("/v1/audio/voices", get(info::list_voices))
         .route("/v1/audio/cache", delete(info::clear_cache))
         .route("/v1/voices/reload", post(info::reload_voices))
@@ -102,10 +133,16 @@ pub fn router(state: Arc<AppState>) -> Router {
         .merge(v1)
         .merge(playground::routes())
         .route("/health", get(info::health))
+        .route("/health/live", get(info::live))
+        .route("/health/ready", get(info::ready))
         .route("/metrics", get(info::metrics))
         .fallback(|| async { ApiError::not_found("Unknown route.") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .layer(middleware::from_fn(record_metrics))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            shutdown::track_in_flight,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(cors(&state.settings.cors_origins))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))

@@ -13,6 +13,8 @@ use candle_core::Device;
 use sha2::{Digest, Sha256};
 
 use super::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo};
+use crate::metrics as m;
+use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize, PhonemeIdMap};
 use crate::vits::{Vits, VitsInput};
 
@@ -69,6 +71,35 @@ impl PiperEngine {
             .expect("voice list lock")
             .get(voice)
             .cloned()
+    }
+
+    fn load(&self, voice: &str) -> Result<PiperVoice, EngineError> {
+        let files = self
+            .files(voice)
+            .ok_or_else(|| EngineError::UnknownVoice(voice.to_string()))?;
+        let load_error = |reason: String| EngineError::Load {
+            voice: voice.to_string(),
+            reason,
+        };
+        let config = read_json(&files.json).map_err(load_error)?;
+        let model = match &files.safetensors {
+            Some(path) => Vits::from_safetensors(path, &config, &self.device),
+            None => Vits::from_onnx(&files.onnx, &config, &self.device),
+        }
+        .map_err(|e| load_error(e.to_string()))?;
+        let phonemes = PhonemeIdMap::from_voice_json(&config).map_err(load_error)?;
+        let length_scale = model.config().length_scale;
+        let espeak_voice = config["espeak"]["voice"]
+            .as_str()
+            .unwrap_or("en-us")
+            .to_string();
+        Ok(PiperVoice {
+            info: files.info.clone(),
+            model,
+            phonemes,
+            espeak_voice,
+            length_scale,
+        })
     }
 }
 
@@ -188,32 +219,7 @@ impl Engine for PiperEngine {
     }
 
     fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
-        let files = self
-            .files(voice)
-            .ok_or_else(|| EngineError::UnknownVoice(voice.to_string()))?;
-        let load_error = |reason: String| EngineError::Load {
-            voice: voice.to_string(),
-            reason,
-        };
-        let config = read_json(&files.json).map_err(load_error)?;
-        let model = match &files.safetensors {
-            Some(path) => Vits::from_safetensors(path, &config, &self.device),
-            None => Vits::from_onnx(&files.onnx, &config, &self.device),
-        }
-        .map_err(|e| load_error(e.to_string()))?;
-        let phonemes = PhonemeIdMap::from_voice_json(&config).map_err(load_error)?;
-        let length_scale = model.config().length_scale;
-        let espeak_voice = config["espeak"]["voice"]
-            .as_str()
-            .unwrap_or("en-us")
-            .to_string();
-        Ok(Arc::new(PiperVoice {
-            info: files.info.clone(),
-            model,
-            phonemes,
-            espeak_voice,
-            length_scale,
-        }))
+        Ok(Arc::new(self.load(voice)?))
     }
 }
 
@@ -241,42 +247,84 @@ impl Voice for PiperVoice {
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
         let failed = |e: crate::vits::VitsError| EngineError::Synthesis(e.to_string());
+        // Every item becomes one or more model inputs ("pieces"), in item order.
         let mut inputs = Vec::with_capacity(batch.len());
-        for item in batch {
+        let mut owners = Vec::with_capacity(batch.len());
+        for (index, item) in batch.iter().enumerate() {
             let ipa = phonemize(&item.text, &self.espeak_voice)
                 .map_err(|e| EngineError::Synthesis(e.to_string()))?;
-            inputs.push(VitsInput {
-                ids: self.phonemes.ids(&ipa),
-                length_scale: self.length_scale,
-                params: item.params,
-            });
-        }
-        let rate = self.model.sample_rate();
-        let pcm = |samples| Pcm {
-            samples,
-            sample_rate: rate,
-        };
-        // On a GPU one padded forward pass computes the whole batch in parallel. On a CPU the
-        // kernels go through the items one after another anyway, so padding is pure extra work
-        // (measured 2.75× slower for 8 mixed sentences, docs/performance.md), and running items
-        // one by one also lets each be answered as soon as it is done. Same audio either way:
-        // batch equivalence is tested.
-        if self.model.device().is_cpu() {
-            for (index, input) in inputs.iter().enumerate() {
-                let mut audio = self
-                    .model
-                    .synthesize(std::slice::from_ref(input))
-                    .map_err(failed)?;
-                done(index, pcm(audio.remove(0)));
+            let noise_w = item.params.noise_w.unwrap_or(self.model.config().noise_w);
+            let limit = ids_per_pass(item.params.speed, self.length_scale, noise_w);
+            let pieces = self.phonemes.pieces(&ipa, limit);
+            if pieces.len() > 1 {
+                metrics::counter!(m::UTTERANCES_SPLIT).increment(1);
             }
+            for (n, ids) in pieces.into_iter().enumerate() {
+                metrics::histogram!(m::UTTERANCE_PHONEME_IDS).record(ids.len() as f64);
+                inputs.push(VitsInput {
+                    ids,
+                    length_scale: self.length_scale,
+                    // Piece 0 keeps the item's seed: an unsplit item sounds as it always did.
+                    params: SynthesisParams {
+                        seed: Some(item.params.item_seed().wrapping_add(n as u64)),
+                        ..item.params
+                    },
+                });
+                owners.push(index);
+            }
+        }
+        // On a GPU one padded forward pass computes a whole batch in parallel; passes hold as
+        // many pieces as the batch has items, so a split item never makes a pass larger than a
+        // batch of unsplit ones. On a CPU the kernels go through the inputs one after another
+        // anyway, so padding is pure extra work (measured 2.75× slower for 8 mixed sentences,
+        // docs/performance.md), and running pieces one by one also lets each item be answered
+        // as soon as it is done. Same audio either way: batch equivalence is tested.
+        let per_pass = if self.model.device().is_cpu() {
+            1
         } else {
-            let audio = self.model.synthesize(&inputs).map_err(failed)?;
-            for (index, samples) in audio.into_iter().enumerate() {
-                done(index, pcm(samples));
+            batch.len()
+        };
+        let rate = self.model.sample_rate();
+        let mut samples = Vec::new();
+        for (pass, chunk) in inputs.chunks(per_pass).enumerate() {
+            let audio = self.model.synthesize(chunk).map_err(failed)?;
+            for (offset, piece) in audio.into_iter().enumerate() {
+                let i = pass * per_pass + offset;
+                samples.extend_from_slice(&piece);
+                if owners.get(i + 1) != Some(&owners[i]) {
+                    let pcm = Pcm {
+                        samples: std::mem::take(&mut samples),
+                        sample_rate: rate,
+                    };
+                    done(owners[i], pcm);
+                }
             }
         }
         Ok(())
     }
+}
+
+/// Most phoneme ids in one forward pass at the voice's natural rate. The model's work and
+/// memory grow with its input (memory with the audio it makes, ≈ 10 MiB per second; the text
+/// encoder's attention with the square of the ids), so an utterance with more ids is cut into
+/// pieces at word boundaries and their audio joined. English averages 38 ids per second of
+/// audio with `en_US-joe-medium` (docs/performance.md), so this is ≈ 20 s of audio: far more
+/// than a sentence needs, and the 400-character utterances of unpunctuated text stay bounded.
+pub const MAX_IDS_PER_PASS: usize = 768;
+
+/// The fewest ids a pass is cut to however slow the speech: a few words.
+const MIN_IDS_PER_PASS: usize = 64;
+
+/// Piper's usual `noise_w`; more duration noise makes phonemes longer on average.
+const USUAL_NOISE_W: f32 = 0.8;
+
+/// The id limit for speech made longer by `speed` < 1, the voice's `length_scale` > 1 or a
+/// `noise_w` above the usual: as many ids as make ≈ 20 s of audio at that rate, so slow speech
+/// does not make a pass longer. Measured: 768 ids at noise_w 2 gave 2.15× the audio of
+/// noise_w 0.8, hence one more "speed unit" per unit of noise_w above the usual.
+fn ids_per_pass(speed: f32, length_scale: f32, noise_w: f32) -> usize {
+    let longer = length_scale / speed * (1.0 + (noise_w - USUAL_NOISE_W).max(0.0));
+    ((MAX_IDS_PER_PASS as f32 / longer.max(1.0)) as usize).clamp(MIN_IDS_PER_PASS, MAX_IDS_PER_PASS)
 }
 
 #[cfg(test)]
@@ -311,5 +359,133 @@ mod tests {
         assert_eq!(ids, vec!["ok"]);
         assert!(engine.find_voice("../ok").is_none());
         assert!(!engine.fingerprint("ok").is_empty());
+    }
+
+    #[test]
+    fn slow_speech_gets_fewer_ids_per_pass() {
+        assert_eq!(ids_per_pass(1.0, 1.0, 0.8), MAX_IDS_PER_PASS);
+        assert_eq!(ids_per_pass(4.0, 1.0, 0.0), MAX_IDS_PER_PASS);
+        assert_eq!(ids_per_pass(0.5, 1.0, 0.8), MAX_IDS_PER_PASS / 2);
+        assert_eq!(ids_per_pass(1.0, 2.0, 0.5), MAX_IDS_PER_PASS / 2);
+        assert_eq!(ids_per_pass(1.0, 1.0, 1.8), MAX_IDS_PER_PASS / 2);
+        assert_eq!(ids_per_pass(0.25, 100.0, 2.0), MIN_IDS_PER_PASS);
+    }
+
+    /// Peak resident memory of this process so far, in MiB.
+    fn peak_rss_mib() -> f64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |kib| kib / 1024.0)
+    }
+
+    /// What [`MAX_IDS_PER_PASS`] is chosen from: phoneme ids per second of audio with the real
+    /// default voice, and the wall time and peak memory of passes around the limit. Run:
+    /// `RAYON_NUM_THREADS=1 cargo test --lib measure_ids_per_second -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement with the real voice in voices/, not a check"]
+    fn measure_ids_per_second_of_audio() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/voices");
+        let voice = PiperEngine::new(dir, Device::Cpu)
+            .load("en_US-joe-medium")
+            .expect("the default voice in voices/");
+        let pass_with = |ids: Vec<i64>, speed: f32, noise_w: f32| {
+            let input = VitsInput {
+                ids,
+                length_scale: voice.length_scale,
+                params: SynthesisParams {
+                    speed,
+                    seed: Some(1),
+                    noise_w: Some(noise_w),
+                    ..SynthesisParams::default()
+                },
+            };
+            let started = std::time::Instant::now();
+            let audio = voice.model.synthesize(&[input]).unwrap().remove(0);
+            let seconds = audio.len() as f64 / f64::from(voice.model.sample_rate());
+            (seconds, started.elapsed().as_secs_f64())
+        };
+        let pass = |ids, speed| pass_with(ids, speed, voice.model.config().noise_w);
+        let ids_of = |text: &str| voice.phonemes.ids(&phonemize(text, "en-us").unwrap());
+        let english = [
+            "Hello world, this is a test of the speech server.",
+            "The quick brown fox jumps over the lazy dog.",
+            "Please call Stella and ask her to bring these things with her from the store.",
+            "It was the best of times, it was the worst of times, it was the age of wisdom, \
+             it was the age of foolishness.",
+            "Six spoons of fresh snow peas, five thick slabs of blue cheese, and maybe a snack \
+             for her brother Bob.",
+            "In the beginning the universe was created; this has made a lot of people very \
+             angry and been widely regarded as a bad move.",
+            "We also need a small plastic snake and a big toy frog for the kids.",
+            "Speech synthesis turns written text into audio that sounds like a person reading \
+             it aloud, one sentence at a time.",
+        ];
+        let (mut ids_total, mut seconds_total) = (0, 0.0);
+        for text in english {
+            let ids = ids_of(text);
+            let n = ids.len();
+            let (seconds, wall) = pass(ids, 1.0);
+            println!(
+                "{n:5} ids {seconds:6.2} s audio {:5.1} ids/s  {wall:5.2} s wall  {text:.40}",
+                n as f64 / seconds
+            );
+            ids_total += n;
+            seconds_total += seconds;
+        }
+        println!(
+            "English: {ids_total} ids, {seconds_total:.2} s, {:.1} ids per second of audio",
+            ids_total as f64 / seconds_total
+        );
+
+        // What one 400-character utterance of hostile text becomes, and its rate.
+        let hostile = [
+            ("CJK (read as \"Chinese letter\")", "中文字".repeat(134)),
+            ("digits", "7".repeat(400)),
+            ("one long word", "a".repeat(400)),
+            ("punctuation", "!?.,;".repeat(80)),
+            ("emoji", "😀🎉👍".repeat(67)),
+            ("Arabic", "مرحبا بالعالم ".repeat(28)),
+        ];
+        for (name, text) in &hostile {
+            let ipa = phonemize(&text.chars().take(400).collect::<String>(), "en-us").unwrap();
+            let all = voice.phonemes.ids(&ipa).len();
+            let first = voice.phonemes.pieces(&ipa, MAX_IDS_PER_PASS).remove(0);
+            let n = first.len();
+            let (seconds, wall) = pass(first, 1.0);
+            println!(
+                "{name}: 400 chars = {all} ids; first piece {n} ids {seconds:.2} s audio \
+                 ({:.1} ids/s) {wall:.2} s wall",
+                n as f64 / seconds
+            );
+        }
+
+        // Passes of growing size: time and peak memory (VmHWM only grows, so go up in size).
+        let text = english.join(" ").repeat(8);
+        let all = ids_of(&text);
+        println!("peak RSS with the voice loaded: {:.0} MiB", peak_rss_mib());
+        let limit = MAX_IDS_PER_PASS;
+        let w = voice.model.config().noise_w;
+        let cases = [
+            (ids_per_pass(0.25, 1.0, w), 0.25, w),
+            (limit, 1.0, w),
+            (ids_per_pass(1.0, 1.0, 2.0), 1.0, 2.0),
+            (ids_per_pass(0.25, 1.0, 2.0), 0.25, 2.0),
+            (limit, 1.0, 2.0),
+            (2 * limit, 1.0, w),
+            (4 * limit, 1.0, w),
+        ];
+        for (n, speed, noise_w) in cases {
+            let mut ids = all[..n - 1].to_vec();
+            ids.push(all[all.len() - 1]);
+            let (seconds, wall) = pass_with(ids, speed, noise_w);
+            println!(
+                "{n:5} ids at speed {speed}, noise_w {noise_w}: {seconds:6.2} s audio, \
+                 {wall:6.2} s wall, peak RSS {:.0} MiB",
+                peak_rss_mib()
+            );
+        }
     }
 }

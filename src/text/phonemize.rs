@@ -14,6 +14,10 @@ use crate::espeak::{self, EspeakError};
 const PAD: char = '_';
 const BOS: char = '^';
 const EOS: char = '$';
+/// The phoneme between words; a model input may be cut there without cutting a word.
+const WORD_BREAK: char = ' ';
+/// Punctuation that [`phonemize`] keeps at the end of a clause: the best places to cut.
+const CLAUSE_MARKS: &[char] = &[',', '.', ';', ':', '!', '?'];
 
 /// A voice's phoneme table: from its `.onnx.json`, `phoneme_id_map` (phoneme → ids) and the
 /// optional `phoneme_map` (phoneme → replacement phonemes, applied before the lookup).
@@ -72,27 +76,105 @@ impl PhonemeIdMap {
     /// Piper's rule: `^` ids, `_` ids, then for each codepoint of the NFD phoneme string its
     /// ids followed by `_` ids, then `$` ids. Codepoints the voice does not know are skipped.
     pub fn ids(&self, phonemes: &str) -> Vec<i64> {
+        self.pieces(phonemes, usize::MAX).remove(0)
+    }
+
+    /// The ids of [`ids`](Self::ids) cut into model inputs of at most `max_ids` ids each, every
+    /// one framed as Piper frames a sentence (`^ _ … $`), so that the work and memory of one
+    /// forward pass stay bounded whatever the text. Cuts fall at word boundaries (the space
+    /// phoneme, which is dropped at the cut), preferably after clause punctuation, and inside a
+    /// word only when the word alone exceeds the limit. Always at least one piece; a limit
+    /// smaller than the framing plus one symbol still gives pieces of one symbol each.
+    pub fn pieces(&self, phonemes: &str, max_ids: usize) -> Vec<Vec<i64>> {
+        let symbols = self.symbols(phonemes);
+        let head = [self.ids[&BOS].as_slice(), &self.ids[&PAD]].concat();
+        let tail = &self.ids[&EOS];
+        let budget = max_ids.saturating_sub(head.len() + tail.len());
+        cut_at_words(&symbols, budget)
+            .into_iter()
+            .map(|run| {
+                let mut ids = head.clone();
+                for symbol in run {
+                    ids.extend_from_slice(&symbol.ids);
+                }
+                ids.extend_from_slice(tail);
+                ids
+            })
+            .collect()
+    }
+
+    /// Each known phoneme of `phonemes` (NFD, replacements applied) with its ids and the pad.
+    fn symbols(&self, phonemes: &str) -> Vec<Symbol> {
         let pad = &self.ids[&PAD];
-        let mut ids = Vec::with_capacity(3 + 2 * phonemes.len());
-        ids.extend_from_slice(&self.ids[&BOS]);
-        ids.extend_from_slice(pad);
+        let mut symbols = Vec::with_capacity(phonemes.len());
         for c in phonemes.nfd() {
             let replaced = self.replacements.get(&c);
-            let symbols = replaced.map_or(std::slice::from_ref(&c), Vec::as_slice);
-            for symbol in symbols {
-                match self.ids.get(symbol) {
-                    Some(symbol_ids) => {
-                        ids.extend_from_slice(symbol_ids);
-                        ids.extend_from_slice(pad);
-                    }
+            for &symbol in replaced.map_or(std::slice::from_ref(&c), Vec::as_slice) {
+                match self.ids.get(&symbol) {
+                    Some(symbol_ids) => symbols.push(Symbol {
+                        phoneme: symbol,
+                        ids: [symbol_ids.as_slice(), pad].concat(),
+                    }),
                     None => {
                         tracing::debug!(phoneme = ?symbol, "phoneme not in the voice's map, skipped")
                     }
                 }
             }
         }
-        ids.extend_from_slice(&self.ids[&EOS]);
-        ids
+        symbols
+    }
+}
+
+/// One phoneme of the model input: its ids followed by the pad ids.
+#[derive(Debug, Clone, PartialEq)]
+struct Symbol {
+    phoneme: char,
+    ids: Vec<i64>,
+}
+
+impl Symbol {
+    fn is_space(&self) -> bool {
+        self.phoneme == WORD_BREAK
+    }
+}
+
+/// Splits `symbols` into runs of at most `budget` ids (at least one symbol each), cutting at a
+/// space where one fits — the last one after clause punctuation when that keeps at least half
+/// of the run, else the last one — and dropping the space at the cut. Spaces at the start of a
+/// run are dropped too, so no run is empty unless the input has no symbols at all.
+fn cut_at_words(symbols: &[Symbol], budget: usize) -> Vec<&[Symbol]> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    loop {
+        while start < symbols.len() && symbols[start].is_space() && !runs.is_empty() {
+            start += 1;
+        }
+        let rest = &symbols[start..];
+        // The longest prefix within the budget, at least one symbol.
+        let mut used = 0;
+        let fits = rest
+            .iter()
+            .take_while(|s| {
+                used += s.ids.len();
+                used <= budget
+            })
+            .count()
+            .max(1);
+        if fits >= rest.len() {
+            if !rest.is_empty() || runs.is_empty() {
+                runs.push(rest);
+            }
+            return runs;
+        }
+        // A space at `fits` itself is the ideal cut: everything before it fits.
+        let spaces = (1..=fits).rev().filter(|&i| rest[i].is_space());
+        let after_clause = spaces
+            .clone()
+            .take_while(|&i| 2 * i >= fits)
+            .find(|&i| CLAUSE_MARKS.contains(&rest[i - 1].phoneme));
+        let end = after_clause.or(spaces.clone().next()).unwrap_or(fits);
+        runs.push(&rest[..end]);
+        start += end;
     }
 }
 
@@ -153,7 +235,7 @@ mod tests {
     fn small_map() -> PhonemeIdMap {
         PhonemeIdMap::from_voice_json(&json!({
             "phoneme_id_map": {"_": [0], "^": [1], "$": [2], " ": [3], "a": [4], "b": [5, 6],
-                               "c": [16], "\u{0327}": [140], "x": [7]},
+                               "c": [16], "\u{0327}": [140], "x": [7], ",": [8]},
             "phoneme_map": {"z": ["a", "b"]}
         }))
         .unwrap()
@@ -173,6 +255,103 @@ mod tests {
         assert_eq!(map.ids("ç"), [1, 0, 16, 0, 140, 0, 2]);
         assert_eq!(map.ids("aqa"), [1, 0, 4, 0, 4, 0, 2]);
         assert_eq!(map.ids("z"), [1, 0, 4, 0, 5, 6, 0, 2]);
+    }
+
+    /// The pieces' contents without framing, each as the phoneme text it came from.
+    fn piece_texts(map: &PhonemeIdMap, phonemes: &str, max_ids: usize) -> Vec<String> {
+        let name = |id: i64| match id {
+            3 => ' ',
+            4 => 'a',
+            5 => 'b',
+            8 => ',',
+            _ => '?',
+        };
+        map.pieces(phonemes, max_ids)
+            .iter()
+            .map(|ids| {
+                assert!(
+                    ids.len() <= max_ids,
+                    "{} ids > {max_ids}: {ids:?}",
+                    ids.len()
+                );
+                assert_eq!(&ids[..2], [1, 0], "framing: {ids:?}");
+                assert_eq!(ids.last(), Some(&2), "framing: {ids:?}");
+                ids[2..ids.len() - 1]
+                    .iter()
+                    .filter(|&&id| id != 0 && id != 6)
+                    .map(|&id| name(id))
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pieces_within_the_limit_are_the_whole_input() {
+        let map = small_map();
+        let whole = map.ids("ab ab");
+        assert_eq!(
+            map.pieces("ab ab", whole.len()),
+            std::slice::from_ref(&whole)
+        );
+        assert_eq!(map.pieces("ab ab", usize::MAX), [whole]);
+        assert_eq!(map.pieces("", 0), [map.ids("")]);
+    }
+
+    #[test]
+    fn pieces_are_cut_between_words_and_drop_the_space() {
+        let map = small_map();
+        // "aa" is 4 ids, "b" 3, a space 2, framing 3: "aa b" is 12 ids.
+        assert_eq!(piece_texts(&map, "aa b aa b", 12), ["aa b", "aa b"]);
+        assert_eq!(piece_texts(&map, "aa b aa b", 11), ["aa", "b", "aa", "b"]);
+        // Spaces around a cut or in a row never make an empty piece.
+        assert_eq!(piece_texts(&map, "aa   aa ", 8), ["aa", "aa"]);
+    }
+
+    #[test]
+    fn pieces_prefer_a_cut_after_clause_punctuation() {
+        let map = small_map();
+        // 27 ids hold 12 symbols: up to "aa aa, aa aa" and the space after it.
+        assert_eq!(
+            piece_texts(&map, "aa aa, aa aa aa", 27),
+            ["aa aa,", "aa aa aa"]
+        );
+        let texts = piece_texts(&map, "aa, aa aa aa aa", 27);
+        assert_eq!(
+            texts[0], "aa, aa aa aa",
+            "a clause mark early on is not worth half a piece"
+        );
+    }
+
+    #[test]
+    fn a_word_longer_than_the_limit_is_cut_anywhere() {
+        let map = small_map();
+        let word = "a".repeat(1000);
+        let texts = piece_texts(&map, &format!("b {word} b"), 64);
+        assert_eq!(texts.concat().replace(' ', ""), format!("b{word}b"));
+        assert!(texts.len() >= 2 * 1000 / 64, "{} pieces", texts.len());
+        // Too small a limit for even one symbol still makes progress, one symbol a piece.
+        let pieces = map.pieces("ab", 1);
+        assert_eq!(pieces, [vec![1, 0, 4, 0, 2], vec![1, 0, 5, 6, 0, 2]]);
+    }
+
+    #[test]
+    fn pieces_keep_every_symbol_in_order() {
+        let map = small_map();
+        let text: String = (0..3000)
+            .map(|i: usize| match (i * 7919 + 5) % 11 {
+                0 | 1 => ' ',
+                2 => ',',
+                3..=5 => 'b',
+                _ => 'a',
+            })
+            .collect();
+        for limit in [8, 13, 40, 100, 1000] {
+            let texts = piece_texts(&map, &text, limit);
+            let kept: String = texts.concat().chars().filter(|&c| c != ' ').collect();
+            let all: String = text.chars().filter(|&c| c != ' ').collect();
+            assert_eq!(kept, all, "limit {limit}");
+            assert!(texts.iter().all(|t| !t.is_empty() && !t.starts_with(' ')));
+        }
     }
 
     #[test]

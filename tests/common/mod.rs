@@ -138,9 +138,39 @@ impl Binary {
 
     /// Sends SIGTERM and returns the exit status.
     pub fn terminate(mut self) -> std::process::ExitStatus {
+        self.send_sigterm();
+        self.child.wait().unwrap()
+    }
+
+    /// Sends SIGTERM without waiting for the process to end.
+    pub fn send_sigterm(&self) {
         let pid = self.child.id().to_string();
         Command::new("kill").args(["-TERM", &pid]).status().unwrap();
-        self.child.wait().unwrap()
+    }
+
+    /// The exit status once the process has ended, or `None` if it still runs after `limit`.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+
+    /// Peak resident memory of the process so far (`VmHWM`), in bytes.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .expect("the server's /proc status");
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("VmHWM in /proc/<pid>/status");
+        kib * 1024
     }
 }
 
