@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 # Headless Chromium, its driver and a venv with selenium, for the playground's browser test.
 scripts/browser-venv.sh
+# A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests.
+scripts/api-venv.sh
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
