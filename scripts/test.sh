@@ -8,6 +8,8 @@ scripts/setup.sh
 scripts/browser-venv.sh
 # The reference Wyoming client (the PyPI package Home Assistant uses), pinned, in .venv-wyoming.
 scripts/wyoming-venv.sh >/dev/null
+# A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests.
+scripts/api-venv.sh
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then

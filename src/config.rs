@@ -124,7 +124,7 @@ struct Options {
     /// Accepted API key, sent as "Authorization: Bearer <key>"; none = no auth
     #[arg(long = "api-key", env = "OMNIVOICE_API_KEYS", value_delimiter = ',')]
     api_keys: Vec<String>,
-    /// Serve the model and voice lists (GET /v1/models, /v1/audio/voices) without an API key
+    /// Serve the model and voice lists (GET /v1/models[/{id}], /v1/audio/models, /v1/audio/voices) without an API key
     #[arg(long, env = "OMNIVOICE_PUBLIC_DISCOVERY", action = ArgAction::Set,
           num_args = 0..=1, default_missing_value = "true",
           default_value_t = DEFAULTS.public_discovery)]

@@ -11,6 +11,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::speech::{InvalidReason, SpeechError};
 
@@ -24,18 +25,25 @@ pub struct ApiError {
     retry_after: Option<Duration>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    error: Inner<'a>,
+/// The body of every error answer; also its schema in `/openapi.json`.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"error": {"message": "'speed' must be between 0.25 and 4, got 9.", "type": "invalid_request_error", "param": "speed", "code": "invalid_value"}}))]
+pub struct ErrorBody {
+    error: ErrorDetail,
 }
 
-#[derive(Serialize)]
-struct Inner<'a> {
-    message: &'a str,
+#[derive(Serialize, ToSchema)]
+struct ErrorDetail {
+    /// What went wrong, for a person to read.
+    message: String,
+    /// OpenAI's error class: `invalid_request_error`, `rate_limit_error`, `timeout_error` or
+    /// `server_error`.
     #[serde(rename = "type")]
-    kind: &'a str,
-    param: Option<&'a str>,
-    code: Option<&'a str>,
+    kind: &'static str,
+    /// The request field at fault, as the client sent it (`voice`, `speed`, ...), if one is.
+    param: Option<String>,
+    /// A machine-readable reason (`invalid_value`, `voice_not_found`, `invalid_api_key`, ...).
+    code: Option<&'static str>,
 }
 
 impl ApiError {
@@ -173,16 +181,17 @@ impl std::fmt::Display for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Body {
-            error: Inner {
-                message: &self.message,
+        let retry_after = self.retry_after;
+        let body = ErrorBody {
+            error: ErrorDetail {
+                message: self.message,
                 kind: self.kind,
-                param: self.param.as_deref(),
+                param: self.param,
                 code: self.code,
             },
         };
         let mut response = (self.status, Json(body)).into_response();
-        if let Some(after) = self.retry_after {
+        if let Some(after) = retry_after {
             let secs = after.as_secs().max(1).to_string();
             if let Ok(value) = HeaderValue::from_str(&secs) {
                 response.headers_mut().insert(header::RETRY_AFTER, value);

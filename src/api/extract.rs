@@ -51,6 +51,14 @@ where
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    // serde would also read a struct from an array of its fields in order; no client means that.
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return Err(ApiError::invalid(
+            "body",
+            "The request body must be a JSON object, as in {\"model\": ..., \"input\": ...}.",
+        )
+        .with_code("invalid_type"));
+    }
     let mut deserializer = serde_json::Deserializer::from_slice(body);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let path = err.path().to_string();
@@ -63,17 +71,17 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
             .with_code("invalid_json");
         }
         let message = inner.to_string();
-        let param = missing_field(&message)
-            .map(|field| {
-                if path == "." {
-                    field.to_string()
-                } else {
-                    format!("{path}.{field}")
-                }
-            })
-            .unwrap_or(path);
+        let param = match (missing_field(&message), path.as_str()) {
+            (Some(field), ".") => field.to_string(),
+            (Some(field), _) => format!("{path}.{field}"),
+            // The body itself is not an object.
+            (None, ".") => "body".to_string(),
+            (None, _) => path,
+        };
         let code = if message.starts_with("missing field") {
             "missing_required_parameter"
+        } else if message.starts_with("unknown variant") {
+            "invalid_value"
         } else {
             "invalid_type"
         };
@@ -121,6 +129,10 @@ mod tests {
         let wrong = parse::<Body>(br#"{"model": "m", "speed": "fast"}"#).unwrap_err();
         assert_eq!(wrong.param.as_deref(), Some("speed"));
         assert!(!wrong.message.contains("line 1"), "{}", wrong.message);
+        for not_an_object in [&br#"["m", 1.0]"#[..], b"42", b""] {
+            let error = parse::<Body>(not_an_object).unwrap_err();
+            assert_eq!(error.param.as_deref(), Some("body"));
+        }
         let broken = parse::<Body>(br#"{"model": "#).unwrap_err();
         assert_eq!(broken.code, Some("invalid_json"));
         assert!(

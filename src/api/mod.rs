@@ -1,14 +1,17 @@
 //! The HTTP surface: OpenAI's audio routes plus health and metrics.
 //!
 //! This module wires routes to thin handlers and wraps them in the cross-cutting layers:
-//! request ids, tracing, CORS, body limits, per-route metrics, API-key auth on `/v1/*` and the
-//! count of requests in flight that shutdown waits for. Handlers parse and format; validation
-//! and the work happen in [`crate::speech`].
+//! request ids, tracing, CORS, body limits, per-route metrics, API-key auth on `/v1/*`
+//! (except the model and voice lists with `--public-discovery`) and the count of requests in
+//! flight that shutdown waits for. Routes are registered with
+//! their OpenAPI description (`GET /openapi.json`), so the document lists exactly what is
+//! served. Handlers parse and format; validation and the work happen in [`crate::speech`].
 
 mod auth;
 mod error;
 mod extract;
 mod info;
+mod openapi;
 mod playground;
 mod shutdown;
 mod speech;
@@ -17,18 +20,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio_util::task::TaskTracker;
-
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::extract::{DefaultBodyLimit, Extension, MatchedPath, Request};
 use axum::http::{HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, post};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
+use tokio_util::task::TaskTracker;
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 pub use error::ApiError;
 pub use speech::SpeechRequest;
@@ -102,23 +105,8 @@ impl AppState {
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
-    let v1 = Router::new()
-        .route(
-            "/v1/audio/speech",
-            post(speech::create_speech).layer(middleware::from_fn_with_state(
-                state.clone(),
-                shutdown::refuse_while_draining,
-            )),
-        )
-        .route("/v1/audio/voices", get(info::list_voices))
-        .route("/v1/audio/cache", delete(info::clear_cache))
-        .route("/v1/voices/reload", post(info::reload_voices))
-        .route("/v1/models", get(info::list_models))
-        .route("/v1/models/{id}", get(info::get_model))
-        .route_layer(middleware::from_fn_with_state(
-            state.clone(),
-            auth::require_api_key,
-        ));
+    let (routes, api) = documented_routes(&state).split_for_parts();
+    let document = openapi::Document::new(api, &state.settings);
 
     let request_id_span = |request: &Request| {
         let id = request
@@ -129,15 +117,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         tracing::info_span!("request", id = %id, method = %request.method(), uri = %request.uri())
     };
 
-    Router::new()
-        .merge(v1)
-        .merge(playground::routes())
-        .route("/health", get(info::health))
-        .route("/health/live", get(info::live))
-        .route("/health/ready", get(info::ready))
-        .route("/metrics", get(info::metrics))
+    routes
         .fallback(|| async { ApiError::not_found("Unknown route.") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(Extension(document))
         .layer(middleware::from_fn(record_metrics))
         .layer(middleware::from_fn_with_state(
             state.clone(),
@@ -155,6 +138,57 @@ pub fn router(state: Arc<AppState>) -> Router {
         )
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .with_state(state)
+}
+
+/// Every route, with its documentation. The key check is put in front of whole groups by
+/// [`guarded`], which also writes it into the document, so the two cannot disagree.
+fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
+    // New speech is refused once shutdown has begun; everything else answers to the end.
+    let speech = OpenApiRouter::default()
+        .routes(routes!(speech::create_speech))
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            shutdown::refuse_while_draining,
+        ));
+    let work = speech
+        .routes(routes!(info::clear_cache))
+        .routes(routes!(info::reload_voices));
+    // What a client lists before it speaks; Open WebUI asks for these without a key.
+    let discovery = OpenApiRouter::default()
+        .routes(routes!(info::list_models))
+        .routes(routes!(info::get_model))
+        .routes(routes!(info::list_audio_models))
+        .routes(routes!(info::list_voices));
+    let discovery = if state.settings.public_discovery {
+        discovery
+    } else {
+        guarded(discovery, state)
+    };
+    let open = OpenApiRouter::default()
+        .routes(routes!(info::health))
+        .routes(routes!(info::live))
+        .routes(routes!(info::ready))
+        .routes(routes!(info::metrics))
+        .routes(routes!(openapi::document))
+        .merge(playground::routes());
+    guarded(work, state).merge(discovery).merge(open)
+}
+
+/// `group` behind the API-key check, documented as needing the key. Without configured keys
+/// there is no check, and the document says no key is needed.
+fn guarded(
+    group: OpenApiRouter<Arc<AppState>>,
+    state: &Arc<AppState>,
+) -> OpenApiRouter<Arc<AppState>> {
+    if state.settings.api_keys.is_empty() {
+        return group;
+    }
+    let mut group = group.route_layer(middleware::from_fn_with_state(
+        state.clone(),
+        auth::require_api_key,
+    ));
+    openapi::require_key(group.get_openapi_mut());
+    group
 }
 
 fn cors(origins: &[String]) -> CorsLayer {

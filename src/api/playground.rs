@@ -8,8 +8,8 @@
 
 use axum::http::header;
 use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 const INDEX_HTML: &str = include_str!("playground/index.html");
 const APP_JS: &str = include_str!("playground/app.js");
@@ -25,21 +25,33 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
 /// Revalidate every time: the files change with the binary, and they are small.
 const CACHE_CONTROL: &str = "no-cache";
 
+/// The playground page
+#[utoipa::path(get, path = "/", tag = "playground",
+    responses((status = 200, description = "The playground page", body = String, content_type = "text/html")))]
+async fn index() -> impl IntoResponse {
+    asset("text/html; charset=utf-8", INDEX_HTML)
+}
+
+/// The playground's script
+#[utoipa::path(get, path = "/playground/app.js", tag = "playground",
+    responses((status = 200, description = "The page's script", body = String, content_type = "text/javascript")))]
+async fn app_js() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", APP_JS)
+}
+
+/// The playground's style sheet
+#[utoipa::path(get, path = "/playground/style.css", tag = "playground",
+    responses((status = 200, description = "The page's style sheet", body = String, content_type = "text/css")))]
+async fn style_css() -> impl IntoResponse {
+    asset("text/css; charset=utf-8", STYLE_CSS)
+}
+
 /// The page and its two assets; merged into the main router without the API-key layer.
-pub fn routes<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
-        .route(
-            "/",
-            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
-        )
-        .route(
-            "/playground/app.js",
-            get(|| async { asset("text/javascript; charset=utf-8", APP_JS) }),
-        )
-        .route(
-            "/playground/style.css",
-            get(|| async { asset("text/css; charset=utf-8", STYLE_CSS) }),
-        )
+pub fn routes<S: Clone + Send + Sync + 'static>() -> OpenApiRouter<S> {
+    OpenApiRouter::default()
+        .routes(routes!(index))
+        .routes(routes!(app_js))
+        .routes(routes!(style_css))
 }
 
 fn asset(content_type: &'static str, body: &'static str) -> impl IntoResponse {

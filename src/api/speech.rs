@@ -11,43 +11,71 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use futures::stream::{Stream, StreamExt};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 
 use super::extract::ApiJson;
-use super::{ApiError, AppState};
+use super::{openapi, ApiError, AppState};
 use crate::audio::AudioFormat;
 use crate::metrics as m;
 use crate::speech::{Request, SpeechError, SpeechStream};
 
+// This type is also the request schema of `/openapi.json`: numbers and names that have their
+// source elsewhere (ranges, formats, the input limit) come from there through `schema_with`.
 /// OpenAI's speech request. Fields OpenAI clients send that we don't use are ignored.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(example = json!({"model": "tts-1", "voice": "alloy", "input": "Hello from my own server!", "response_format": "mp3"}))]
 pub struct SpeechRequest {
+    /// An engine (`piper`, `espeak`), an OpenAI model name (`tts-1`, `tts-1-hd`,
+    /// `gpt-4o-mini-tts`: the default engine) or a configured alias. `GET /v1/models` lists them.
+    #[schema(example = "tts-1")]
     pub model: String,
+    /// The text to speak.
+    #[schema(schema_with = openapi::input_schema)]
     pub input: String,
     pub voice: VoiceField,
+    /// Audio format of the answer; `mp3` when absent.
     #[serde(default)]
+    #[schema(schema_with = openapi::response_format_schema)]
     pub response_format: Option<String>,
+    /// Speaking rate; 1.0 when absent. The audio's length scales by exactly 1/speed.
     #[serde(default)]
+    #[schema(schema_with = openapi::speed_schema)]
     pub speed: Option<f64>,
     /// Accepted for compatibility; engines here cannot follow style instructions.
     #[serde(default)]
     pub instructions: Option<String>,
-    /// `audio` (default) or `sse`.
+    /// `audio` (the default: audio bytes) or `sse` (server-sent events).
     #[serde(default)]
-    pub stream_format: Option<String>,
-    /// `false` returns one whole body instead of a chunked stream.
+    pub stream_format: Option<StreamFormat>,
+    /// `false` returns one whole body (with `Content-Length`) instead of a chunked stream;
+    /// absent means the server's `--stream` setting (on by default).
     #[serde(default)]
     pub stream: Option<bool>,
     /// Fixed seed: the same request gives the same audio.
     #[serde(default)]
+    #[schema(schema_with = openapi::seed_schema)]
     pub seed: Option<u64>,
-    /// `false` bypasses the audio cache.
+    /// `false` bypasses the audio cache (as `Cache-Control: no-cache` does).
     #[serde(default)]
     pub cache: Option<bool>,
+    /// VITS prior noise; the voice's own value when absent.
     #[serde(default)]
+    #[schema(schema_with = openapi::noise_schema)]
     pub noise_scale: Option<f32>,
+    /// VITS duration noise; the voice's own value when absent.
     #[serde(default)]
+    #[schema(schema_with = openapi::noise_schema)]
     pub noise_w: Option<f32>,
+}
+
+/// How the answer is framed: audio bytes, or OpenAI's server-sent events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum StreamFormat {
+    Audio,
+    Sse,
 }
 
 /// OpenAI accepts a voice as a name (`"alloy"`) or as an object (`{"id": "voice_1234"}`).
@@ -72,6 +100,20 @@ impl<'de> Deserialize<'de> for VoiceField {
     }
 }
 
+/// The two shapes [`VoiceField`]'s deserializer accepts.
+impl PartialSchema for VoiceField {
+    fn schema() -> RefOr<Schema> {
+        openapi::voice_schema()
+    }
+}
+
+impl ToSchema for VoiceField {
+    fn name() -> std::borrow::Cow<'static, str> {
+        // Not "Voice": that is a listed voice (`GET /v1/audio/voices`).
+        "SpeechVoice".into()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Delivery {
     Whole,
@@ -79,18 +121,27 @@ enum Delivery {
     Sse,
 }
 
-const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
-const X_DURATION: HeaderName = HeaderName::from_static("x-audio-duration-s");
-const X_LATENCY: HeaderName = HeaderName::from_static("x-synthesis-latency-s");
-const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sample-rate");
+pub(super) const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+pub(super) const X_DURATION: HeaderName = HeaderName::from_static("x-audio-duration-s");
+pub(super) const X_LATENCY: HeaderName = HeaderName::from_static("x-synthesis-latency-s");
+pub(super) const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sample-rate");
 
+/// Create speech
+///
+/// OpenAI's `POST /v1/audio/speech`. The answer is audio in `response_format`: chunked,
+/// sentence by sentence (the default), one whole body (`"stream": false`), or server-sent
+/// events (`"stream_format": "sse"`) carrying base64 audio in `speech.audio.delta` events and
+/// usage in a final `speech.audio.done`.
+#[utoipa::path(post, path = "/v1/audio/speech", tag = "speech",
+    request_body = SpeechRequest,
+    responses(openapi::SpeechResponses))]
 pub async fn create_speech(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
     ApiJson(request): ApiJson<SpeechRequest>,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let delivery = delivery(&state, &request)?;
+    let delivery = delivery(&state, &request);
     let job = state.speech.prepare(domain_request(&headers, request))?;
     let timeout = Duration::from_secs(state.settings.request_timeout_s);
     let speech = state.speech.clone();
@@ -155,18 +206,16 @@ pub async fn create_speech(
 }
 
 /// How the answer is delivered: an HTTP concern, so it is decided here, not in the pipeline.
-fn delivery(state: &AppState, request: &SpeechRequest) -> Result<Delivery, ApiError> {
-    match request.stream_format.as_deref() {
-        Some("sse") => Ok(Delivery::Sse),
-        None | Some("audio") => Ok(if request.stream.unwrap_or(state.settings.stream) {
-            Delivery::Chunked
-        } else {
-            Delivery::Whole
-        }),
-        Some(other) => Err(ApiError::invalid(
-            "stream_format",
-            format!("Unsupported stream_format '{other}'. Supported: audio, sse."),
-        )),
+fn delivery(state: &AppState, request: &SpeechRequest) -> Delivery {
+    match request.stream_format {
+        Some(StreamFormat::Sse) => Delivery::Sse,
+        None | Some(StreamFormat::Audio) => {
+            if request.stream.unwrap_or(state.settings.stream) {
+                Delivery::Chunked
+            } else {
+                Delivery::Whole
+            }
+        }
     }
 }
 
@@ -257,20 +306,70 @@ fn sse(
 ) -> Sse<impl Stream<Item = Result<Event, std::io::Error>>> {
     let b64 = base64::engine::general_purpose::STANDARD;
     let deltas = chunks.map(move |chunk| {
-        chunk.map(|bytes| {
-            let data =
-                serde_json::json!({"type": "speech.audio.delta", "audio": b64.encode(&bytes)});
-            Event::default().data(data.to_string())
+        chunk.and_then(|bytes| {
+            event(&SpeechAudioDelta {
+                kind: DeltaType::SpeechAudioDelta,
+                audio: b64.encode(&bytes),
+            })
         })
     });
     let done = futures::stream::once(async move {
-        let output = samples.load(std::sync::atomic::Ordering::Relaxed);
-        let input = input_chars as u64;
-        let usage = serde_json::json!({
-            "type": "speech.audio.done",
-            "usage": {"input_tokens": input, "output_tokens": output, "total_tokens": input + output}
-        });
-        Ok(Event::default().data(usage.to_string()))
+        let output_tokens = samples.load(std::sync::atomic::Ordering::Relaxed);
+        let input_tokens = input_chars as u64;
+        event(&SpeechAudioDone {
+            kind: DoneType::SpeechAudioDone,
+            usage: SpeechUsage {
+                input_tokens,
+                output_tokens,
+                total_tokens: input_tokens + output_tokens,
+            },
+        })
     });
     Sse::new(deltas.chain(done))
+}
+
+fn event(data: &impl Serialize) -> Result<Event, std::io::Error> {
+    Event::default()
+        .json_data(data)
+        .map_err(std::io::Error::other)
+}
+
+/// One piece of audio in an SSE answer.
+#[derive(Serialize, ToSchema)]
+pub struct SpeechAudioDelta {
+    #[serde(rename = "type")]
+    kind: DeltaType,
+    /// The next bytes of audio in `response_format`, base64-encoded.
+    audio: String,
+}
+
+#[derive(Serialize, ToSchema)]
+enum DeltaType {
+    #[serde(rename = "speech.audio.delta")]
+    SpeechAudioDelta,
+}
+
+/// The last event of an SSE answer.
+#[derive(Serialize, ToSchema)]
+pub struct SpeechAudioDone {
+    #[serde(rename = "type")]
+    kind: DoneType,
+    usage: SpeechUsage,
+}
+
+#[derive(Serialize, ToSchema)]
+enum DoneType {
+    #[serde(rename = "speech.audio.done")]
+    SpeechAudioDone,
+}
+
+/// OpenAI's usage numbers, counted in what these engines have instead of tokens.
+#[derive(Serialize, ToSchema)]
+pub struct SpeechUsage {
+    /// Characters of `input`.
+    input_tokens: u64,
+    /// Audio samples sent, at `X-Audio-Sample-Rate`.
+    output_tokens: u64,
+    /// The sum of both.
+    total_tokens: u64,
 }
