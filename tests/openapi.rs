@@ -90,9 +90,11 @@ const GUARDED: [(&str, &str); 3] = [
     ("delete", "/v1/audio/cache"),
     ("post", "/v1/voices/reload"),
 ];
-const OPEN: [(&str, &str); 6] = [
+const OPEN: [(&str, &str); 8] = [
     ("get", "/"),
     ("get", "/health"),
+    ("get", "/health/live"),
+    ("get", "/health/ready"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
     ("get", "/playground/app.js"),
