@@ -183,11 +183,6 @@ impl Batcher {
             .fetch_sub(counted, Ordering::SeqCst);
         self.depth.fetch_add(n, Ordering::SeqCst);
         let now = Instant::now();
-        let batch_limit = if voice.computes_batches_at_once() {
-            usize::MAX
-        } else {
-            1
-        };
         let mut receivers = Vec::with_capacity(n);
         let mut entries: Vec<Entry<Work>> = items
             .into_iter()
@@ -197,7 +192,6 @@ impl Batcher {
                 Entry {
                     voice_key: voice_key.clone(),
                     request: ticket.request,
-                    batch_limit,
                     cost: item.text.chars().count(),
                     respond,
                     queued_at: now,

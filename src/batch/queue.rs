@@ -11,8 +11,6 @@
 //! filled and computed in that order, so every waiting request gets its next sentence in
 //! before any request gets its second, and a short request behind a long one waits for one of
 //! the long request's sentences, not for all of them (TGI's router is fair the same way).
-//! Engines that compute items one after another gain nothing from a batch, so their entries
-//! carry a batch limit of 1 and a worker takes one turn at a time.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -42,9 +40,6 @@ pub struct Entry<W> {
     pub voice_key: VoiceKey,
     /// The request it belongs to, for taking turns.
     pub request: u64,
-    /// Most entries worth computing together with this one (1 for engines that compute
-    /// items one after another).
-    pub batch_limit: usize,
     /// Padding in a batch grows with the length difference of its items; text length is a
     /// good enough proxy for the number of phonemes.
     pub cost: usize,
@@ -58,6 +53,9 @@ impl<W> Entry<W> {
         self.respond.is_closed()
     }
 }
+
+/// How many batches back a request's last turn is remembered once it has nothing queued.
+const REMEMBERED_BATCHES: u64 = 256;
 
 /// Utterances waiting for a worker, oldest first.
 pub struct State<W> {
@@ -135,7 +133,6 @@ impl<W> State<W> {
             .collect();
         members.sort_by_key(|&i| turn(i));
         let lead = members[0];
-        let limit = self.max_size.min(self.entries[lead].batch_limit.max(1));
         let target = self.entries[lead].cost;
         let mut others: Vec<usize> = members[1..].to_vec();
         others.sort_by_key(|&i| {
@@ -143,7 +140,7 @@ impl<W> State<W> {
             (rank, last, self.entries[i].cost.abs_diff(target), index)
         });
         let mut chosen: Vec<usize> = std::iter::once(lead)
-            .chain(others.into_iter().take(limit - 1))
+            .chain(others.into_iter().take(self.max_size - 1))
             .collect();
         // Computed in this order (a CPU engine answers item by item): turns first.
         let order: Vec<usize> = {
@@ -169,12 +166,15 @@ impl<W> State<W> {
         Decision { batch, abandoned }
     }
 
-    /// Turns are remembered only for requests still waiting, so the table stays as small as
-    /// the queue.
+    /// Turns are remembered for requests still waiting and for those served in the last
+    /// [`REMEMBERED_BATCHES`] batches (a request whose whole window is being computed has
+    /// nothing queued for a moment, and must not come back as new), so the table stays small.
     fn forget_finished_requests(&mut self) {
         let waiting: std::collections::HashSet<u64> =
             self.entries.iter().map(|e| e.request).collect();
-        self.served.retain(|request, _| waiting.contains(request));
+        let recent = self.batches.saturating_sub(REMEMBERED_BATCHES);
+        self.served
+            .retain(|request, &mut batch| batch > recent || waiting.contains(request));
     }
 
     /// For each entry, how many entries of the same request are queued ahead of it.
@@ -240,7 +240,6 @@ mod tests {
             self.state.append(Entry {
                 voice_key: VoiceKey::new("fake", key),
                 request,
-                batch_limit: usize::MAX,
                 cost: text.chars().count(),
                 respond: tx,
                 queued_at: self.t0 + Duration::from_millis(at_ms),
@@ -381,23 +380,23 @@ mod tests {
     }
 
     #[test]
-    fn sequential_engines_get_one_entry_per_turn() {
+    fn within_a_batch_the_request_served_longest_ago_goes_first() {
         let mut h = Harness::new(8, 0);
-        for (i, text) in ["a", "b", "c"].iter().enumerate() {
-            h.push_for(1, "v", text, i as u64);
-        }
-        for entry in h.state.entries.iter_mut() {
-            entry.batch_limit = 1;
-        }
-        assert_eq!(h.next(3, true), vec!["a"]);
-        assert_eq!(h.next(3, true), vec!["b"]);
+        h.push_for(1, "v", "long one", 0);
+        h.push_for(1, "v", "long two", 1);
+        assert_eq!(h.next(2, true), vec!["long one", "long two"]);
+        h.push_for(1, "v", "long three", 3);
+        h.push_for(2, "v", "short", 4);
+        assert_eq!(h.next(5, true), vec!["short", "long three"]);
     }
 
     #[test]
-    fn turns_are_forgotten_with_their_requests() {
+    fn turns_are_forgotten_some_batches_after_their_requests() {
         let mut h = Harness::new(1, 0);
-        h.push_for(1, "v", "only", 0);
-        assert_eq!(h.next(1, true), vec!["only"]);
-        assert!(h.state.served.is_empty(), "{:?}", h.state.served);
+        for request in 0..2 * REMEMBERED_BATCHES {
+            h.push_for(request, "v", "one", request);
+            assert_eq!(h.next(request, true), vec!["one"]);
+        }
+        assert_eq!(h.state.served.len() as u64, REMEMBERED_BATCHES);
     }
 }
