@@ -99,9 +99,13 @@ impl Batcher {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let workers = workers.max(1);
         let drain = Arc::new(Mutex::new(DrainRate::new(workers)));
+        // One request never takes every worker: with two or more, one stays free for
+        // whoever comes next.
+        let per_request = workers.saturating_sub(1).max(1);
         let state = State::new(
             settings.max_size,
             Duration::from_millis(settings.timeout_ms),
+            per_request,
         );
         tokio::spawn(run(
             state,
@@ -241,7 +245,7 @@ async fn run(
     in_flight: Arc<AtomicUsize>,
     drain: Arc<Mutex<DrainRate>>,
 ) {
-    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<()>();
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Vec<u64>>();
     let mut running = 0usize;
     let mut open = true;
     loop {
@@ -263,12 +267,13 @@ async fn run(
             in_flight.store(running, Ordering::SeqCst);
             let done = done_tx.clone();
             let drain = drain.clone();
+            let requests = decision.requests;
             tokio::task::spawn_blocking(move || {
                 let (items, started) = (decision.batch.len(), Instant::now());
                 compute(decision.batch);
                 let took = started.elapsed();
                 drain.lock().expect("drain lock").record(items, took);
-                let _ = done.send(());
+                let _ = done.send(requests);
             });
         }
         if !open && state.is_empty() && running == 0 {
@@ -280,9 +285,10 @@ async fn run(
                 Some(entries) => entries.into_iter().for_each(|e| state.append(e)),
                 None => open = false,
             },
-            Some(()) = done_rx.recv() => {
+            Some(requests) = done_rx.recv() => {
                 running -= 1;
                 in_flight.store(running, Ordering::SeqCst);
+                state.finished(&requests);
             }
             _ = sleep_until(deadline), if deadline.is_some() => {}
         }

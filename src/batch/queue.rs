@@ -11,6 +11,8 @@
 //! filled and computed in that order, so every waiting request gets its next sentence in
 //! before any request gets its second, and a short request behind a long one waits for one of
 //! the long request's sentences, not for all of them (TGI's router is fair the same way).
+//! And no request computes on more than `per_request` workers at once, so with several
+//! workers one is always free for a newcomer instead of all of them on one long request.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -65,6 +67,9 @@ pub struct State<W> {
     /// When each request with queued entries was last in a batch (a batch counter).
     served: HashMap<u64, u64>,
     batches: u64,
+    /// Batches running now, by request.
+    computing: HashMap<u64, usize>,
+    per_request: usize,
 }
 
 /// What [`State::next_batch`] removed from the queue.
@@ -73,17 +78,41 @@ pub struct Decision<W> {
     pub batch: Vec<Entry<W>>,
     /// Entries dropped because their client went away (disconnect or timeout).
     pub abandoned: usize,
+    /// The requests in `batch`, once each: hand them to [`State::finished`] when it is done.
+    pub requests: Vec<u64>,
 }
 
 impl<W> State<W> {
-    pub fn new(max_size: usize, max_wait: Duration) -> Self {
+    /// `per_request`: most batches one request may have running at once.
+    pub fn new(max_size: usize, max_wait: Duration, per_request: usize) -> Self {
         Self {
             entries: VecDeque::new(),
             max_size: max_size.max(1),
             max_wait,
             served: HashMap::new(),
             batches: 0,
+            computing: HashMap::new(),
+            per_request: per_request.max(1),
         }
+    }
+
+    /// A batch of [`Decision::requests`] finished computing.
+    pub fn finished(&mut self, requests: &[u64]) {
+        for request in requests {
+            if let Some(n) = self.computing.get_mut(request) {
+                *n -= 1;
+                if *n == 0 {
+                    self.computing.remove(request);
+                }
+            }
+        }
+    }
+
+    /// Whether the request already computes on as many workers as it may.
+    fn at_its_share(&self, request: u64) -> bool {
+        self.computing
+            .get(&request)
+            .is_some_and(|&n| n >= self.per_request)
     }
 
     #[cfg(test)]
@@ -99,17 +128,21 @@ impl<W> State<W> {
         self.entries.push_back(entry);
     }
 
-    /// When the oldest entry will have waited `max_wait`: the latest moment to look again.
+    /// When the oldest entry that may run will have waited `max_wait`: the latest moment to
+    /// look again (entries of requests at their share wait for a batch to finish instead).
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.entries.front().map(|e| e.queued_at + self.max_wait)
+        self.entries
+            .iter()
+            .find(|e| !self.at_its_share(e.request))
+            .map(|e| e.queued_at + self.max_wait)
     }
 
     /// Picks the next batch, assuming a worker is free. `idle` says no batch is running at all:
     /// then waiting for companions only adds latency, so whatever waits goes at once.
     ///
     /// Otherwise a voice's entries run once there are `max_size` of them or the oldest has
-    /// waited `max_wait`. A batch always contains the oldest entry of its voice; the rest are
-    /// the entries closest to it in length.
+    /// waited `max_wait`. A batch is led by the entry whose turn it is (see the module docs);
+    /// the rest are the next turns, closest to it in length first.
     pub fn next_batch(&mut self, now: Instant, idle: bool) -> Decision<W> {
         let before = self.entries.len();
         self.entries.retain(|e| !e.abandoned());
@@ -119,6 +152,7 @@ impl<W> State<W> {
             return Decision {
                 batch: Vec::new(),
                 abandoned,
+                requests: Vec::new(),
             };
         };
         let ranks = self.ranks();
@@ -129,7 +163,10 @@ impl<W> State<W> {
             (ranks[i], last, i)
         };
         let mut members: Vec<usize> = (0..self.entries.len())
-            .filter(|&i| self.entries[i].voice_key == key)
+            .filter(|&i| {
+                let entry = &self.entries[i];
+                entry.voice_key == key && !self.at_its_share(entry.request)
+            })
             .collect();
         members.sort_by_key(|&i| turn(i));
         let lead = members[0];
@@ -149,8 +186,12 @@ impl<W> State<W> {
             order
         };
         self.batches += 1;
-        for &i in &chosen {
-            self.served.insert(self.entries[i].request, self.batches);
+        let mut requests: Vec<u64> = chosen.iter().map(|&i| self.entries[i].request).collect();
+        requests.sort_unstable();
+        requests.dedup();
+        for &request in &requests {
+            self.served.insert(request, self.batches);
+            *self.computing.entry(request).or_insert(0) += 1;
         }
         chosen.sort_unstable();
 
@@ -163,7 +204,11 @@ impl<W> State<W> {
         taken.sort_by_key(|(index, _)| order.iter().position(|o| o == index));
         let batch = taken.into_iter().map(|(_, entry)| entry).collect();
         self.forget_finished_requests();
-        Decision { batch, abandoned }
+        Decision {
+            batch,
+            abandoned,
+            requests,
+        }
     }
 
     /// Turns are remembered for requests still waiting and for those served in the last
@@ -173,8 +218,10 @@ impl<W> State<W> {
         let waiting: std::collections::HashSet<u64> =
             self.entries.iter().map(|e| e.request).collect();
         let recent = self.batches.saturating_sub(REMEMBERED_BATCHES);
-        self.served
-            .retain(|request, &mut batch| batch > recent || waiting.contains(request));
+        let computing = &self.computing;
+        self.served.retain(|request, &mut batch| {
+            batch > recent || waiting.contains(request) || computing.contains_key(request)
+        });
     }
 
     /// For each entry, how many entries of the same request are queued ahead of it.
@@ -193,14 +240,20 @@ impl<W> State<W> {
     /// The voice whose entries should run now, checking voices in the order of their oldest entry.
     fn ready_voice(&self, now: Instant, idle: bool) -> Option<VoiceKey> {
         let mut seen: Vec<&VoiceKey> = Vec::new();
-        for entry in &self.entries {
+        let may_run = |e: &&Entry<W>| !self.at_its_share(e.request);
+        for entry in self.entries.iter().filter(may_run) {
             let key = &entry.voice_key;
             if seen.contains(&key) {
                 continue;
             }
             seen.push(key);
             let waited = now.saturating_duration_since(entry.queued_at);
-            let count = self.entries.iter().filter(|e| &e.voice_key == key).count();
+            let count = self
+                .entries
+                .iter()
+                .filter(may_run)
+                .filter(|e| &e.voice_key == key)
+                .count();
             if idle || count >= self.max_size || waited >= self.max_wait {
                 return Some(key.clone());
             }
@@ -222,7 +275,7 @@ mod tests {
     impl Harness {
         fn new(max_size: usize, wait_ms: u64) -> Self {
             Self {
-                state: State::new(max_size, Duration::from_millis(wait_ms)),
+                state: State::new(max_size, Duration::from_millis(wait_ms), usize::MAX),
                 receivers: Vec::new(),
                 t0: Instant::now(),
             }
@@ -395,8 +448,30 @@ mod tests {
         let mut h = Harness::new(1, 0);
         for request in 0..2 * REMEMBERED_BATCHES {
             h.push_for(request, "v", "one", request);
-            assert_eq!(h.next(request, true), vec!["one"]);
+            let now = h.t0 + Duration::from_millis(request);
+            let decision = h.state.next_batch(now, true);
+            assert_eq!(decision.batch.len(), 1);
+            h.state.finished(&decision.requests);
         }
+        assert!(h.state.computing.is_empty());
         assert_eq!(h.state.served.len() as u64, REMEMBERED_BATCHES);
+    }
+
+    #[test]
+    fn a_request_at_its_share_of_workers_leaves_the_rest_to_others() {
+        let mut h = Harness::new(1, 0);
+        h.state.per_request = 1;
+        h.push_for(1, "v", "long one", 0);
+        h.push_for(1, "v", "long two", 1);
+        let first = h.state.next_batch(h.t0 + Duration::from_millis(2), true);
+        assert_eq!(first.requests, vec![1]);
+        // The long request computes on one worker: a second worker gets nothing of it…
+        assert!(h.next(3, false).is_empty());
+        assert_eq!(h.state.next_deadline(), None, "nothing to wake up for");
+        // …but takes a newcomer at once.
+        h.push_for(2, "v", "short", 4);
+        assert_eq!(h.next(30, false), vec!["short"]);
+        h.state.finished(&first.requests);
+        assert_eq!(h.next(31, true), vec!["long two"]);
     }
 }
