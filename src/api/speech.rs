@@ -80,6 +80,7 @@ enum Delivery {
 }
 
 const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+const X_CACHE_LAYER: HeaderName = HeaderName::from_static("x-cache-layer");
 const X_DURATION: HeaderName = HeaderName::from_static("x-audio-duration-s");
 const X_LATENCY: HeaderName = HeaderName::from_static("x-synthesis-latency-s");
 const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sample-rate");
@@ -105,6 +106,9 @@ pub async fn create_speech(
             let mut response = Response::new(Body::from(audio.bytes.clone()));
             let headers = response.headers_mut();
             set_common_headers(headers, format, audio.sample_rate, spoken.cache.as_str());
+            if let Some(layer) = spoken.layer {
+                set(headers, X_CACHE_LAYER, layer.as_str().to_string());
+            }
             set(
                 headers,
                 header::CONTENT_LENGTH,
@@ -127,6 +131,7 @@ pub async fn create_speech(
             let SpeechStream {
                 sample_rate,
                 cache,
+                layer,
                 chunks,
                 samples,
             } = stream;
@@ -143,6 +148,9 @@ pub async fn create_speech(
             } else {
                 set(headers, X_CACHE, cache.as_str().to_string());
                 set(headers, X_SAMPLE_RATE, sample_rate.to_string());
+            }
+            if let Some(layer) = layer {
+                set(headers, X_CACHE_LAYER, layer.as_str().to_string());
             }
             set(
                 headers,
