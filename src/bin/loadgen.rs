@@ -8,7 +8,8 @@
 //!
 //! Several replicas: `--url A,B` sends request i to the i-th URL in turn, and `--distinct K`
 //! repeats K texts, so the `X-Cache`/`X-Cache-Layer` tally shows how often one replica's
-//! synthesis answered another's request.
+//! synthesis answered another's request. Text i % K goes to URL i % N: pick K and N without
+//! a common factor, or each text only ever reaches one replica.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
