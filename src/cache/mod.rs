@@ -26,7 +26,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
-use self::redis::{Claim, SharedCache, SharedStats, Waited};
+use self::redis::{Claim, Lookup, SharedCache, SharedStats, Waited};
 use crate::config::CacheSettings;
 use crate::metrics as m;
 use crate::params::SynthesisParams;
@@ -353,21 +353,25 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
 
     /// The first stream of a key on this replica: Redis may have its bytes already.
     async fn lead_stream(&self, mut lease: StreamLease<E>) -> StreamRole<E> {
-        if let Some(shared) = &self.shared {
-            if let Some(audio) = shared.get(&lease.key).await {
-                let audio = Arc::new(audio);
-                remember(&lease.store, lease.key, audio.clone(), lease.max_bytes).await;
-                let outcome = CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Redis));
-                lease.hand_over(Ok(Found {
-                    audio: audio.clone(),
-                    outcome,
-                }));
-                count(CacheStatus::Hit);
-                return StreamRole::Done(audio, outcome);
+        let Some(shared) = &self.shared else {
+            return lead(lease);
+        };
+        let audio = match shared.get(&lease.key).await {
+            Lookup::Found(audio) => Arc::new(audio),
+            Lookup::Absent => return lead(lease),
+            Lookup::Unavailable => {
+                lease.shared = None;
+                return lead(lease);
             }
-        }
-        count(CacheStatus::Miss);
-        StreamRole::Lead(Some(lease))
+        };
+        remember(&lease.store, lease.key, audio.clone(), lease.max_bytes).await;
+        let outcome = CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Redis));
+        lease.hand_over(Ok(Found {
+            audio: audio.clone(),
+            outcome,
+        }));
+        count(CacheStatus::Hit);
+        StreamRole::Done(audio, outcome)
     }
 
     /// Entries and bytes after moka's pending maintenance, and the gauges set to match. Runs
@@ -406,6 +410,11 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     }
 }
 
+fn lead<E>(lease: StreamLease<E>) -> StreamRole<E> {
+    count(CacheStatus::Miss);
+    StreamRole::Lead(Some(lease))
+}
+
 /// A leader's work: Redis' value, another replica's (waited for), or this replica's synthesis,
 /// stored in both layers.
 async fn produce<E, F>(
@@ -419,25 +428,25 @@ where
     F: std::future::Future<Output = Result<CachedAudio, E>>,
 {
     let mut claim = None;
-    if let Some(shared) = shared {
+    let mut shared = shared;
+    if let Some(redis) = shared {
         let from_redis = |status| CacheOutcome::new(status, Some(CacheLayer::Redis));
-        let mut found = shared
-            .get(&key)
-            .await
-            .map(|audio| (audio, from_redis(CacheStatus::Hit)));
-        if found.is_none() {
-            match shared.claim(&key).await {
+        let mut found = None;
+        match redis.get(&key).await {
+            Lookup::Found(audio) => found = Some((audio, from_redis(CacheStatus::Hit))),
+            Lookup::Unavailable => shared = None,
+            Lookup::Absent => match redis.claim(&key).await {
                 Claim::Won(lock) => claim = Some(lock),
                 Claim::Stored(audio) => found = Some((audio, from_redis(CacheStatus::Hit))),
-                Claim::Taken => match shared.wait_for(&key).await {
+                Claim::Taken => match redis.wait_for(&key).await {
                     Waited::Value(audio) => {
                         found = Some((audio, from_redis(CacheStatus::Coalesced)))
                     }
                     Waited::Claimed(lock) => claim = Some(lock),
                     Waited::GaveUp => {}
                 },
-                Claim::Unavailable => {}
-            }
+                Claim::Unavailable => shared = None,
+            },
         }
         if let Some((audio, outcome)) = found {
             let audio = Arc::new(audio);

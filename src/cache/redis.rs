@@ -47,6 +47,15 @@ pub struct SharedStats {
     pub prefix: String,
 }
 
+/// What a first look in Redis found.
+pub enum Lookup {
+    Found(CachedAudio),
+    Absent,
+    /// Redis failed or is skipped: the request does without it from here on, so a failing
+    /// Redis costs one request one timeout at most.
+    Unavailable,
+}
+
 /// The answer to "may this replica synthesize the key for everyone?".
 pub enum Claim {
     Won(Lock),
@@ -132,14 +141,18 @@ impl SharedCache {
     }
 
     /// The stored audio for `key`, if Redis has an intact value for it.
-    pub async fn get(&self, key: &KeyHash) -> Option<CachedAudio> {
-        let found = self.fetch(key, Report::Refusals).await;
-        match &found {
-            Ok(Some(_)) => layer_lookup(m::CACHE_LAYER_HITS),
-            Ok(None) => layer_lookup(m::CACHE_LAYER_MISSES),
-            Err(()) => {}
+    pub async fn get(&self, key: &KeyHash) -> Lookup {
+        match self.fetch(key, Report::Refusals).await {
+            Ok(Some(audio)) => {
+                layer_lookup(m::CACHE_LAYER_HITS);
+                Lookup::Found(audio)
+            }
+            Ok(None) => {
+                layer_lookup(m::CACHE_LAYER_MISSES);
+                Lookup::Absent
+            }
+            Err(()) => Lookup::Unavailable,
         }
-        found.ok().flatten()
     }
 
     /// Stores `audio` under `key`, unless it is larger than one entry may be.
