@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# Debian's redis-server and haproxy, for the scale-out tests (the tests start them on loopback).
+scripts/scaleout-deps.sh
 # Headless Chromium, its driver and a venv with selenium, for the playground's browser test.
 scripts/browser-venv.sh
 # The reference Wyoming client (the PyPI package Home Assistant uses), pinned, in .venv-wyoming.

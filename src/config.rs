@@ -175,6 +175,31 @@ struct Options {
     /// Seconds a cached entry lives; 0 = no expiry
     #[arg(long, env = "OMNIVOICE_CACHE_TTL_S", default_value_t = DEFAULTS.cache_ttl_s)]
     cache_ttl_s: u64,
+    /// Redis URL of a second-level audio cache shared by replicas, e.g. redis://redis:6379/0; unset = off
+    #[arg(long, env = "OMNIVOICE_REDIS_URL")]
+    redis_url: Option<String>,
+    /// Prefix of every Redis key the server writes; replicas that share audio use the same one
+    #[arg(long, env = "OMNIVOICE_REDIS_PREFIX", default_value_t = DEFAULTS.redis_prefix.clone())]
+    redis_prefix: String,
+    /// Longest one Redis operation may take, in ms; then the request goes on without Redis
+    #[arg(long, env = "OMNIVOICE_REDIS_TIMEOUT_MS", default_value_t = DEFAULTS.redis_timeout_ms)]
+    redis_timeout_ms: u64,
+    /// Largest body stored in Redis, in MiB; larger ones stay in this replica's memory only
+    #[arg(long, env = "OMNIVOICE_REDIS_MAX_ENTRY_MB",
+          default_value_t = DEFAULTS.redis_max_entry_mb)]
+    redis_max_entry_mb: u64,
+    /// Longest a request waits for an identical one that another replica is synthesizing, in ms; then it synthesizes itself
+    #[arg(long, env = "OMNIVOICE_REDIS_LOCK_WAIT_MS",
+          default_value_t = DEFAULTS.redis_lock_wait_ms)]
+    redis_lock_wait_ms: u64,
+    /// Consecutive Redis failures after which Redis is skipped for --redis-breaker-cooldown-ms
+    #[arg(long, env = "OMNIVOICE_REDIS_BREAKER_FAILURES",
+          default_value_t = DEFAULTS.redis_breaker_failures)]
+    redis_breaker_failures: u32,
+    /// How long Redis is skipped once the breaker opens, in ms; then one operation probes it
+    #[arg(long, env = "OMNIVOICE_REDIS_BREAKER_COOLDOWN_MS",
+          default_value_t = DEFAULTS.redis_breaker_cooldown_ms)]
+    redis_breaker_cooldown_ms: u64,
     /// `[models.aliases]`: extra model names → engine ids (file only).
     #[arg(skip)]
     models: AliasTable,
@@ -215,6 +240,13 @@ impl Default for Options {
             cache_enabled: true,
             cache_max_mb: 512,
             cache_ttl_s: 3600,
+            redis_url: None,
+            redis_prefix: "omnivoice:".into(),
+            redis_timeout_ms: 100,
+            redis_max_entry_mb: 8,
+            redis_lock_wait_ms: 10_000,
+            redis_breaker_failures: 3,
+            redis_breaker_cooldown_ms: 1000,
             models: AliasTable::default(),
             voices: AliasTable::default(),
         }
@@ -395,7 +427,23 @@ pub struct BatchSettings {
 pub struct CacheSettings {
     pub enabled: bool,
     pub max_mb: u64,
+    /// Also the expiry of Redis entries.
     pub ttl_s: u64,
+    /// The second layer, shared by replicas; `None` = memory only.
+    pub redis: Option<RedisSettings>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RedisSettings {
+    /// May hold a password: never shown by `/health`.
+    #[serde(skip)]
+    pub url: String,
+    pub prefix: String,
+    pub timeout_ms: u64,
+    pub max_entry_mb: u64,
+    pub lock_wait_ms: u64,
+    pub breaker_failures: u32,
+    pub breaker_cooldown_ms: u64,
 }
 
 /// A setting that cannot be used; the message names it.
@@ -441,6 +489,15 @@ impl Settings {
                 enabled: o.cache_enabled && !args.flags.no_cache,
                 max_mb: o.cache_max_mb,
                 ttl_s: o.cache_ttl_s,
+                redis: o.redis_url.map(|url| RedisSettings {
+                    url,
+                    prefix: o.redis_prefix,
+                    timeout_ms: o.redis_timeout_ms,
+                    max_entry_mb: o.redis_max_entry_mb,
+                    lock_wait_ms: o.redis_lock_wait_ms,
+                    breaker_failures: o.redis_breaker_failures,
+                    breaker_cooldown_ms: o.redis_breaker_cooldown_ms,
+                }),
             },
             max_loaded_voices: o.max_loaded_voices,
             single_engine_resident: o.single_engine_resident,
@@ -485,6 +542,25 @@ impl Settings {
         if self.api_keys.iter().any(|k| k.trim().is_empty()) {
             return Err(invalid("api-key", "keys must not be empty"));
         }
+        if let Some(redis) = &self.cache.redis {
+            let positive = [
+                ("redis-timeout-ms", redis.timeout_ms),
+                ("redis-max-entry-mb", redis.max_entry_mb),
+                ("redis-breaker-failures", u64::from(redis.breaker_failures)),
+            ];
+            for (name, value) in positive {
+                if value == 0 {
+                    return Err(invalid(name, "must be at least 1"));
+                }
+            }
+            // Parsing connects to nothing; it catches a typo before the first request would.
+            if let Err(e) = redis::Client::open(redis.url.as_str()) {
+                return Err(invalid(
+                    "redis-url",
+                    format!("'{}': {e}", redact(&redis.url)),
+                ));
+            }
+        }
         if self.wyoming_port.is_some_and(|p| p != 0 && p == self.port) {
             return Err(invalid("wyoming-port", "must differ from port"));
         }
@@ -502,6 +578,14 @@ impl Settings {
                 ..self.batch.clone()
             }
         }
+    }
+}
+
+/// A URL with its password (if any) blanked, for error messages and logs.
+fn redact(url: &str) -> String {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, _)), Some(at)) => format!("{scheme}://***{}", &url[at..]),
+        _ => url.to_string(),
     }
 }
 

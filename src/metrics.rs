@@ -23,6 +23,13 @@ pub const CACHE_COALESCED: &str = "omnivoice_cache_coalesced_total";
 pub const CACHE_EVICTIONS: &str = "omnivoice_cache_evictions_total";
 pub const CACHE_ENTRIES: &str = "omnivoice_cache_entries";
 pub const CACHE_BYTES: &str = "omnivoice_cache_bytes";
+pub const CACHE_LAYER_HITS: &str = "omnivoice_cache_layer_hits_total";
+pub const CACHE_LAYER_MISSES: &str = "omnivoice_cache_layer_misses_total";
+pub const REDIS_ERRORS: &str = "omnivoice_redis_errors_total";
+pub const REDIS_SKIPPED: &str = "omnivoice_redis_skipped_total";
+pub const REDIS_REFUSED: &str = "omnivoice_redis_refused_values_total";
+pub const REDIS_WAITS: &str = "omnivoice_redis_waits_total";
+pub const REDIS_BREAKER_STATE: &str = "omnivoice_redis_breaker_state";
 pub const BATCH_REQUESTS_AVOIDED: &str = "omnivoice_batch_requests_avoided_total";
 pub const SYNTHESES_TOTAL: &str = "omnivoice_syntheses_total";
 pub const VOICES_LOADED: &str = "omnivoice_voices_loaded";
@@ -138,6 +145,34 @@ fn describe() {
     );
     describe_gauge!(CACHE_ENTRIES, "Entries in the audio cache.");
     describe_gauge!(CACHE_BYTES, Unit::Bytes, "Bytes held by the audio cache.");
+    describe_counter!(
+        CACHE_LAYER_HITS,
+        "Cache lookups answered, by layer (memory, redis)."
+    );
+    describe_counter!(
+        CACHE_LAYER_MISSES,
+        "Cache lookups that found nothing, by layer (memory, redis)."
+    );
+    describe_counter!(
+        REDIS_ERRORS,
+        "Redis operations that failed, by operation and kind (timeout, connection, reply)."
+    );
+    describe_counter!(
+        REDIS_SKIPPED,
+        "Redis operations not attempted, by operation and reason (breaker_open, too_large)."
+    );
+    describe_counter!(
+        REDIS_REFUSED,
+        "Values read from Redis and ignored, by reason (foreign, other_version, other_key, corrupt)."
+    );
+    describe_counter!(
+        REDIS_WAITS,
+        "Waits for an identical request on another replica, by outcome (value, took_over, gave_up)."
+    );
+    describe_gauge!(
+        REDIS_BREAKER_STATE,
+        "Redis circuit breaker: 0 closed (in use), 1 open (skipped), 2 half-open (probing)."
+    );
     describe_counter!(
         BATCH_REQUESTS_AVOIDED,
         "Requests the batcher never saw thanks to the cache."

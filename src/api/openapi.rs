@@ -34,7 +34,8 @@ use utoipa::{IntoResponses, ToSchema};
 
 use super::error::ErrorBody;
 use super::speech::{
-    SpeechAudioDelta, SpeechAudioDone, SpeechRequest, X_CACHE, X_DURATION, X_LATENCY, X_SAMPLE_RATE,
+    SpeechAudioDelta, SpeechAudioDone, SpeechRequest, X_CACHE, X_CACHE_LAYER, X_DURATION,
+    X_LATENCY, X_SAMPLE_RATE,
 };
 use super::REQUEST_ID;
 use crate::audio::AudioFormat;
@@ -366,6 +367,20 @@ impl IntoResponses for SpeechResponses {
                     Object::with_type(Type::Number),
                     "Seconds from the request to the answer's headers.",
                 ),
+            )
+            .header(
+                X_CACHE_LAYER.as_str(),
+                Header::builder()
+                    .schema(Some(
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .enum_values(Some(["memory", "redis"])),
+                    ))
+                    .description(Some(
+                        "On cache hits: which layer answered, this replica's memory or the \
+                         Redis cache shared by replicas (`--redis-url`).",
+                    ))
+                    .build(),
             )
             .header(
                 X_DURATION.as_str(),

@@ -122,6 +122,7 @@ enum Delivery {
 }
 
 pub(super) const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+pub(super) const X_CACHE_LAYER: HeaderName = HeaderName::from_static("x-cache-layer");
 pub(super) const X_DURATION: HeaderName = HeaderName::from_static("x-audio-duration-s");
 pub(super) const X_LATENCY: HeaderName = HeaderName::from_static("x-synthesis-latency-s");
 pub(super) const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sample-rate");
@@ -156,6 +157,9 @@ pub async fn create_speech(
             let mut response = Response::new(Body::from(audio.bytes.clone()));
             let headers = response.headers_mut();
             set_common_headers(headers, format, audio.sample_rate, spoken.cache.as_str());
+            if let Some(layer) = spoken.layer {
+                set(headers, X_CACHE_LAYER, layer.as_str().to_string());
+            }
             set(
                 headers,
                 header::CONTENT_LENGTH,
@@ -178,6 +182,7 @@ pub async fn create_speech(
             let SpeechStream {
                 sample_rate,
                 cache,
+                layer,
                 chunks,
                 samples,
             } = stream;
@@ -194,6 +199,9 @@ pub async fn create_speech(
             } else {
                 set(headers, X_CACHE, cache.as_str().to_string());
                 set(headers, X_SAMPLE_RATE, sample_rate.to_string());
+            }
+            if let Some(layer) = layer {
+                set(headers, X_CACHE_LAYER, layer.as_str().to_string());
             }
             set(
                 headers,

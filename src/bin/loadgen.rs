@@ -5,7 +5,13 @@
 //! wall-clock second, latency percentiles and time to first byte.
 //!
 //! Example: `cargo run --release --bin loadgen -- --url http://127.0.0.1:8880 -n 64 -c 16 --unique`
+//!
+//! Several replicas: `--url A,B` sends request i to the i-th URL in turn, and `--distinct K`
+//! repeats K texts, so the `X-Cache`/`X-Cache-Layer` tally shows how often one replica's
+//! synthesis answered another's request. Text i % K goes to URL i % N: pick K and N without
+//! a common factor, or each text only ever reaches one replica.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,9 +26,9 @@ use hdrhistogram::Histogram;
     about = "Drive an omnivoice-server with speech requests"
 )]
 struct Args {
-    /// Base URL of the server.
-    #[arg(long, default_value = "http://127.0.0.1:8880")]
-    url: String,
+    /// Base URL of the server; several (comma-separated) take requests in turn.
+    #[arg(long, default_value = "http://127.0.0.1:8880", value_delimiter = ',')]
+    url: Vec<String>,
     /// Total requests to send.
     #[arg(short = 'n', long, default_value_t = 32)]
     requests: usize,
@@ -32,6 +38,9 @@ struct Args {
     /// Make every request's text different (defeats the cache); otherwise all repeat one text.
     #[arg(long)]
     unique: bool,
+    /// Cycle through this many different texts (a number is appended); overrides --unique.
+    #[arg(long)]
+    distinct: Option<usize>,
     /// Text to speak (a number is appended with --unique).
     #[arg(
         long,
@@ -60,6 +69,8 @@ struct Sample {
     first_byte: Duration,
     audio_s: f64,
     ok: bool,
+    /// `X-Cache`, with `/` and `X-Cache-Layer` when the answer names one.
+    cache: String,
 }
 
 #[tokio::main]
@@ -99,18 +110,17 @@ async fn main() {
 }
 
 async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample {
-    let input = if args.unique {
-        format!("{} Number {i}.", args.text)
-    } else {
-        args.text.clone()
+    let input = match (args.distinct, args.unique) {
+        (Some(k), _) => format!("{} Number {}.", args.text, i % k.max(1)),
+        (None, true) => format!("{} Number {i}.", args.text),
+        (None, false) => args.text.clone(),
     };
+    let url = &args.url[i % args.url.len()];
     let body = serde_json::json!({
         "model": args.model, "voice": args.voice, "input": input,
         "response_format": args.format, "stream": args.stream,
     });
-    let mut request = client
-        .post(format!("{}/v1/audio/speech", args.url))
-        .json(&body);
+    let mut request = client.post(format!("{url}/v1/audio/speech")).json(&body);
     if let Some(key) = &args.api_key {
         request = request.bearer_auth(key);
     }
@@ -120,6 +130,7 @@ async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample 
         first_byte: started.elapsed(),
         audio_s: 0.0,
         ok: false,
+        cache: String::new(),
     };
     let Ok(response) = request.send().await else {
         return failed(started);
@@ -132,6 +143,17 @@ async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample 
         .get("x-audio-duration-s")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let cache = match (header("x-cache"), header("x-cache-layer")) {
+        (Some(status), Some(layer)) => format!("{status}/{layer}"),
+        (status, _) => status.unwrap_or_else(|| "-".into()),
+    };
     let bytes_per_second = bytes_per_audio_second(&args.format);
     let mut first_byte = None;
     let mut bytes = 0usize;
@@ -153,6 +175,7 @@ async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample 
         first_byte: first_byte.unwrap_or(latency),
         audio_s,
         ok: true,
+        cache,
     }
 }
 
@@ -201,4 +224,10 @@ fn report(args: &Args, samples: &[Sample], wall: f64) {
         ms(&ttfb, 0.95),
         ms(&ttfb, 0.99)
     );
+    let mut tally = BTreeMap::<&str, usize>::new();
+    for s in &ok {
+        *tally.entry(s.cache.as_str()).or_default() += 1;
+    }
+    let tally: Vec<String> = tally.iter().map(|(k, n)| format!("{k}={n}")).collect();
+    println!("cache {}", tally.join(" "));
 }

@@ -354,3 +354,39 @@ fn the_readme_table_lists_every_flag_with_its_default() {
          expected:\n{expected}"
     );
 }
+
+#[test]
+fn redis_is_off_unless_a_url_is_given() {
+    let s = Settings::resolve(&parse(&[])).unwrap();
+    assert_eq!(s.cache.redis, None);
+    let s = with_file(
+        "redis_url = \"redis://:secret@cache.internal:6380/2\"\nredis_timeout_ms = 40\n",
+        &["--redis-prefix", "tts:"],
+    )
+    .unwrap();
+    let redis = s.cache.redis.clone().expect("a URL turns redis on");
+    assert_eq!(redis.url, "redis://:secret@cache.internal:6380/2");
+    assert_eq!((redis.prefix.as_str(), redis.timeout_ms), ("tts:", 40));
+    assert_eq!(redis.lock_wait_ms, Options::default().redis_lock_wait_ms);
+    let shown = serde_json::to_string(&s).unwrap();
+    assert!(!shown.contains("secret"), "settings as shown: {shown}");
+}
+
+#[test]
+fn a_bad_redis_setting_is_named_and_its_password_not_shown() {
+    let err = Settings::resolve(&parse(&["--redis-url", "http://:hunter2@x/"]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("'redis-url'") && !err.contains("hunter2"),
+        "{err}"
+    );
+    let err = Settings::resolve(&parse(&[
+        "--redis-url",
+        "redis://127.0.0.1/",
+        "--redis-timeout-ms",
+        "0",
+    ]))
+    .unwrap_err();
+    assert!(err.to_string().contains("redis-timeout-ms"), "{err}");
+}

@@ -19,7 +19,9 @@ use tokio::sync::oneshot;
 
 use crate::audio;
 use crate::batch::{BatchError, Batcher, Reply, SubmitError};
-use crate::cache::{AudioCache, CacheKey, CacheStats, CacheStatus, CachedAudio, KeyHash};
+use crate::cache::{
+    AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
+};
 use crate::engine::registry::{ModelInfo, Registry, ReloadReport};
 use crate::engine::{Pcm, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
@@ -37,6 +39,8 @@ pub const MAX_UTTERANCE_CHARS: usize = 400;
 pub struct Spoken {
     pub audio: Arc<CachedAudio>,
     pub cache: CacheStatus,
+    /// The cache the bytes came from; `None` when synthesized for this request.
+    pub layer: Option<CacheLayer>,
 }
 
 /// A voice as front doors list it.
@@ -205,10 +209,11 @@ impl SpeechService {
         let this = self.clone();
         let bypass = !job.use_cache();
         let work = async move { this.synthesize_whole(job).await };
-        let (result, status) = self.inner.cache.get_or_synthesize(key, bypass, work).await;
+        let (result, outcome) = self.inner.cache.get_or_synthesize(key, bypass, work).await;
         result.map(|audio| Spoken {
             audio,
-            cache: status,
+            cache: outcome.status,
+            layer: outcome.layer,
         })
     }
 
@@ -337,6 +342,7 @@ mod tests {
             enabled: true,
             max_mb: 8,
             ttl_s: 0,
+            redis: None,
         };
         SpeechService::new(
             Arc::new(registry),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::synthesis::Synthesis;
 use super::{join, Job, SpeechError, SpeechService};
 use crate::audio;
-use crate::cache::{CacheStatus, CachedAudio, StreamLease, StreamRole};
+use crate::cache::{CacheLayer, CacheStatus, CachedAudio, StreamLease, StreamRole};
 use crate::metrics as m;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
@@ -20,6 +20,8 @@ use futures::stream::{self, BoxStream, StreamExt};
 pub struct SpeechStream {
     pub sample_rate: u32,
     pub cache: CacheStatus,
+    /// The cache the bytes came from; `None` when they are synthesized for this request.
+    pub layer: Option<CacheLayer>,
     /// Encoded bytes; an error ends the stream.
     pub chunks: BoxStream<'static, Result<Bytes, SpeechError>>,
     /// Samples produced so far, at `sample_rate` (for usage reports once the stream ends).
@@ -39,7 +41,7 @@ impl SpeechService {
         } else {
             match self.inner.cache.lead_or_follow(self.key(&job)).await? {
                 StreamRole::Lead(lease) => lease,
-                StreamRole::Done(audio, status) => {
+                StreamRole::Done(audio, outcome) => {
                     let bytes = audio.bytes.clone();
                     m::add_audio_seconds(audio.duration_s);
                     samples.store(
@@ -48,7 +50,8 @@ impl SpeechService {
                     );
                     return Ok(SpeechStream {
                         sample_rate: audio.sample_rate,
-                        cache: status,
+                        cache: outcome.status,
+                        layer: outcome.layer,
                         chunks: stream::once(async move { Ok(bytes) }).boxed(),
                         samples,
                     });
@@ -95,6 +98,7 @@ impl SpeechService {
             } else {
                 CacheStatus::Miss
             },
+            layer: None,
             chunks,
             samples,
         })

@@ -4,6 +4,7 @@
 
 pub mod decode;
 pub mod fake;
+pub mod services;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -1,4 +1,4 @@
-//! The in-memory cache of finished audio, in front of the batcher.
+//! The cache of finished audio, in front of the batcher: in memory, and optionally in Redis.
 //!
 //! Agents and chat apps repeat phrases; answering a repeat from memory costs microseconds
 //! instead of a forward pass. Entries are the final encoded bytes, keyed on everything that
@@ -7,7 +7,13 @@
 //! instead of synthesizing again (single flight); a failure is handed to every waiter and
 //! never stored. The cache does not know what a failure is: it is generic over the caller's
 //! error type and only adds its own outcome, [`FlightError::Abandoned`].
+//!
+//! With `--redis-url`, a miss in memory asks Redis next (see [`redis`]), which the replicas of
+//! a deployment share: lookups go memory, Redis, synthesis, and a Redis hit fills memory.
 
+mod breaker;
+mod envelope;
+mod redis;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,6 +26,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+use self::redis::{Claim, Lookup, SharedCache, SharedStats, Waited};
 use crate::config::CacheSettings;
 use crate::metrics as m;
 use crate::params::SynthesisParams;
@@ -66,6 +73,36 @@ impl CacheKey<'_> {
     }
 }
 
+/// Where a cached answer came from, for the `X-Cache-Layer` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheLayer {
+    Memory,
+    Redis,
+}
+
+impl CacheLayer {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheLayer::Memory => "memory",
+            CacheLayer::Redis => "redis",
+        }
+    }
+}
+
+/// How a response was produced: `status` for `X-Cache`; `layer` names the cache the bytes
+/// came from, and is `None` when they were synthesized for this request or its twins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheOutcome {
+    pub status: CacheStatus,
+    pub layer: Option<CacheLayer>,
+}
+
+impl CacheOutcome {
+    fn new(status: CacheStatus, layer: Option<CacheLayer>) -> Self {
+        Self { status, layer }
+    }
+}
+
 /// How a response was produced, for the `X-Cache` header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheStatus {
@@ -86,7 +123,14 @@ impl CacheStatus {
     }
 }
 
-type FlightResult<E> = Result<Arc<CachedAudio>, FlightError<E>>;
+/// What a flight produced, as its leader tells it; waiters report `Coalesced` instead.
+#[derive(Debug, Clone)]
+struct Found {
+    audio: Arc<CachedAudio>,
+    outcome: CacheOutcome,
+}
+
+type FlightResult<E> = Result<Found, FlightError<E>>;
 type Flight<E> = Shared<BoxFuture<'static, FlightResult<E>>>;
 type WeakFlight<E> = WeakShared<BoxFuture<'static, FlightResult<E>>>;
 
@@ -94,9 +138,13 @@ type WeakFlight<E> = WeakShared<BoxFuture<'static, FlightResult<E>>>;
 /// finished flight never removes its successor.
 type InFlight<E> = Arc<Mutex<HashMap<KeyHash, (u64, WeakFlight<E>)>>>;
 
+type Memory = moka::future::Cache<KeyHash, Arc<CachedAudio>>;
+
 /// The cache; `E` is the error a failed synthesis hands to everyone waiting for it.
 pub struct AudioCache<E> {
-    store: Option<moka::future::Cache<KeyHash, Arc<CachedAudio>>>,
+    store: Option<Memory>,
+    /// Redis, when configured: the second layer, shared with other replicas.
+    shared: Option<Arc<SharedCache>>,
     in_flight: InFlight<E>,
     next_flight: AtomicU64,
     max_bytes: u64,
@@ -111,9 +159,13 @@ pub struct CacheStats {
     pub bytes: u64,
     pub max_bytes: u64,
     pub evictions: u64,
+    /// The Redis layer, when configured.
+    pub redis: Option<SharedStats>,
 }
 
 impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
+    /// The cache these settings describe. With a Redis URL it must run inside the Tokio runtime
+    /// (the client connects in the background).
     pub fn new(settings: &CacheSettings) -> Self {
         let max_bytes = settings.max_mb.saturating_mul(1024 * 1024);
         let evictions = Arc::new(AtomicU64::new(0));
@@ -135,8 +187,20 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
             }
             builder.build()
         });
+        let shared = settings
+            .redis
+            .as_ref()
+            .filter(|_| settings.enabled)
+            .and_then(|redis| match SharedCache::connect(redis, settings.ttl_s) {
+                Ok(shared) => Some(shared),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot use the redis URL; serving without it");
+                    None
+                }
+            });
         Self {
             store,
+            shared,
             in_flight: Arc::default(),
             next_flight: AtomicU64::new(0),
             max_bytes,
@@ -149,42 +213,61 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     }
 
     /// The stored bytes for `key`, or the result of `synthesize` — shared with every identical
-    /// request already waiting for it. `bypass` skips reading and writing the cache.
+    /// request already waiting for it, on this replica or (through Redis) on another.
+    /// `bypass` skips reading and writing the cache.
     pub async fn get_or_synthesize<F>(
         &self,
         key: KeyHash,
         bypass: bool,
         synthesize: F,
-    ) -> (Result<Arc<CachedAudio>, E>, CacheStatus)
+    ) -> (Result<Arc<CachedAudio>, E>, CacheOutcome)
     where
         F: std::future::Future<Output = Result<CachedAudio, E>> + Send + 'static,
     {
         let Some(store) = self.store.as_ref().filter(|_| !bypass) else {
-            return (synthesize.await.map(Arc::new), CacheStatus::Bypass);
+            let outcome = CacheOutcome::new(CacheStatus::Bypass, None);
+            return (synthesize.await.map(Arc::new), outcome);
         };
         let mut synthesize = Some(synthesize);
         loop {
-            if let Some(hit) = store.get(&key).await {
-                count(CacheStatus::Hit);
-                return (Ok(hit), CacheStatus::Hit);
+            if let Some(hit) = memory_get(store, &key).await {
+                let outcome = CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Memory));
+                count(outcome.status);
+                return (Ok(hit), outcome);
             }
-            let (flight, status) = {
+            let (flight, leads) = {
                 let mut in_flight = self.in_flight.lock().expect("cache lock");
                 match in_flight.get(&key).and_then(|(_, weak)| weak.upgrade()) {
-                    Some(flight) => (flight, CacheStatus::Coalesced),
+                    Some(flight) => (flight, false),
                     None => {
                         let id = self.next_flight.fetch_add(1, Ordering::Relaxed);
                         let work = synthesize.take().expect("a request leads at most once");
                         let flight = self.leader(key, id, store.clone(), work);
                         in_flight.insert(key, (id, flight.downgrade().expect("flight is pending")));
-                        (flight, CacheStatus::Miss)
+                        (flight, true)
                     }
                 }
             };
-            count(status);
+            let as_waiter = |layer| CacheOutcome::new(CacheStatus::Coalesced, layer);
             match flight.await {
-                Ok(audio) => return (Ok(audio), status),
-                Err(FlightError::Failed(e)) => return (Err(e), status),
+                Ok(found) => {
+                    let outcome = if leads {
+                        found.outcome
+                    } else {
+                        as_waiter(found.outcome.layer)
+                    };
+                    count(outcome.status);
+                    return (Ok(found.audio), outcome);
+                }
+                Err(FlightError::Failed(e)) => {
+                    let status = if leads {
+                        CacheStatus::Miss
+                    } else {
+                        CacheStatus::Coalesced
+                    };
+                    count(status);
+                    return (Err(e), CacheOutcome::new(status, None));
+                }
                 // A streamed leader went away: lead instead. (A leader's own flight is never
                 // abandoned: it is driven by whoever awaits it.)
                 Err(FlightError::Abandoned) => continue,
@@ -192,27 +275,18 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
         }
     }
 
-    /// The shared future of the first request for a key: it synthesizes, stores a success and
-    /// leaves the in-flight table, whichever of its waiters happens to drive it.
-    fn leader<F>(
-        &self,
-        key: KeyHash,
-        id: u64,
-        store: moka::future::Cache<KeyHash, Arc<CachedAudio>>,
-        synthesize: F,
-    ) -> Flight<E>
+    /// The shared future of the first request for a key on this replica: it asks Redis,
+    /// otherwise synthesizes and stores a success, and leaves the in-flight table, whichever
+    /// of its waiters happens to drive it.
+    fn leader<F>(&self, key: KeyHash, id: u64, store: Memory, synthesize: F) -> Flight<E>
     where
         F: std::future::Future<Output = Result<CachedAudio, E>> + Send + 'static,
     {
         let in_flight = self.in_flight.clone();
+        let shared = self.shared.clone();
         let max_bytes = self.max_bytes;
         async move {
-            let result = synthesize.await.map(Arc::new).map_err(FlightError::Failed);
-            if let Ok(audio) = &result {
-                if (audio.bytes.len() as u64) <= max_bytes {
-                    store.insert(key, audio.clone()).await;
-                }
-            }
+            let result = produce(key, &store, shared.as_ref(), max_bytes, synthesize).await;
             leave(&in_flight, key, id);
             result
         }
@@ -221,22 +295,25 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     }
 
     /// For a streamed response, which produces its bytes piece by piece outside of this
-    /// cache: the cached bytes, the bytes of an identical request in flight (waited for), or a
-    /// lease to produce them and hand them to whoever arrives meanwhile. If the streaming
-    /// request that holds the lease goes away, its waiters take over: one of them leads next.
+    /// cache: the cached bytes (memory, then Redis), the bytes of an identical request in
+    /// flight on this replica (waited for), or a lease to produce them and hand them to
+    /// whoever arrives meanwhile. If the streaming request that holds the lease goes away, its
+    /// waiters take over: one of them leads next. A stream never waits for another replica:
+    /// its client is listening for first audio now.
     pub async fn lead_or_follow(&self, key: KeyHash) -> Result<StreamRole<E>, E> {
         let Some(store) = &self.store else {
             return Ok(StreamRole::Lead(None));
         };
         loop {
-            if let Some(hit) = store.get(&key).await {
+            if let Some(hit) = memory_get(store, &key).await {
                 count(CacheStatus::Hit);
-                return Ok(StreamRole::Done(hit, CacheStatus::Hit));
+                let outcome = CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Memory));
+                return Ok(StreamRole::Done(hit, outcome));
             }
             let flight = {
                 let mut in_flight = self.in_flight.lock().expect("cache lock");
                 match in_flight.get(&key).and_then(|(_, weak)| weak.upgrade()) {
-                    Some(flight) => flight,
+                    Some(flight) => Err(flight),
                     None => {
                         let id = self.next_flight.fetch_add(1, Ordering::Relaxed);
                         let (sender, receiver) = oneshot::channel();
@@ -245,26 +322,56 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
                             .boxed()
                             .shared();
                         in_flight.insert(key, (id, flight.downgrade().expect("flight is pending")));
-                        count(CacheStatus::Miss);
-                        return Ok(StreamRole::Lead(Some(StreamLease {
+                        Ok(StreamLease {
                             key,
                             id,
                             sender: Some(sender),
                             _keep_alive: flight,
                             in_flight: self.in_flight.clone(),
                             store: store.clone(),
+                            shared: self.shared.clone(),
                             max_bytes: self.max_bytes,
-                        })));
+                        })
                     }
                 }
             };
+            let flight = match flight {
+                Ok(lease) => return Ok(self.lead_stream(lease).await),
+                Err(flight) => flight,
+            };
             count(CacheStatus::Coalesced);
             match flight.await {
-                Ok(audio) => return Ok(StreamRole::Done(audio, CacheStatus::Coalesced)),
+                Ok(found) => {
+                    let outcome = CacheOutcome::new(CacheStatus::Coalesced, found.outcome.layer);
+                    return Ok(StreamRole::Done(found.audio, outcome));
+                }
                 Err(FlightError::Abandoned) => continue,
                 Err(FlightError::Failed(e)) => return Err(e),
             }
         }
+    }
+
+    /// The first stream of a key on this replica: Redis may have its bytes already.
+    async fn lead_stream(&self, mut lease: StreamLease<E>) -> StreamRole<E> {
+        let Some(shared) = &self.shared else {
+            return lead(lease);
+        };
+        let audio = match shared.get(&lease.key).await {
+            Lookup::Found(audio) => Arc::new(audio),
+            Lookup::Absent => return lead(lease),
+            Lookup::Unavailable => {
+                lease.shared = None;
+                return lead(lease);
+            }
+        };
+        remember(&lease.store, lease.key, audio.clone(), lease.max_bytes).await;
+        let outcome = CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Redis));
+        lease.hand_over(Ok(Found {
+            audio: audio.clone(),
+            outcome,
+        }));
+        count(CacheStatus::Hit);
+        StreamRole::Done(audio, outcome)
     }
 
     /// Entries and bytes after moka's pending maintenance, and the gauges set to match. Runs
@@ -285,10 +392,12 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
             bytes,
             max_bytes: self.max_bytes,
             evictions: self.evictions.load(Ordering::Relaxed),
+            redis: self.shared.as_ref().map(|shared| shared.stats()),
         }
     }
 
-    /// Empties the cache and returns what it held.
+    /// Empties this replica's memory and returns what it held. Redis is shared with the
+    /// other replicas and stays as it is (its entries expire with `--cache-ttl-s`).
     pub async fn clear(&self) -> CacheStats {
         let stats = self.stats().await;
         if let Some(store) = &self.store {
@@ -301,11 +410,89 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     }
 }
 
+fn lead<E>(lease: StreamLease<E>) -> StreamRole<E> {
+    count(CacheStatus::Miss);
+    StreamRole::Lead(Some(lease))
+}
+
+/// A leader's work: Redis' value, another replica's (waited for), or this replica's synthesis,
+/// stored in both layers.
+async fn produce<E, F>(
+    key: KeyHash,
+    store: &Memory,
+    shared: Option<&Arc<SharedCache>>,
+    max_bytes: u64,
+    synthesize: F,
+) -> FlightResult<E>
+where
+    F: std::future::Future<Output = Result<CachedAudio, E>>,
+{
+    let mut claim = None;
+    let mut shared = shared;
+    if let Some(redis) = shared {
+        let from_redis = |status| CacheOutcome::new(status, Some(CacheLayer::Redis));
+        let mut found = None;
+        match redis.get(&key).await {
+            Lookup::Found(audio) => found = Some((audio, from_redis(CacheStatus::Hit))),
+            Lookup::Unavailable => shared = None,
+            Lookup::Absent => match redis.claim(&key).await {
+                Claim::Won(lock) => claim = Some(lock),
+                Claim::Stored(audio) => found = Some((audio, from_redis(CacheStatus::Hit))),
+                Claim::Taken => match redis.wait_for(&key).await {
+                    Waited::Value(audio) => {
+                        found = Some((audio, from_redis(CacheStatus::Coalesced)))
+                    }
+                    Waited::Claimed(lock) => claim = Some(lock),
+                    Waited::GaveUp => {}
+                },
+                Claim::Unavailable => shared = None,
+            },
+        }
+        if let Some((audio, outcome)) = found {
+            let audio = Arc::new(audio);
+            remember(store, key, audio.clone(), max_bytes).await;
+            return Ok(Found { audio, outcome });
+        }
+    }
+    let result = synthesize.await.map(Arc::new).map_err(FlightError::Failed);
+    if let Ok(audio) = &result {
+        remember(store, key, audio.clone(), max_bytes).await;
+        if let Some(shared) = shared {
+            shared.put(&key, audio).await;
+        }
+    }
+    if let Some(lock) = claim {
+        lock.release().await;
+    }
+    result.map(|audio| Found {
+        audio,
+        outcome: CacheOutcome::new(CacheStatus::Miss, None),
+    })
+}
+
+async fn memory_get(store: &Memory, key: &KeyHash) -> Option<Arc<CachedAudio>> {
+    let hit = store.get(key).await;
+    let name = if hit.is_some() {
+        m::CACHE_LAYER_HITS
+    } else {
+        m::CACHE_LAYER_MISSES
+    };
+    metrics::counter!(name, "layer" => "memory").increment(1);
+    hit
+}
+
+/// Stores `audio` in memory unless it alone exceeds the budget.
+async fn remember(store: &Memory, key: KeyHash, audio: Arc<CachedAudio>, max_bytes: u64) {
+    if (audio.bytes.len() as u64) <= max_bytes {
+        store.insert(key, audio).await;
+    }
+}
+
 /// What a streamed request does: produce the audio (holding the lease, if the cache is on),
 /// or send bytes that already exist.
 pub enum StreamRole<E> {
     Lead(Option<StreamLease<E>>),
-    Done(Arc<CachedAudio>, CacheStatus),
+    Done(Arc<CachedAudio>, CacheOutcome),
 }
 
 /// The right, and the duty, to produce a key's bytes for everyone waiting on them.
@@ -316,26 +503,36 @@ pub struct StreamLease<E> {
     /// Keeps the shared flight alive while no waiter holds it, so later arrivals still find it.
     _keep_alive: Flight<E>,
     in_flight: InFlight<E>,
-    store: moka::future::Cache<KeyHash, Arc<CachedAudio>>,
+    store: Memory,
+    shared: Option<Arc<SharedCache>>,
     max_bytes: u64,
 }
 
 impl<E> StreamLease<E> {
-    /// Stores a success, and hands the result to every waiter.
+    /// Stores a success in both layers, and hands the result to every waiter.
     pub async fn complete(mut self, result: Result<CachedAudio, E>) {
         let result = result.map(Arc::new).map_err(FlightError::Failed);
         if let Ok(audio) = &result {
-            if (audio.bytes.len() as u64) <= self.max_bytes {
-                self.store.insert(self.key, audio.clone()).await;
-            }
+            remember(&self.store, self.key, audio.clone(), self.max_bytes).await;
         }
+        let found = result.map(|audio| Found {
+            audio,
+            outcome: CacheOutcome::new(CacheStatus::Miss, None),
+        });
+        let stored = found.as_ref().ok().map(|found| found.audio.clone());
+        self.hand_over(found);
+        if let (Some(audio), Some(shared)) = (stored, &self.shared) {
+            shared.put(&self.key, &audio).await;
+        }
+    }
+
+    fn hand_over(&mut self, found: FlightResult<E>) {
         leave(&self.in_flight, self.key, self.id);
         if let Some(sender) = self.sender.take() {
-            let _ = sender.send(result);
+            let _ = sender.send(found);
         }
     }
 }
-
 impl<E> Drop for StreamLease<E> {
     fn drop(&mut self) {
         // Not completed: the streaming client went away. Waiters see `Abandoned` and retry.
@@ -370,198 +567,4 @@ fn leave<E>(in_flight: &InFlight<E>, key: KeyHash, id: u64) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::AtomicUsize;
-
-    type Cache = AudioCache<String>;
-
-    fn audio(n: usize) -> CachedAudio {
-        CachedAudio {
-            bytes: Bytes::from(vec![7u8; n]),
-            sample_rate: 1,
-            duration_s: 0.0,
-        }
-    }
-
-    fn settings(max_mb: u64, ttl_s: u64) -> CacheSettings {
-        CacheSettings {
-            enabled: true,
-            max_mb,
-            ttl_s,
-        }
-    }
-
-    #[tokio::test]
-    async fn second_lookup_is_a_hit() {
-        let cache = Cache::new(&settings(1, 0));
-        let (first, status) = cache
-            .get_or_synthesize([1; 32], false, async { Ok(audio(10)) })
-            .await;
-        assert_eq!(status, CacheStatus::Miss);
-        let (second, status) = cache
-            .get_or_synthesize([1; 32], false, async { Ok(audio(99)) })
-            .await;
-        assert_eq!(status, CacheStatus::Hit);
-        assert_eq!(first.unwrap().bytes, second.unwrap().bytes);
-    }
-
-    #[tokio::test]
-    async fn identical_concurrent_requests_synthesize_once() {
-        let cache = Arc::new(Cache::new(&settings(1, 0)));
-        let calls = Arc::new(AtomicUsize::new(0));
-        let mut tasks = Vec::new();
-        for _ in 0..5 {
-            let (cache, calls) = (cache.clone(), calls.clone());
-            tasks.push(tokio::spawn(async move {
-                let work = async move {
-                    calls.fetch_add(1, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    Ok(audio(10))
-                };
-                cache.get_or_synthesize([2; 32], false, work).await.1
-            }));
-        }
-        let mut statuses = Vec::new();
-        for t in tasks {
-            statuses.push(t.await.unwrap());
-        }
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
-        assert_eq!(
-            statuses.iter().filter(|s| **s == CacheStatus::Miss).count(),
-            1
-        );
-        assert_eq!(
-            statuses
-                .iter()
-                .filter(|s| **s == CacheStatus::Coalesced)
-                .count(),
-            4
-        );
-    }
-
-    #[tokio::test]
-    async fn failures_reach_every_waiter_and_are_not_stored() {
-        let cache = Cache::new(&settings(1, 0));
-        let (result, _) = cache
-            .get_or_synthesize([3; 32], false, async { Err("boom".to_string()) })
-            .await;
-        assert!(result.is_err());
-        let (_, status) = cache
-            .get_or_synthesize([3; 32], false, async { Ok(audio(1)) })
-            .await;
-        assert_eq!(status, CacheStatus::Miss, "the failure was not cached");
-    }
-
-    #[tokio::test]
-    async fn an_entry_larger_than_the_budget_is_not_stored() {
-        let cache = Cache::new(&settings(1, 0));
-        let (result, _) = cache
-            .get_or_synthesize([4; 32], false, async { Ok(audio(2 * 1024 * 1024)) })
-            .await;
-        assert!(result.is_ok(), "the caller still gets its audio");
-        assert!(matches!(
-            cache.lead_or_follow([4; 32]).await,
-            Ok(StreamRole::Lead(_))
-        ));
-    }
-
-    #[tokio::test]
-    async fn bypass_neither_reads_nor_writes() {
-        let cache = Cache::new(&settings(1, 0));
-        let (_, status) = cache
-            .get_or_synthesize([5; 32], true, async { Ok(audio(1)) })
-            .await;
-        assert_eq!(status, CacheStatus::Bypass);
-        assert!(matches!(
-            cache.lead_or_follow([5; 32]).await,
-            Ok(StreamRole::Lead(_))
-        ));
-    }
-
-    #[tokio::test]
-    async fn an_abandoned_flight_does_not_block_later_requests() {
-        let cache = Cache::new(&settings(1, 0));
-        let slow = cache.get_or_synthesize([6; 32], false, async {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            Ok(audio(1))
-        });
-        assert!(tokio::time::timeout(Duration::from_millis(20), slow)
-            .await
-            .is_err());
-        let (result, status) = cache
-            .get_or_synthesize([6; 32], false, async { Ok(audio(3)) })
-            .await;
-        assert_eq!(status, CacheStatus::Miss);
-        assert_eq!(result.unwrap().bytes.len(), 3);
-    }
-
-    #[tokio::test]
-    async fn a_stream_lease_serves_its_followers_and_then_the_cache() {
-        let cache = Arc::new(Cache::new(&settings(1, 0)));
-        let Ok(StreamRole::Lead(Some(lease))) = cache.lead_or_follow([7; 32]).await else {
-            panic!("the first request leads");
-        };
-        let follower = tokio::spawn({
-            let cache = cache.clone();
-            async move { cache.lead_or_follow([7; 32]).await }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        lease.complete(Ok(audio(5))).await;
-        match follower.await.unwrap() {
-            Ok(StreamRole::Done(audio, CacheStatus::Coalesced)) => assert_eq!(audio.bytes.len(), 5),
-            _ => panic!("the follower gets the leader's bytes"),
-        }
-        assert!(matches!(
-            cache.lead_or_follow([7; 32]).await,
-            Ok(StreamRole::Done(_, CacheStatus::Hit))
-        ));
-    }
-
-    #[tokio::test]
-    async fn followers_of_an_abandoned_stream_take_over() {
-        let cache = Arc::new(Cache::new(&settings(1, 0)));
-        let Ok(StreamRole::Lead(lease)) = cache.lead_or_follow([8; 32]).await else {
-            panic!("the first request leads");
-        };
-        let follower = tokio::spawn({
-            let cache = cache.clone();
-            async move { cache.lead_or_follow([8; 32]).await }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        drop(lease);
-        let role = tokio::time::timeout(Duration::from_secs(5), follower)
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(
-            matches!(role, Ok(StreamRole::Lead(Some(_)))),
-            "the follower leads now"
-        );
-    }
-
-    #[test]
-    fn keys_differ_by_format() {
-        let key = |format, params: &SynthesisParams| {
-            CacheKey {
-                engine: "piper",
-                voice: "v",
-                voice_fingerprint: "f",
-                input: "hi",
-                response_format: format,
-                sample_rate: 22050,
-                params,
-                server_version: "0",
-            }
-            .hash()
-        };
-        let plain = SynthesisParams::default();
-        assert_ne!(key("wav", &plain), key("mp3", &plain));
-        assert_eq!(key("wav", &plain), key("wav", &plain));
-        let speaker = SynthesisParams {
-            speaker: Some(1),
-            ..plain
-        };
-        assert_ne!(key("wav", &plain), key("wav", &speaker));
-    }
-}
+mod tests;
