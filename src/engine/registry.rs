@@ -359,9 +359,9 @@ impl Registry {
             .get_or_try_init(|| async move {
                 let started = Instant::now();
                 let name = voice_id.clone();
-                let result = tokio::task::spawn_blocking(move || engine.load_voice(&name))
+                let result = on_loader_thread(move || engine.load_voice(&name))
                     .await
-                    .map_err(|e| EngineError::Load { voice: voice_id.clone(), reason: e.to_string() })??;
+                    .map_err(|reason| EngineError::Load { voice: voice_id.clone(), reason })??;
                 let seconds = started.elapsed().as_secs_f64();
                 tracing::info!(engine = %engine_id, voice = %voice_id, seconds, "voice loaded");
                 metrics::counter!(m::VOICE_LOADS, "engine" => engine_id.clone(), "voice" => voice_id.clone()).increment(1);
@@ -448,6 +448,42 @@ impl Registry {
             .map(|(k, _)| k.to_string())
             .collect()
     }
+}
+
+/// A voice load waiting for the loader thread.
+type LoadJob = Box<dyn FnOnce() + Send>;
+
+/// Runs `load` on the one thread that loads every voice. glibc hands each thread an arena and
+/// frees memory back into the arena it came from; with loads on changing pool threads, freed
+/// voices were kept by both arenas (`src/allocator.rs` disables trimming) and RSS settled up
+/// to two voices higher than it needs to. One loading thread means one arena holds the weights,
+/// and the next voice reuses what the last one left.
+async fn on_loader_thread<T: Send + 'static>(
+    load: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    static LOADER: std::sync::OnceLock<Mutex<std::sync::mpsc::Sender<LoadJob>>> =
+        std::sync::OnceLock::new();
+    let loader = LOADER.get_or_init(|| {
+        let (jobs, queue) = std::sync::mpsc::channel::<LoadJob>();
+        std::thread::Builder::new()
+            .name("voice-loader".into())
+            .spawn(move || queue.into_iter().for_each(|job| job()))
+            .expect("spawn the voice loader thread");
+        Mutex::new(jobs)
+    });
+    let (done, result) = tokio::sync::oneshot::channel();
+    let job: LoadJob = Box::new(move || {
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(load));
+        let _ = done.send(outcome.map_err(|_| "the voice loader panicked".to_string()));
+    });
+    loader
+        .lock()
+        .expect("loader lock")
+        .send(job)
+        .map_err(|_| "the voice loader thread is gone".to_string())?;
+    result
+        .await
+        .map_err(|_| "the voice loader dropped the load".to_string())?
 }
 
 /// `voice:speaker` → (`voice`, Some(`speaker`)).
