@@ -147,6 +147,12 @@ struct Options {
     /// Port of the Wyoming protocol server (Home Assistant), bound on --host; unset = off
     #[arg(long, env = "OMNIVOICE_WYOMING_PORT")]
     wyoming_port: Option<u16>,
+    /// Most WebSocket text streams (/v1/audio/speech/stream) open at once; one more is closed with 1013
+    #[arg(long, env = "OMNIVOICE_WS_MAX_CONNECTIONS", default_value_t = DEFAULTS.ws_max_connections)]
+    ws_max_connections: usize,
+    /// Seconds a WebSocket text stream may send nothing while nothing is left to speak; then it is closed
+    #[arg(long, env = "OMNIVOICE_WS_IDLE_TIMEOUT_S", default_value_t = DEFAULTS.ws_idle_timeout_s)]
+    ws_idle_timeout_s: u64,
     /// Inference workers running batches in parallel; unset = one per physical core
     #[arg(long, env = "OMNIVOICE_MAX_CONCURRENT")]
     max_concurrent: Option<usize>,
@@ -232,6 +238,8 @@ impl Default for Options {
             stream: true,
             shutdown_timeout_s: 10,
             wyoming_port: None,
+            ws_max_connections: 64,
+            ws_idle_timeout_s: 60,
             max_concurrent: None,
             batch_enabled: true,
             batch_max_size: 8,
@@ -407,6 +415,10 @@ pub struct Settings {
     pub stream: bool,
     /// Port of the Wyoming protocol server, on `host`; `None` = no Wyoming server.
     pub wyoming_port: Option<u16>,
+    /// WebSocket text streams open at once.
+    pub ws_max_connections: usize,
+    /// Seconds a WebSocket text stream may wait for its client with nothing left to speak.
+    pub ws_idle_timeout_s: u64,
     /// Whether the model and voice lists are served without an API key.
     pub public_discovery: bool,
     /// Extra `model` names → engine ids, from `[models.aliases]`.
@@ -506,6 +518,8 @@ impl Settings {
             seed: o.seed,
             stream: o.stream && !args.flags.no_stream,
             wyoming_port: o.wyoming_port,
+            ws_max_connections: o.ws_max_connections,
+            ws_idle_timeout_s: o.ws_idle_timeout_s,
             public_discovery: o.public_discovery,
             model_aliases: o.models.aliases,
             voice_aliases: o.voices.aliases,
@@ -522,6 +536,8 @@ impl Settings {
             ("batch-max-size", self.batch.max_size as u64),
             ("batch-queue-size", self.batch.queue_size as u64),
             ("max-loaded-voices", self.max_loaded_voices as u64),
+            ("ws-max-connections", self.ws_max_connections as u64),
+            ("ws-idle-timeout-s", self.ws_idle_timeout_s),
         ];
         for (name, value) in positive {
             if value == 0 {

@@ -106,6 +106,11 @@ impl ApiError {
         .with_code("payload_too_large")
     }
 
+    /// A plain HTTP request to a WebSocket route (`status` is the handshake's complaint).
+    pub fn not_a_websocket(status: StatusCode, message: impl Into<String>) -> Self {
+        Self::new(status, "invalid_request_error", message).with_code("websocket_required")
+    }
+
     pub fn unsupported_media_type() -> Self {
         Self::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

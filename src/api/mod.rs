@@ -15,6 +15,7 @@ mod openapi;
 mod playground;
 mod shutdown;
 mod speech;
+mod stream;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -57,6 +58,7 @@ pub struct AppState {
     draining: AtomicBool,
     /// One token per request, held until its response body is finished or dropped.
     in_flight: TaskTracker,
+    streams: stream::Streams,
 }
 
 impl AppState {
@@ -67,6 +69,7 @@ impl AppState {
         device: String,
     ) -> Self {
         Self {
+            streams: stream::Streams::new(&settings),
             settings,
             speech,
             metrics,
@@ -91,6 +94,8 @@ impl AppState {
     /// `draining` (load balancers stop sending) and new speech requests are refused.
     pub fn set_draining(&self) {
         self.draining.store(true, Ordering::SeqCst);
+        // WebSocket streams speak what they have received and close (they count as in flight).
+        self.streams.close_all();
     }
 
     pub fn is_draining(&self) -> bool {
@@ -146,6 +151,7 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
     // New speech is refused once shutdown has begun; everything else answers to the end.
     let speech = OpenApiRouter::default()
         .routes(routes!(speech::create_speech))
+        .routes(routes!(stream::open))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             shutdown::refuse_while_draining,

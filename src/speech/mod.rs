@@ -7,6 +7,7 @@
 
 mod error;
 mod join;
+mod live;
 mod request;
 mod stream;
 mod synthesis;
@@ -28,6 +29,7 @@ use crate::metrics as m;
 use crate::text;
 
 pub use error::{InvalidReason, SpeechError};
+pub use live::{LiveSpeech, SentenceAudio, SpokenSentence};
 pub use request::{Job, Request};
 pub use stream::SpeechStream;
 
@@ -249,16 +251,7 @@ impl SpeechService {
         job: &Job,
         first_alone: bool,
     ) -> Result<synthesis::Synthesis, SpeechError> {
-        let voice: Arc<dyn Voice> = self
-            .inner
-            .registry
-            .voice(job.voice())
-            .await
-            .map_err(|e| SpeechError::VoiceLoad(e.to_string()))?;
-        let sentences = text::split::split_sentences(
-            &text::normalize::normalize(job.input()),
-            MAX_UTTERANCE_CHARS,
-        );
+        let sentences = utterances(job.input());
         if sentences.is_empty() {
             return Err(SpeechError::invalid(
                 "input",
@@ -266,14 +259,34 @@ impl SpeechService {
                 "input contains nothing that can be spoken",
             ));
         }
+        let base_seed = job.params().seed.unwrap_or_else(rand::random);
+        self.start_utterances(job, sentences, base_seed, 0, first_alone)
+            .await
+    }
+
+    /// Admits `sentences` as one request; the `i`-th is the utterance `first_index + i` of a
+    /// synthesis seeded with `base_seed`.
+    async fn start_utterances(
+        &self,
+        job: &Job,
+        sentences: Vec<String>,
+        base_seed: u64,
+        first_index: usize,
+        first_alone: bool,
+    ) -> Result<synthesis::Synthesis, SpeechError> {
+        let voice: Arc<dyn Voice> = self
+            .inner
+            .registry
+            .voice(job.voice())
+            .await
+            .map_err(|e| SpeechError::VoiceLoad(e.to_string()))?;
         let params = job.params();
-        let base_seed = params.seed.unwrap_or_else(rand::random);
         let items = sentences
             .into_iter()
             .enumerate()
             .map(|(i, text)| SynthesisItem {
                 text,
-                params: params.for_item(base_seed, i),
+                params: params.for_item(base_seed, first_index + i),
             })
             .collect::<std::collections::VecDeque<_>>();
         let ticket = self.inner.batcher.admit(items.len()).map_err(|e| {
@@ -291,6 +304,12 @@ impl SpeechService {
             first_alone,
         )
     }
+}
+
+/// The utterances an engine is given for `input`: normalized, split into sentences, long
+/// sentences cut at clauses.
+fn utterances(input: &str) -> Vec<String> {
+    text::split::split_sentences(&text::normalize::normalize(input), MAX_UTTERANCE_CHARS)
 }
 
 fn submit_error(e: SubmitError) -> SpeechError {
@@ -428,6 +447,42 @@ mod tests {
             let job = speech.prepare(request("hi")).unwrap();
             assert_eq!(job.voice().key.to_string(), "espeak/en-us");
             assert_eq!(job.params().speed, 1.0);
+        });
+    }
+
+    #[test]
+    fn live_sentences_are_encoded_in_order_behind_pauses() {
+        on_one_thread(async {
+            let speech = service();
+            let mut live = speech
+                .live(Request {
+                    input: String::new(),
+                    ..request("")
+                })
+                .unwrap();
+            assert_eq!(live.sample_rate(), 22_050);
+            let hello = live.sentence("Hello there.");
+            let fine = live.sentence("Fine.");
+            let how = live.sentence("How are you?");
+            let (hello, fine, how) = futures::join!(hello, fine, how);
+            assert!(
+                matches!(live.encode(how.unwrap()), Err(SpeechError::Encoding(_))),
+                "out of order"
+            );
+            let hello = live.encode(hello.unwrap()).unwrap();
+            assert_eq!(hello.start_s, 0.0);
+            assert!(hello.duration_s > 0.3, "{}", hello.duration_s);
+            let fine = live.encode(fine.unwrap()).unwrap();
+            let pause = fine.start_s - (hello.start_s + hello.duration_s);
+            assert!((pause - 0.2).abs() < 1e-3, "pause of {pause} s");
+            let bytes = hello.bytes.len() + fine.bytes.len() + live.finish().unwrap().len();
+            let header = 44;
+            let samples = (bytes - header) as f64 / 2.0;
+            assert!(
+                (samples / 22_050.0 - live.duration_s()).abs() < 1e-3,
+                "{samples} samples in {} s",
+                live.duration_s()
+            );
         });
     }
 }

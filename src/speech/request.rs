@@ -95,6 +95,16 @@ pub(super) fn validate(
             ),
         ));
     }
+    validate_settings(request, registry, limits)
+}
+
+/// Everything but the input: for text that arrives later, piece by piece (whoever feeds it
+/// bounds how much waits).
+pub(super) fn validate_settings(
+    request: Request,
+    registry: &Registry,
+    limits: &Limits,
+) -> Result<Job, SpeechError> {
     let format = match request.response_format.as_deref() {
         _ if request.native_pcm => AudioFormat::PcmNative,
         None => AudioFormat::Mp3,

@@ -1,0 +1,606 @@
+//! `GET /v1/audio/speech/stream` with a real WebSocket client against the real binary: text
+//! streamed in pieces sounds like the same text sent at once, audio starts before the text
+//! ends, and every refusal closes with its code and a reason.
+
+mod common;
+
+use std::time::Duration;
+
+use common::decode::decode;
+use common::{get_text, post_speech, Binary};
+use futures::{SinkExt, StreamExt};
+use omnivoice_server::audio::AudioFormat;
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+const VOICE: &str = "en_US-joe-medium";
+const TEXT: &str = "The quick brown fox jumps over the lazy dog. It was a sunny day, and \
+    the birds were singing in the old oak tree. Did you hear that? Dr. Smith paid 5 dollars \
+    for it.";
+
+fn stream_url(server: &Binary) -> String {
+    format!(
+        "{}/v1/audio/speech/stream",
+        server.url.replacen("http://", "ws://", 1)
+    )
+}
+
+async fn connect(server: &Binary) -> Ws {
+    connect_async(stream_url(server))
+        .await
+        .expect("handshake")
+        .0
+}
+
+async fn send(ws: &mut Ws, message: Value) {
+    ws.send(Message::text(message.to_string()))
+        .await
+        .expect("send");
+}
+
+/// What a stream sent until it closed.
+#[derive(Debug, Default)]
+struct Received {
+    audio: Vec<u8>,
+    /// Every JSON message, in order.
+    messages: Vec<Value>,
+    close: Option<(u16, String)>,
+}
+
+impl Received {
+    fn of_type(&self, kind: &str) -> Vec<&Value> {
+        self.messages.iter().filter(|m| m["type"] == kind).collect()
+    }
+}
+
+enum Event {
+    Audio(Vec<u8>),
+    Json(Value),
+    Closed(Option<(u16, String)>),
+}
+
+async fn next_event(ws: &mut Ws) -> Event {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(60), ws.next())
+            .await
+            .expect("the server answered within 60 s");
+        match message {
+            None | Some(Err(_)) => return Event::Closed(None),
+            Some(Ok(Message::Binary(bytes))) => return Event::Audio(bytes.to_vec()),
+            Some(Ok(Message::Text(text))) => {
+                return Event::Json(serde_json::from_str(text.as_str()).expect("JSON message"))
+            }
+            Some(Ok(Message::Close(frame))) => {
+                return Event::Closed(
+                    frame.map(|f| (u16::from(f.code), f.reason.as_str().to_string())),
+                )
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+}
+
+async fn receive_all(ws: &mut Ws, into: &mut Received) {
+    loop {
+        match next_event(ws).await {
+            Event::Audio(bytes) => into.audio.extend(bytes),
+            Event::Json(message) => into.messages.push(message),
+            Event::Closed(close) => {
+                into.close = close;
+                return;
+            }
+        }
+    }
+}
+
+/// Waits for the first audio, keeping what came before it.
+async fn first_audio(ws: &mut Ws, into: &mut Received) {
+    loop {
+        match next_event(ws).await {
+            Event::Audio(bytes) => {
+                into.audio.extend(bytes);
+                return;
+            }
+            Event::Json(message) => into.messages.push(message),
+            Event::Closed(close) => panic!("closed before any audio: {close:?} {into:?}"),
+        }
+    }
+}
+
+/// `text` cut every `n` characters: mid-word, mid-number, right after periods.
+fn pieces(text: &str, n: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars.chunks(n).map(|c| c.iter().collect()).collect()
+}
+
+/// Asserts the stream was refused with `close_code`, an `error` message naming `code`, and
+/// a close reason.
+fn assert_refused(received: &Received, close_code: u16, code: &str) {
+    let (got, reason) = received
+        .close
+        .clone()
+        .unwrap_or_else(|| panic!("no close frame: {received:?}"));
+    assert_eq!(got, close_code, "close code ({reason})");
+    assert!(!reason.is_empty(), "a close reason");
+    let errors = received.of_type("error");
+    assert_eq!(errors.len(), 1, "{received:?}");
+    assert_eq!(errors[0]["close_code"], close_code);
+    assert_eq!(errors[0]["error"]["code"], code, "{}", errors[0]);
+    assert!(errors[0]["error"]["message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
+}
+
+#[tokio::test]
+async fn pieces_cut_mid_word_sound_exactly_like_the_whole_text_at_once() {
+    // One utterance per forward pass on both paths: the audio is then bit-identical.
+    let server = Binary::ready(&["--no-batch"]).await;
+    let mut ws = connect(&server).await;
+    send(
+        &mut ws,
+        json!({"text": " ", "model": "piper", "voice": VOICE, "seed": 42,
+               "voice_settings": {"stability": 0.5}}),
+    )
+    .await;
+    let (mut tx, mut rx) = ws.split();
+    let reader = tokio::spawn(async move {
+        let mut received = Received::default();
+        loop {
+            match rx.next().await {
+                Some(Ok(Message::Binary(bytes))) => received.audio.extend_from_slice(&bytes),
+                Some(Ok(Message::Text(text))) => received
+                    .messages
+                    .push(serde_json::from_str(text.as_str()).unwrap()),
+                Some(Ok(Message::Close(frame))) => {
+                    received.close =
+                        frame.map(|f| (u16::from(f.code), f.reason.as_str().to_string()));
+                }
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => return received,
+            }
+        }
+    });
+    for piece in pieces(TEXT, 5) {
+        let message = json!({ "text": piece }).to_string();
+        tx.send(Message::text(message)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tx.send(Message::text(json!({"text": ""}).to_string()))
+        .await
+        .unwrap();
+    let received = tokio::time::timeout(Duration::from_secs(120), reader)
+        .await
+        .expect("the stream ended")
+        .unwrap();
+    assert_eq!(
+        received.close.as_ref().map(|c| c.0),
+        Some(1000),
+        "{received:?}"
+    );
+
+    let start = &received.of_type("start")[0];
+    assert_eq!(start["voice"], format!("piper/{VOICE}"));
+    assert_eq!(start["response_format"], "pcm");
+    assert_eq!(start["sample_rate"], 24_000);
+    let sentences = received.of_type("sentence");
+    let texts: Vec<&str> = sentences
+        .iter()
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, omnivoice_server::text::split_sentences(TEXT, 400));
+    let done = received.of_type("done");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["sentences"], sentences.len());
+    assert_eq!(done[0]["audio_bytes"], received.audio.len());
+
+    let whole = post_speech(
+        &server.url,
+        &json!({"model": "piper", "voice": VOICE, "input": TEXT, "response_format": "pcm",
+                "seed": 42, "stream": true}),
+    )
+    .await;
+    assert_eq!(whole.status(), 200);
+    let whole = whole.bytes().await.unwrap();
+    // Sentence by sentence: each sentence's bytes are where the whole request has them.
+    let mut offset = 0;
+    for sentence in &sentences {
+        let n = sentence["audio_bytes"].as_u64().unwrap() as usize;
+        assert!(n > 4800, "{sentence}: at least 0.1 s of audio");
+        assert!(
+            offset + n <= whole.len(),
+            "{sentence} runs past the whole audio"
+        );
+        assert!(
+            received.audio[offset..offset + n] == whole[offset..offset + n],
+            "{sentence} differs from the whole request's audio"
+        );
+        offset += n;
+    }
+    assert_eq!(received.audio.len(), whole.len(), "same length in all");
+    assert!(received.audio == whole.as_ref(), "same bytes in all");
+    let seconds = done[0]["duration_s"].as_f64().unwrap();
+    let expected = whole.len() as f64 / 2.0 / 24_000.0;
+    assert!((seconds - expected).abs() < 0.05, "{seconds} vs {expected}");
+    // Timings: sentences follow each other with a pause between them.
+    for pair in sentences.windows(2) {
+        let end = pair[0]["start_s"].as_f64().unwrap() + pair[0]["duration_s"].as_f64().unwrap();
+        let gap = pair[1]["start_s"].as_f64().unwrap() - end;
+        assert!((gap - 0.2).abs() < 0.01, "pause of {gap} s");
+    }
+}
+
+#[tokio::test]
+async fn audio_starts_before_the_text_ends_and_a_clause_is_spoken_after_the_max_wait() {
+    let server = Binary::ready(&[]).await;
+    let mut ws = connect(&server).await;
+    let mut received = Received::default();
+    send(
+        &mut ws,
+        json!({"text": " ", "voice": VOICE, "max_wait_ms": 300}),
+    )
+    .await;
+    send(&mut ws, json!({"text": "Hello there, my fri"})).await;
+    send(&mut ws, json!({"text": "end. How a"})).await;
+    // Nothing more is sent until the first sentence's audio has arrived.
+    first_audio(&mut ws, &mut received).await;
+    send(&mut ws, json!({"text": "re you today? Well, let me think"})).await;
+    // No sentence end follows "Well,": after the max wait it is spoken up to its comma.
+    loop {
+        match next_event(&mut ws).await {
+            Event::Audio(bytes) => received.audio.extend(bytes),
+            Event::Json(message) => {
+                let is_well = message["text"] == "Well,";
+                received.messages.push(message);
+                if is_well {
+                    break;
+                }
+            }
+            Event::Closed(close) => panic!("closed early: {close:?}"),
+        }
+    }
+    send(&mut ws, json!({"text": " about it", "flush": true})).await;
+    loop {
+        match next_event(&mut ws).await {
+            Event::Audio(bytes) => received.audio.extend(bytes),
+            Event::Json(message) if message["type"] == "flushed" => break,
+            Event::Json(message) => received.messages.push(message),
+            Event::Closed(close) => panic!("closed early: {close:?}"),
+        }
+    }
+    send(&mut ws, json!({"type": "end"})).await;
+    receive_all(&mut ws, &mut received).await;
+    let texts: Vec<&str> = received
+        .of_type("sentence")
+        .iter()
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "Hello there, my friend.",
+            "How are you today?",
+            "Well,",
+            "let me think about it"
+        ]
+    );
+    assert_eq!(received.close.as_ref().map(|c| c.0), Some(1000));
+    let decoded = decode(AudioFormat::Pcm, &received.audio);
+    let seconds = decoded.samples.len() as f64 / 24_000.0;
+    let done = received.of_type("done")[0]["duration_s"].as_f64().unwrap();
+    assert!(
+        seconds > 2.0 && (seconds - done).abs() < 0.05,
+        "{seconds} vs {done}"
+    );
+}
+
+#[tokio::test]
+async fn any_format_streams_as_one_valid_file() {
+    let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
+    for format in [AudioFormat::Mp3, AudioFormat::Wav, AudioFormat::Opus] {
+        let mut ws = connect(&server).await;
+        send(
+            &mut ws,
+            json!({"model": "espeak", "voice": "en-us", "response_format": format.as_str(),
+                   "text": "One sentence here. And a"}),
+        )
+        .await;
+        send(&mut ws, json!({"text": "nother one."})).await;
+        send(&mut ws, json!({"text": ""})).await;
+        let mut received = Received::default();
+        receive_all(&mut ws, &mut received).await;
+        assert_eq!(received.close.as_ref().map(|c| c.0), Some(1000), "{format}");
+        assert_eq!(received.of_type("sentence").len(), 2, "{format}");
+        let decoded = decode(format, &received.audio);
+        let seconds = decoded.samples.len() as f64 / f64::from(decoded.rate);
+        let done = received.of_type("done")[0]["duration_s"].as_f64().unwrap();
+        assert!(
+            done > 1.0 && (seconds - done).abs() < 0.1,
+            "{format}: decoded {seconds} s, done says {done} s"
+        );
+    }
+}
+
+#[tokio::test]
+async fn bad_messages_are_refused_with_their_close_codes() {
+    let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
+    let espeak = json!({"model": "espeak", "voice": "en-us", "text": " "});
+    let cases: Vec<(Vec<Message>, u16, &str)> = vec![
+        (vec![Message::text("not json")], 1003, "invalid_message"),
+        (
+            vec![Message::text(r#"{"type": "stop"}"#)],
+            1003,
+            "invalid_message",
+        ),
+        (
+            vec![Message::binary(vec![1u8, 2, 3])],
+            1003,
+            "unsupported_message",
+        ),
+        (
+            vec![Message::text(
+                json!({"model": "espeak", "voice": "klingon"}).to_string(),
+            )],
+            1008,
+            "voice_not_found",
+        ),
+        (
+            vec![Message::text(
+                json!({"model": "espeak", "voice": "en-us", "speed": 9.0}).to_string(),
+            )],
+            1008,
+            "invalid_value",
+        ),
+        (
+            vec![
+                Message::text(espeak.to_string()),
+                Message::text(json!({"voice": "en-us", "text": "Hi."}).to_string()),
+            ],
+            1008,
+            "settings_after_start",
+        ),
+        (
+            vec![
+                Message::text(espeak.to_string()),
+                // Its audio is still owed when the next message arrives.
+                Message::text(json!({"text": "Hello there.", "type": "end"}).to_string()),
+                Message::text(json!({"text": "More."}).to_string()),
+            ],
+            1008,
+            "stream_ended",
+        ),
+    ];
+    for (messages, close_code, code) in cases {
+        let mut ws = connect(&server).await;
+        for message in messages {
+            ws.send(message).await.unwrap();
+        }
+        let mut received = Received::default();
+        receive_all(&mut ws, &mut received).await;
+        assert_refused(&received, close_code, code);
+    }
+    // The server is fine afterwards.
+    let mut ws = connect(&server).await;
+    send(
+        &mut ws,
+        json!({"model": "espeak", "voice": "en-us", "text": "Still here."}),
+    )
+    .await;
+    send(&mut ws, json!({"text": ""})).await;
+    let mut received = Received::default();
+    receive_all(&mut ws, &mut received).await;
+    assert_eq!(received.close.map(|c| c.0), Some(1000));
+    assert!(!received.audio.is_empty());
+}
+
+#[tokio::test]
+async fn too_much_text_and_too_large_messages_close_with_1009() {
+    let server = Binary::ready(&["--preload", "espeak/en-us", "--max-input-chars", "100"]).await;
+    // Text waiting to be spoken is bounded, however it is cut.
+    let mut ws = connect(&server).await;
+    send(
+        &mut ws,
+        json!({"model": "espeak", "voice": "en-us", "text": " "}),
+    )
+    .await;
+    for piece in pieces(&"word ".repeat(30), 10) {
+        if ws
+            .send(Message::text(json!({ "text": piece }).to_string()))
+            .await
+            .is_err()
+        {
+            break;
+        }
+    }
+    let mut received = Received::default();
+    receive_all(&mut ws, &mut received).await;
+    assert_refused(&received, 1009, "too_much_text");
+
+    // A message over the size limit (1 MiB), sent while reading, as a browser would.
+    let mut ws = connect(&server).await;
+    send(&mut ws, json!({"model": "espeak", "voice": "en-us"})).await;
+    let (mut tx, mut rx) = ws.split();
+    let huge = json!({ "text": "a".repeat(2 << 20) }).to_string();
+    let sender = tokio::spawn(async move { tx.send(Message::text(huge)).await });
+    let mut received = Received::default();
+    while let Some(Ok(message)) = rx.next().await {
+        match message {
+            Message::Text(text) => received
+                .messages
+                .push(serde_json::from_str(text.as_str()).unwrap()),
+            Message::Close(frame) => {
+                received.close = frame.map(|f| (u16::from(f.code), f.reason.as_str().to_string()));
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_refused(&received, 1009, "message_too_large");
+    sender.abort();
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_stops_the_synthesis() {
+    let server = Binary::ready(&[]).await;
+    let syntheses = |metrics: &str| common::metric(metrics, "omnivoice_syntheses_total");
+    let before = syntheses(&get_text(format!("{}/metrics", server.url)).await);
+    let mut ws = connect(&server).await;
+    let sentences: String = (1..=12)
+        .map(|i| format!("This is sentence number {i} of a long answer. "))
+        .collect();
+    send(
+        &mut ws,
+        json!({"voice": VOICE, "text": sentences, "flush": true}),
+    )
+    .await;
+    let mut received = Received::default();
+    first_audio(&mut ws, &mut received).await;
+    drop(ws);
+    // Let the server notice, then check that nothing more gets started.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let metrics = get_text(format!("{}/metrics", server.url)).await;
+    let started = syntheses(&metrics) - before;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let later = syntheses(&get_text(format!("{}/metrics", server.url)).await) - before;
+    assert_eq!(
+        started, later,
+        "sentences were started after the client left"
+    );
+    assert!(started < 6.0, "{started} of 12 sentences were synthesized");
+    let abnormal = metrics
+        .lines()
+        .filter(|l| l.contains("protocol=\"websocket\"") && l.contains("status=\"1006\""))
+        .count();
+    assert_eq!(abnormal, 1, "the abandoned stream is counted:\n{metrics}");
+}
+
+#[tokio::test]
+async fn connections_idle_time_and_keys_are_bounded() {
+    let server = Binary::ready(&[
+        "--preload",
+        "espeak/en-us",
+        "--ws-max-connections",
+        "1",
+        "--ws-idle-timeout-s",
+        "1",
+        "--api-key",
+        "sekrit",
+    ])
+    .await;
+    // Without a key, the handshake is refused with 401.
+    match connect_async(stream_url(&server)).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 401)
+        }
+        other => panic!("expected a 401, got {other:?}"),
+    }
+    let with_bearer = || {
+        let mut request = stream_url(&server).into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("authorization", HeaderValue::from_static("Bearer sekrit"));
+        request
+    };
+    let mut first = connect_async(with_bearer()).await.unwrap().0;
+    send(&mut first, json!({"model": "espeak", "voice": "en-us"})).await;
+    let start = next_event(&mut first).await;
+    assert!(matches!(start, Event::Json(ref m) if m["type"] == "start"));
+
+    // A second stream is one too many.
+    let mut second = connect_async(with_bearer()).await.unwrap().0;
+    let mut received = Received::default();
+    receive_all(&mut second, &mut received).await;
+    assert_refused(&received, 1013, "too_many_streams");
+
+    // The first is closed for idling (it has nothing left to speak).
+    let mut received = Received::default();
+    receive_all(&mut first, &mut received).await;
+    assert_refused(&received, 1008, "idle_timeout");
+
+    // Browsers offer the key as a subprotocol; the server selects `omnivoice`, never the key.
+    let mut request = stream_url(&server).into_client_request().unwrap();
+    request.headers_mut().insert(
+        "sec-websocket-protocol",
+        HeaderValue::from_static("omnivoice, omnivoice-api-key.sekrit"),
+    );
+    drop(first);
+    let (mut ws, response) = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            // The first stream's slot comes free once its close handshake is over; until
+            // then a stream is refused at once, an accepted one waits for its first message.
+            let (mut ws, response) = connect_async(request.clone()).await.expect("handshake");
+            match tokio::time::timeout(Duration::from_millis(300), next_event(&mut ws)).await {
+                Err(_) => return (ws, response),
+                Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    })
+    .await
+    .expect("a stream slot came free");
+    send(
+        &mut ws,
+        json!({"model": "espeak", "voice": "en-us", "text": "Hi."}),
+    )
+    .await;
+    assert_eq!(response.headers()["sec-websocket-protocol"], "omnivoice");
+    send(&mut ws, json!({"text": ""})).await;
+    let mut received = Received::default();
+    receive_all(&mut ws, &mut received).await;
+    assert_eq!(received.close.map(|c| c.0), Some(1000));
+
+    let mut wrong = stream_url(&server).into_client_request().unwrap();
+    wrong.headers_mut().insert(
+        "sec-websocket-protocol",
+        HeaderValue::from_static("omnivoice, omnivoice-api-key.guess"),
+    );
+    assert!(matches!(
+        connect_async(wrong).await,
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) if r.status() == 401
+    ));
+}
+
+#[tokio::test]
+async fn a_plain_get_gets_an_openai_shaped_error() {
+    let server = Binary::ready(&["--preload", "none"]).await;
+    let response = reqwest::get(format!("{}/v1/audio/speech/stream", server.url))
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    assert!((400..500).contains(&status), "{status}");
+    let error = common::openai_error(response, status).await;
+    assert_eq!(error["code"], "websocket_required");
+}
+
+#[tokio::test]
+async fn shutdown_speaks_what_was_received_and_closes_with_1001() {
+    let server = Binary::ready(&["--preload", "espeak/en-us"]).await;
+    let mut ws = connect(&server).await;
+    send(
+        &mut ws,
+        json!({"model": "espeak", "voice": "en-us", "text": "First sentence. Sec"}),
+    )
+    .await;
+    let mut received = Received::default();
+    first_audio(&mut ws, &mut received).await;
+    send(&mut ws, json!({"text": "ond, unfinished"})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pid = server.child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    receive_all(&mut ws, &mut received).await;
+    let texts: Vec<&str> = received
+        .of_type("sentence")
+        .iter()
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["First sentence.", "Second, unfinished"]);
+    assert_eq!(received.of_type("done").len(), 1);
+    assert_eq!(received.close.map(|c| c.0), Some(1001));
+}
