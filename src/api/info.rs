@@ -140,6 +140,18 @@ pub struct CacheNumbers {
     bytes: u64,
     max_bytes: u64,
     evictions: u64,
+    /// The Redis layer shared by replicas; absent without `--redis-url`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redis: Option<RedisNumbers>,
+}
+
+/// The Redis layer's state (its URL is never shown).
+#[derive(Serialize, ToSchema)]
+pub struct RedisNumbers {
+    /// Circuit breaker: `closed` (in use), `open` (skipped after failures) or `half_open` (one probe).
+    breaker: &'static str,
+    /// Key prefix of this server's entries.
+    prefix: String,
 }
 
 impl From<CacheStats> for CacheNumbers {
@@ -150,6 +162,10 @@ impl From<CacheStats> for CacheNumbers {
             bytes: s.bytes,
             max_bytes: s.max_bytes,
             evictions: s.evictions,
+            redis: s.redis.map(|r| RedisNumbers {
+                breaker: r.breaker,
+                prefix: r.prefix,
+            }),
         }
     }
 }
