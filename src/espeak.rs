@@ -337,21 +337,54 @@ fn clause_terminator(consumed: &str) -> Option<char> {
 }
 
 thread_local! {
-    /// Samples of the synthesis running on this thread. espeak calls the synth callback on the
-    /// caller's thread in synchronous mode, and the global lock guarantees that only one
-    /// synthesis runs at a time, so this is never shared.
-    static SYNTH_OUTPUT: RefCell<Vec<i16>> = const { RefCell::new(Vec::new()) };
+    /// Samples and word events of the synthesis running on this thread. espeak calls the synth
+    /// callback on the caller's thread in synchronous mode, and the global lock guarantees that
+    /// only one synthesis runs at a time, so this is never shared.
+    static SYNTH_OUTPUT: RefCell<(Vec<i16>, Vec<SpokenWord>)> =
+        const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-extern "C" fn collect_samples(wav: *mut c_short, count: c_int, _events: *mut ffi::Event) -> c_int {
-    if wav.is_null() || count <= 0 {
-        return 0;
+/// espeak's event for the start of a spoken word.
+const EVENT_WORD: c_int = 1;
+const EVENT_LIST_TERMINATED: c_int = 0;
+
+/// Where espeak started speaking a word of the text it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpokenWord {
+    /// The word's first character in the text, counted in characters from 0.
+    pub char_start: usize,
+    /// Its length in characters.
+    pub chars: usize,
+    /// The sample at which espeak starts speaking it.
+    pub sample: usize,
+}
+
+extern "C" fn collect_samples(wav: *mut c_short, count: c_int, events: *mut ffi::Event) -> c_int {
+    let mut words = Vec::new();
+    let mut event = events;
+    // SAFETY: espeak passes an array of events ended by a LIST_TERMINATED one (or NULL).
+    while !event.is_null() && unsafe { (*event).kind } != EVENT_LIST_TERMINATED {
+        let e = unsafe { &*event };
+        if e.kind == EVENT_WORD && e.text_position > 0 {
+            words.push(SpokenWord {
+                char_start: e.text_position as usize - 1,
+                chars: e.length.max(0) as usize,
+                sample: (e.audio_position.max(0) as u64 * u64::from(SAMPLE_RATE) / 1000) as usize,
+            });
+        }
+        // SAFETY: still within the terminated array.
+        event = unsafe { event.add(1) };
     }
-    // SAFETY: espeak hands us `count` valid samples for the duration of the call.
-    let samples = unsafe { std::slice::from_raw_parts(wav, count as usize) };
+    let samples = if wav.is_null() || count <= 0 {
+        &[][..]
+    } else {
+        // SAFETY: espeak hands us `count` valid samples for the duration of the call.
+        unsafe { std::slice::from_raw_parts(wav, count as usize) }
+    };
     SYNTH_OUTPUT.with(|output| {
         if let Ok(mut output) = output.try_borrow_mut() {
-            output.extend_from_slice(samples);
+            output.0.extend_from_slice(samples);
+            output.1.extend(words);
         }
     });
     0 // continue synthesis
@@ -372,6 +405,15 @@ pub fn rate_for_speed(speed: f32) -> u32 {
 /// Speaks `text` with espeak's formant synthesizer at `rate_wpm` (clamped to 80..=450) and
 /// returns 16-bit mono samples at [`SAMPLE_RATE`].
 pub fn synthesize(text: &str, voice: &str, rate_wpm: u32) -> Result<Vec<i16>, EspeakError> {
+    synthesize_with_words(text, voice, rate_wpm).map(|(samples, _)| samples)
+}
+
+/// [`synthesize`], with where each word of `text` starts in the samples, in order.
+pub fn synthesize_with_words(
+    text: &str,
+    voice: &str,
+    rate_wpm: u32,
+) -> Result<(Vec<i16>, Vec<SpokenWord>), EspeakError> {
     let mut guard = library()?;
     let library = guard.as_mut().ok_or(EspeakError::Init)?;
     library.select_voice(voice)?;
@@ -386,7 +428,7 @@ pub fn synthesize(text: &str, voice: &str, rate_wpm: u32) -> Result<Vec<i16>, Es
         });
     }
 
-    SYNTH_OUTPUT.with(|output| output.borrow_mut().clear());
+    SYNTH_OUTPUT.with(|output| *output.borrow_mut() = Default::default());
     let source = c_text(text);
     let size = source.as_bytes_with_nul().len();
     // SAFETY: synchronous mode: espeak reads `source` and calls `collect_samples` on this
@@ -405,7 +447,7 @@ pub fn synthesize(text: &str, voice: &str, rate_wpm: u32) -> Result<Vec<i16>, Es
     };
     // SAFETY: waits for the (already finished) synchronous synthesis.
     let sync_code = unsafe { ffi::espeak_Synchronize() };
-    let samples = SYNTH_OUTPUT.with(|output| std::mem::take(&mut *output.borrow_mut()));
+    let (samples, words) = SYNTH_OUTPUT.with(|output| std::mem::take(&mut *output.borrow_mut()));
     if code != ffi::EE_OK {
         return Err(EspeakError::Call {
             call: "espeak_Synth",
@@ -418,7 +460,7 @@ pub fn synthesize(text: &str, voice: &str, rate_wpm: u32) -> Result<Vec<i16>, Es
             code: sync_code,
         });
     }
-    Ok(samples)
+    Ok((samples, words))
 }
 
 #[cfg(test)]
@@ -453,5 +495,20 @@ mod tests {
         assert_eq!(previous_char_boundary(text, 4), 1);
         assert_eq!(previous_char_boundary(text, 5), 4);
         assert_eq!(previous_char_boundary(text, 0), 0);
+    }
+
+    #[test]
+    fn word_events_give_character_positions_and_rising_samples() {
+        let text = "Naïve café owners, hello.";
+        let (samples, words) = synthesize_with_words(text, "en-us", 175).unwrap();
+        let chars: Vec<char> = text.chars().collect();
+        let said: Vec<String> = words
+            .iter()
+            .filter(|w| w.chars > 0)
+            .map(|w| chars[w.char_start..w.char_start + w.chars].iter().collect())
+            .collect();
+        assert_eq!(said, ["Naïve", "café", "owners", "hello"]);
+        assert!(words.windows(2).all(|p| p[0].sample <= p[1].sample));
+        assert!(words.iter().all(|w| w.sample <= samples.len()));
     }
 }

@@ -85,9 +85,11 @@ const DISCOVERY: [(&str, &str); 4] = [
     ("get", "/v1/audio/models"),
     ("get", "/v1/audio/voices"),
 ];
-const GUARDED: [(&str, &str); 4] = [
+const GUARDED: [(&str, &str); 6] = [
     ("post", "/v1/audio/speech"),
     ("get", "/v1/audio/speech/stream"),
+    ("post", "/v1/audio/speech/timestamps"),
+    ("post", "/dev/captioned_speech"),
     ("delete", "/v1/audio/cache"),
     ("post", "/v1/voices/reload"),
 ];

@@ -16,6 +16,7 @@ mod playground;
 mod shutdown;
 mod speech;
 mod stream;
+mod timestamps;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -152,6 +153,8 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
     let speech = OpenApiRouter::default()
         .routes(routes!(speech::create_speech))
         .routes(routes!(stream::open))
+        .routes(routes!(timestamps::create_timestamped_speech))
+        .routes(routes!(timestamps::create_captioned_speech))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             shutdown::refuse_while_draining,

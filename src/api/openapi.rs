@@ -393,46 +393,62 @@ impl IntoResponses for SpeechResponses {
                     .build(),
             )
             .build();
-        let mut overloaded = error_response("The queue is full; retry after `Retry-After`");
-        overloaded.headers.insert(
-            header::RETRY_AFTER.to_string(),
-            required_header(
-                ObjectBuilder::new()
-                    .schema_type(Type::Integer)
-                    .minimum(Some(1)),
-                "Seconds until the queue should have room again.",
-            )
-            .into(),
-        );
-        [
-            ("200", ok),
-            (
-                "400",
-                error_response(
-                    "A field is missing, of the wrong type or out of range; `param` names it",
-                ),
-            ),
-            (
-                "413",
-                error_response(&format!(
-                    "The body is larger than {} bytes",
-                    super::MAX_BODY_BYTES
-                )),
-            ),
-            ("415", error_response("The body is not `application/json`")),
-            ("429", overloaded),
-            ("500", error_response("Synthesis or encoding failed")),
-            (
-                "503",
-                error_response("The server is shutting down or its queue has stopped"),
-            ),
-            (
-                "504",
-                error_response("Synthesis did not finish within `--request-timeout-s`"),
-            ),
-        ]
-        .into_iter()
-        .map(|(status, response)| (status.to_string(), response.into()))
-        .collect()
+        std::iter::once(("200", ok))
+            .chain(speech_errors())
+            .map(|(status, response)| (status.to_string(), response.into()))
+            .collect()
     }
+}
+
+/// The error answers of a speech request, for routes that document their success beside it.
+pub(super) struct SpeechErrors;
+
+impl IntoResponses for SpeechErrors {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        speech_errors()
+            .into_iter()
+            .map(|(status, response)| (status.to_string(), response.into()))
+            .collect()
+    }
+}
+
+/// The error answers of a speech request, whatever its success looks like.
+fn speech_errors() -> [(&'static str, Response); 7] {
+    let mut overloaded = error_response("The queue is full; retry after `Retry-After`");
+    overloaded.headers.insert(
+        header::RETRY_AFTER.to_string(),
+        required_header(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1)),
+            "Seconds until the queue should have room again.",
+        )
+        .into(),
+    );
+    [
+        (
+            "400",
+            error_response(
+                "A field is missing, of the wrong type or out of range; `param` names it",
+            ),
+        ),
+        (
+            "413",
+            error_response(&format!(
+                "The body is larger than {} bytes",
+                super::MAX_BODY_BYTES
+            )),
+        ),
+        ("415", error_response("The body is not `application/json`")),
+        ("429", overloaded),
+        ("500", error_response("Synthesis or encoding failed")),
+        (
+            "503",
+            error_response("The server is shutting down or its queue has stopped"),
+        ),
+        (
+            "504",
+            error_response("Synthesis did not finish within `--request-timeout-s`"),
+        ),
+    ]
 }

@@ -228,7 +228,7 @@ fn delivery(state: &AppState, request: &SpeechRequest) -> Delivery {
 }
 
 /// The pipeline's request: OpenAI's fields, plus `Cache-Control: no-cache` as a cache bypass.
-fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Request {
+pub(super) fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Request {
     let no_cache_header = headers
         .get(header::CACHE_CONTROL)
         .and_then(|v| v.to_str().ok())
@@ -250,7 +250,7 @@ fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Request {
     }
 }
 
-fn timed_out(seconds: u64) -> ApiError {
+pub(super) fn timed_out(seconds: u64) -> ApiError {
     metrics::counter!(m::REJECTED, "reason" => "timeout").increment(1);
     ApiError::timeout(seconds)
 }

@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo};
+use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
 use crate::espeak::{self, EspeakError};
+use crate::text::words;
 
 const ENGINE_ID: &str = "espeak";
 
@@ -90,21 +91,85 @@ impl Voice for FormantVoice {
     ) -> Result<(), EngineError> {
         for (index, item) in batch.iter().enumerate() {
             let rate = espeak::rate_for_speed(item.params.speed);
-            let samples =
-                espeak::synthesize(&item.text, &self.info.id, rate).map_err(|e| match e {
+            let (samples, spoken) = espeak::synthesize_with_words(&item.text, &self.info.id, rate)
+                .map_err(|e| match e {
                     EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
                     other => EngineError::Synthesis(other.to_string()),
                 })?;
-            done(
-                index,
-                Pcm {
-                    samples: samples.iter().map(|&s| f32::from(s) / 32768.0).collect(),
-                    sample_rate: espeak::SAMPLE_RATE,
-                },
+            let mut pcm = Pcm::new(
+                samples.iter().map(|&s| f32::from(s) / 32768.0).collect(),
+                espeak::SAMPLE_RATE,
             );
+            if item.word_timings {
+                pcm.words = Some(word_timings(&item.text, &spoken, &samples));
+            }
+            done(index, pcm);
         }
         Ok(())
     }
+}
+
+/// Below this a sample counts as silence when a word's end is looked for (about -40 dB).
+const SILENCE: i16 = 330;
+
+/// The written words of `text` with the times espeak spoke them: a word starts at its first
+/// word event and lasts until the next spoken word starts, less the silence before it. A
+/// word espeak gave no event of its own (it joins some short words to the one before) gets
+/// no time of its own, at the end of the word before; tokens without letters or digits and
+/// without an event ("—") are not spoken words.
+fn word_timings(text: &str, spoken: &[espeak::SpokenWord], samples: &[i16]) -> Vec<WordTiming> {
+    let byte_of_char: Vec<usize> = text
+        .char_indices()
+        .map(|(at, _)| at)
+        .chain([text.len()])
+        .collect();
+    let written = words::written_words(text);
+    let mut starts: Vec<Option<usize>> = vec![None; written.len()];
+    let mut word = 0;
+    for event in spoken.iter().filter(|e| e.chars > 0) {
+        let at = byte_of_char[event.char_start.min(byte_of_char.len() - 1)];
+        while word < written.len() && written[word].end <= at {
+            word += 1;
+        }
+        if let Some(start) = starts.get_mut(word) {
+            if written[word].start <= at + event.chars && start.is_none() {
+                *start = Some(event.sample.min(samples.len()));
+            }
+        }
+    }
+    let mut timings = Vec::new();
+    let mut previous_end = 0;
+    for (i, range) in written.iter().enumerate() {
+        let Some(start) = starts[i] else {
+            if text[range.clone()].chars().any(char::is_alphanumeric) {
+                timings.push(WordTiming {
+                    text: range.clone(),
+                    start: previous_end,
+                    end: previous_end,
+                });
+            }
+            continue;
+        };
+        let start = start.max(previous_end);
+        let next = starts[i + 1..]
+            .iter()
+            .flatten()
+            .next()
+            .copied()
+            .unwrap_or(samples.len())
+            .max(start);
+        let end = samples[start..next]
+            .iter()
+            .rposition(|s| s.unsigned_abs() > SILENCE as u16)
+            .map_or(start, |last| start + last + 1);
+        timings.push(WordTiming {
+            text: range.clone(),
+            start,
+            end,
+        });
+        previous_end = end;
+    }
+    timings
 }
 
 #[cfg(test)]

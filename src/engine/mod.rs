@@ -50,6 +50,9 @@ pub struct SynthesisItem {
     /// Speed, speaker and noise of the request; `params.seed` is this item's own seed, so the
     /// same seed gives the same audio whatever else is in the batch.
     pub params: SynthesisParams,
+    /// Whether the audio should come with [`Pcm::words`]; only asked when needed, since it
+    /// costs an engine extra work.
+    pub word_timings: bool,
 }
 
 impl SynthesisItem {
@@ -57,6 +60,7 @@ impl SynthesisItem {
         Self {
             text: text.into(),
             params: SynthesisParams::default(),
+            word_timings: false,
         }
     }
 }
@@ -97,9 +101,31 @@ impl std::fmt::Display for VoiceKey {
 pub struct Pcm {
     pub samples: Vec<f32>,
     pub sample_rate: u32,
+    /// When the item asked for [`SynthesisItem::word_timings`] and the engine can tell: where
+    /// each spoken word of the item's text lies in `samples`, in order. `None` otherwise.
+    pub words: Option<Vec<WordTiming>>,
+}
+
+/// A word of an utterance's text and when it is spoken.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WordTiming {
+    /// Byte range of the word in the item's text.
+    pub text: std::ops::Range<usize>,
+    /// First sample and one past the last, `start <= end <= samples.len()`.
+    pub start: usize,
+    pub end: usize,
 }
 
 impl Pcm {
+    /// Audio without word timings.
+    pub fn new(samples: Vec<f32>, sample_rate: u32) -> Self {
+        Self {
+            samples,
+            sample_rate,
+            words: None,
+        }
+    }
+
     pub fn duration_s(&self) -> f64 {
         self.samples.len() as f64 / self.sample_rate as f64
     }

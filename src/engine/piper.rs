@@ -12,10 +12,11 @@ use std::sync::{Arc, OnceLock, RwLock};
 use candle_core::Device;
 use sha2::{Digest, Sha256};
 
-use super::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo};
+use super::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
 use crate::metrics as m;
 use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize, PhonemeIdMap};
+use crate::text::words::spoken_words;
 use crate::vits::{Vits, VitsInput};
 
 pub struct PiperEngine {
@@ -250,19 +251,22 @@ impl Voice for PiperVoice {
         // Every item becomes one or more model inputs ("pieces"), in item order.
         let mut inputs = Vec::with_capacity(batch.len());
         let mut owners = Vec::with_capacity(batch.len());
+        // Where each phoneme character went, for the items that want word timings.
+        let mut traces = Vec::with_capacity(batch.len());
+        let mut ipas = Vec::with_capacity(batch.len());
         for (index, item) in batch.iter().enumerate() {
             let ipa = phonemize(&item.text, &self.espeak_voice)
                 .map_err(|e| EngineError::Synthesis(e.to_string()))?;
             let noise_w = item.params.noise_w.unwrap_or(self.model.config().noise_w);
             let limit = ids_per_pass(item.params.speed, self.length_scale, noise_w);
-            let pieces = self.phonemes.pieces(&ipa, limit);
+            let pieces = self.phonemes.traced_pieces(&ipa, limit);
             if pieces.len() > 1 {
                 metrics::counter!(m::UTTERANCES_SPLIT).increment(1);
             }
-            for (n, ids) in pieces.into_iter().enumerate() {
-                metrics::histogram!(m::UTTERANCE_PHONEME_IDS).record(ids.len() as f64);
+            for (n, piece) in pieces.into_iter().enumerate() {
+                metrics::histogram!(m::UTTERANCE_PHONEME_IDS).record(piece.ids.len() as f64);
                 inputs.push(VitsInput {
-                    ids,
+                    ids: piece.ids,
                     length_scale: self.length_scale,
                     // Piece 0 keeps the item's seed: an unsplit item sounds as it always did.
                     params: SynthesisParams {
@@ -271,7 +275,13 @@ impl Voice for PiperVoice {
                     },
                 });
                 owners.push(index);
+                traces.push(if item.word_timings {
+                    piece.chars
+                } else {
+                    Vec::new()
+                });
             }
+            ipas.push(ipa);
         }
         // On a GPU one padded forward pass computes a whole batch in parallel; passes hold as
         // many pieces as the batch has items, so a split item never makes a pass larger than a
@@ -285,22 +295,102 @@ impl Voice for PiperVoice {
             batch.len()
         };
         let rate = self.model.sample_rate();
+        let hop = self.model.config().hop_length;
         let mut samples = Vec::new();
+        // Per phoneme character of the current item: its first and one-past-last sample.
+        let mut spans: Vec<Option<(usize, usize)>> = Vec::new();
         for (pass, chunk) in inputs.chunks(per_pass).enumerate() {
-            let audio = self.model.synthesize(chunk).map_err(failed)?;
+            let audio = self.model.synthesize_timed(chunk).map_err(failed)?;
             for (offset, piece) in audio.into_iter().enumerate() {
                 let i = pass * per_pass + offset;
-                samples.extend_from_slice(&piece);
-                if owners.get(i + 1) != Some(&owners[i]) {
+                let owner = owners[i];
+                if batch[owner].word_timings {
+                    spans.resize(ipas[owner].chars().count(), None);
+                    trace_chars(
+                        &mut spans,
+                        &traces[i],
+                        &piece.frames_per_id,
+                        hop,
+                        samples.len(),
+                    );
+                }
+                samples.extend_from_slice(&piece.samples);
+                if owners.get(i + 1) != Some(&owner) {
+                    let item = &batch[owner];
+                    let words = if item.word_timings {
+                        let words = self.word_timings(&item.text, &ipas[owner], &spans)?;
+                        spans.clear();
+                        Some(words)
+                    } else {
+                        None
+                    };
                     let pcm = Pcm {
                         samples: std::mem::take(&mut samples),
                         sample_rate: rate,
+                        words,
                     };
-                    done(owners[i], pcm);
+                    done(owner, pcm);
                 }
             }
         }
         Ok(())
+    }
+}
+
+impl PiperVoice {
+    /// When each spoken word of `text` starts and ends, from the samples its phoneme
+    /// characters got (`spans`, indexed like the characters of `ipa`).
+    fn word_timings(
+        &self,
+        text: &str,
+        ipa: &str,
+        spans: &[Option<(usize, usize)>],
+    ) -> Result<Vec<WordTiming>, EngineError> {
+        let words = spoken_words(text, ipa, &self.espeak_voice)
+            .map_err(|e| EngineError::Synthesis(e.to_string()))?;
+        let mut previous_end = 0;
+        Ok(words
+            .into_iter()
+            .map(|word| {
+                let mut timed = spans[word.phonemes].iter().flatten();
+                let (start, end) = match timed.next() {
+                    Some(&(start, end)) => (start, timed.last().map_or(end, |&(_, end)| end)),
+                    None => (previous_end, previous_end),
+                };
+                let start = start.max(previous_end);
+                let end = end.max(start);
+                previous_end = end;
+                WordTiming {
+                    text: word.text,
+                    start,
+                    end,
+                }
+            })
+            .collect())
+    }
+}
+
+/// Records in `spans` the samples each traced character got in a piece whose ids lasted
+/// `frames_per_id` frames of `hop` samples and that starts at sample `offset` of the item.
+fn trace_chars(
+    spans: &mut [Option<(usize, usize)>],
+    chars: &[(usize, std::ops::Range<usize>)],
+    frames_per_id: &[usize],
+    hop: usize,
+    offset: usize,
+) {
+    let mut before = Vec::with_capacity(frames_per_id.len() + 1);
+    before.push(0);
+    for frames in frames_per_id {
+        before.push(before.last().copied().unwrap_or(0) + frames);
+    }
+    let at = |id: usize| offset + before[id.min(frames_per_id.len())] * hop;
+    for (char, ids) in chars {
+        let (start, end) = (at(ids.start), at(ids.end));
+        if let Some(span) = spans.get_mut(*char) {
+            let merged = span.map_or((start, end), |(s, e)| (s.min(start), e.max(end)));
+            *span = Some(merged);
+        }
     }
 }
 

@@ -21,6 +21,24 @@ pub(super) fn join_sentences(pieces: &[Pcm], rate: u32) -> (Vec<f32>, f64) {
     (out, duration)
 }
 
+/// Where each sentence starts in the audio [`join_sentences`] makes of them, in samples.
+pub(super) fn sentence_starts(pieces: &[Pcm], rate: u32) -> Vec<usize> {
+    let pause = (SENTENCE_PAUSE_S * rate as f32) as usize;
+    let mut at = 0;
+    pieces
+        .iter()
+        .enumerate()
+        .map(|(i, piece)| {
+            if i > 0 {
+                at += pause;
+            }
+            let start = at;
+            at += piece.samples.len();
+            start
+        })
+        .collect()
+}
+
 /// Appends one sentence's audio, faded at both ends and, after another sentence, behind a pause.
 pub(super) fn append_sentence(
     out: &mut Vec<f32>,
@@ -54,12 +72,10 @@ mod tests {
 
     #[test]
     fn joined_sentences_have_pauses_and_start_and_end_at_zero() {
-        let piece = |n| Pcm {
-            samples: vec![0.5; n],
-            sample_rate: 1000,
-        };
+        let piece = |n| Pcm::new(vec![0.5; n], 1000);
         let (out, duration) = join_sentences(&[piece(100), piece(50)], 1000);
         assert_eq!(out.len(), 100 + 200 + 50);
+        assert_eq!(sentence_starts(&[piece(100), piece(50)], 1000), [0, 300]);
         assert!((duration - 0.35).abs() < 1e-9);
         assert_eq!(out[0], 0.0);
         assert_eq!(out[99], 0.0);

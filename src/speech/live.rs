@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::{join, utterances, Job, Request, SpeechError, SpeechService};
+use super::{join, utterances, Job, Request, SpeechError, SpeechService, Utterances};
 use crate::audio::{self, StreamEncoder};
 use crate::engine::Pcm;
 use crate::metrics as m;
@@ -110,9 +110,13 @@ impl LiveSpeech {
             let mut pieces = Vec::with_capacity(sentences.len());
             if !sentences.is_empty() {
                 metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-                let mut synthesis = service
-                    .start_utterances(&job, sentences, base_seed, first_index, true)
-                    .await?;
+                let utterances = Utterances {
+                    sentences,
+                    base_seed,
+                    first_index,
+                    word_timings: false,
+                };
+                let mut synthesis = service.start_utterances(&job, utterances, true).await?;
                 while let Some(piece) = synthesis.next().await {
                     pieces.push(piece?);
                 }

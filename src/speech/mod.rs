@@ -11,6 +11,7 @@ mod live;
 mod request;
 mod stream;
 mod synthesis;
+mod timed;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,6 +33,7 @@ pub use error::{InvalidReason, SpeechError};
 pub use live::{LiveSpeech, SentenceAudio, SpokenSentence};
 pub use request::{Job, Request};
 pub use stream::SpeechStream;
+pub use timed::{TimedSpeech, WordStamp};
 
 /// Longest piece of text handed to an engine in one utterance; longer sentences are split at
 /// clause boundaries. VITS attention cost grows with the square of the length.
@@ -221,26 +223,8 @@ impl SpeechService {
 
     async fn synthesize_whole(&self, job: Job) -> Result<CachedAudio, SpeechError> {
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let mut sentences = self.start(&job, false).await?;
-        let mut pieces = Vec::with_capacity(sentences.len());
-        while let Some(piece) = sentences.next().await {
-            pieces.push(piece?);
-        }
-        let native = job.voice().sample_rate;
-        let rate = pieces.first().map_or(native, |p| p.sample_rate);
-        let (samples, duration_s) = join::join_sentences(&pieces, rate);
-        let format = job.format();
-        let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples, rate))
-            .await
-            .map_err(|e| SpeechError::Encoding(format!("encoder task failed: {e}")))?
-            .map_err(|e| {
-                SpeechError::Encoding(format!("encoding {} failed: {e}", format.as_str()))
-            })?;
-        Ok(CachedAudio {
-            bytes: Bytes::from(bytes),
-            sample_rate: format.output_sample_rate(rate),
-            duration_s,
-        })
+        let pieces = self.start(&job, false).await?.collect().await?;
+        encode_joined(&job, &pieces).await
     }
 
     /// Splits the input into sentences and admits them as one request; the sentences then
@@ -259,21 +243,28 @@ impl SpeechService {
                 "input contains nothing that can be spoken",
             ));
         }
-        let base_seed = job.params().seed.unwrap_or_else(rand::random);
-        self.start_utterances(job, sentences, base_seed, 0, first_alone)
-            .await
+        let utterances = Utterances {
+            sentences,
+            base_seed: job.params().seed.unwrap_or_else(rand::random),
+            first_index: 0,
+            word_timings: false,
+        };
+        self.start_utterances(job, utterances, first_alone).await
     }
 
-    /// Admits `sentences` as one request; the `i`-th is the utterance `first_index + i` of a
-    /// synthesis seeded with `base_seed`.
+    /// Admits `utterances` as one request.
     async fn start_utterances(
         &self,
         job: &Job,
-        sentences: Vec<String>,
-        base_seed: u64,
-        first_index: usize,
+        utterances: Utterances,
         first_alone: bool,
     ) -> Result<synthesis::Synthesis, SpeechError> {
+        let Utterances {
+            sentences,
+            base_seed,
+            first_index,
+            word_timings,
+        } = utterances;
         let voice: Arc<dyn Voice> = self
             .inner
             .registry
@@ -287,6 +278,7 @@ impl SpeechService {
             .map(|(i, text)| SynthesisItem {
                 text,
                 params: params.for_item(base_seed, first_index + i),
+                word_timings,
             })
             .collect::<std::collections::VecDeque<_>>();
         let ticket = self.inner.batcher.admit(items.len()).map_err(|e| {
@@ -306,10 +298,37 @@ impl SpeechService {
     }
 }
 
+/// Utterances to synthesize as one request: the `i`-th is utterance `first_index + i` of a
+/// synthesis seeded with `base_seed` (so that its noise does not depend on how the text was
+/// cut into requests).
+struct Utterances {
+    sentences: Vec<String>,
+    base_seed: u64,
+    first_index: usize,
+    word_timings: bool,
+}
+
 /// The utterances an engine is given for `input`: normalized, split into sentences, long
 /// sentences cut at clauses.
 fn utterances(input: &str) -> Vec<String> {
     text::split::split_sentences(&text::normalize::normalize(input), MAX_UTTERANCE_CHARS)
+}
+
+/// The sentences joined as one body in the job's format.
+async fn encode_joined(job: &Job, pieces: &[Pcm]) -> Result<CachedAudio, SpeechError> {
+    let native = job.voice().sample_rate;
+    let rate = pieces.first().map_or(native, |p| p.sample_rate);
+    let (samples, duration_s) = join::join_sentences(pieces, rate);
+    let format = job.format();
+    let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples, rate))
+        .await
+        .map_err(|e| SpeechError::Encoding(format!("encoder task failed: {e}")))?
+        .map_err(|e| SpeechError::Encoding(format!("encoding {} failed: {e}", format.as_str())))?;
+    Ok(CachedAudio {
+        bytes: Bytes::from(bytes),
+        sample_rate: format.output_sample_rate(rate),
+        duration_s,
+    })
 }
 
 fn submit_error(e: SubmitError) -> SpeechError {

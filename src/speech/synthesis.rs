@@ -62,11 +62,6 @@ impl Synthesis {
         Ok(synthesis)
     }
 
-    /// Sentences in the whole request.
-    pub fn len(&self) -> usize {
-        self.total
-    }
-
     /// The next sentence's audio, in order; `None` after the last.
     pub async fn next(&mut self) -> Option<Result<Pcm, SpeechError>> {
         let reply = self.queued.pop_front()?;
@@ -74,6 +69,15 @@ impl Synthesis {
             return Some(Err(e));
         }
         Some(await_reply(reply).await)
+    }
+
+    /// Every sentence's audio, in order.
+    pub async fn collect(mut self) -> Result<Vec<Pcm>, SpeechError> {
+        let mut pieces = Vec::with_capacity(self.total);
+        while let Some(piece) = self.next().await {
+            pieces.push(piece?);
+        }
+        Ok(pieces)
     }
 
     fn fill(&mut self, first_alone: bool) -> Result<(), SpeechError> {

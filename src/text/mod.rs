@@ -6,6 +6,7 @@ pub mod incremental;
 pub mod normalize;
 pub mod phonemize;
 pub mod split;
+pub mod words;
 
 pub use normalize::normalize;
 pub use phonemize::{phonemize, PhonemeIdMap};

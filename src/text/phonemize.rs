@@ -86,6 +86,15 @@ impl PhonemeIdMap {
     /// word only when the word alone exceeds the limit. Always at least one piece; a limit
     /// smaller than the framing plus one symbol still gives pieces of one symbol each.
     pub fn pieces(&self, phonemes: &str, max_ids: usize) -> Vec<Vec<i64>> {
+        self.traced_pieces(phonemes, max_ids)
+            .into_iter()
+            .map(|piece| piece.ids)
+            .collect()
+    }
+
+    /// [`pieces`](Self::pieces), each with where every character of `phonemes` went: what
+    /// lets the time the model gives each id be read back as the time of a character.
+    pub fn traced_pieces(&self, phonemes: &str, max_ids: usize) -> Vec<TracedPiece> {
         let symbols = self.symbols(phonemes);
         let head = [self.ids[&BOS].as_slice(), &self.ids[&PAD]].concat();
         let tail = &self.ids[&EOS];
@@ -94,11 +103,13 @@ impl PhonemeIdMap {
             .into_iter()
             .map(|run| {
                 let mut ids = head.clone();
+                let mut chars = Vec::with_capacity(run.len());
                 for symbol in run {
+                    chars.push((symbol.source, ids.len()..ids.len() + symbol.ids.len()));
                     ids.extend_from_slice(&symbol.ids);
                 }
                 ids.extend_from_slice(tail);
-                ids
+                TracedPiece { ids, chars }
             })
             .collect()
     }
@@ -107,13 +118,14 @@ impl PhonemeIdMap {
     fn symbols(&self, phonemes: &str) -> Vec<Symbol> {
         let pad = &self.ids[&PAD];
         let mut symbols = Vec::with_capacity(phonemes.len());
-        for c in phonemes.nfd() {
+        for (source, c) in phonemes.nfd().enumerate() {
             let replaced = self.replacements.get(&c);
             for &symbol in replaced.map_or(std::slice::from_ref(&c), Vec::as_slice) {
                 match self.ids.get(&symbol) {
                     Some(symbol_ids) => symbols.push(Symbol {
                         phoneme: symbol,
                         ids: [symbol_ids.as_slice(), pad].concat(),
+                        source,
                     }),
                     None => {
                         tracing::debug!(phoneme = ?symbol, "phoneme not in the voice's map, skipped")
@@ -130,6 +142,17 @@ impl PhonemeIdMap {
 struct Symbol {
     phoneme: char,
     ids: Vec<i64>,
+    /// Index of the character of the NFD phoneme string it came from.
+    source: usize,
+}
+
+/// One model input and, for each character of the phoneme string that reached it (in
+/// order), the range of `ids` it became (its ids and the pad after them). Characters the
+/// voice does not know, and spaces dropped at a cut, are in no piece.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TracedPiece {
+    pub ids: Vec<i64>,
+    pub chars: Vec<(usize, std::ops::Range<usize>)>,
 }
 
 impl Symbol {
@@ -351,6 +374,27 @@ mod tests {
             let all: String = text.chars().filter(|&c| c != ' ').collect();
             assert_eq!(kept, all, "limit {limit}");
             assert!(texts.iter().all(|t| !t.is_empty() && !t.starts_with(' ')));
+        }
+    }
+
+    #[test]
+    fn traced_pieces_say_which_ids_each_character_became() {
+        let map = small_map();
+        let pieces = map.traced_pieces("ab qz", usize::MAX);
+        assert_eq!(pieces.len(), 1);
+        let piece = &pieces[0];
+        assert_eq!(piece.ids, map.ids("ab qz"));
+        // 'q' (index 3) is unknown; 'z' became "a b".
+        let chars: Vec<usize> = piece.chars.iter().map(|(c, _)| *c).collect();
+        assert_eq!(chars, [0, 1, 2, 4, 4]);
+        assert_eq!(piece.chars[0].1, 2..4);
+        assert_eq!(&piece.ids[piece.chars[1].1.clone()], [5, 6, 0]);
+        let cut = map.traced_pieces("a b a b", 8);
+        assert!(cut.len() > 1);
+        for piece in &cut {
+            for (_, ids) in &piece.chars {
+                assert!(ids.end < piece.ids.len(), "before the end mark");
+            }
         }
     }
 

@@ -92,6 +92,14 @@ pub struct VitsInput {
     pub params: SynthesisParams,
 }
 
+/// One item's audio and the frames (of `hop_length` samples) each of its phoneme ids got;
+/// they add up to the audio's length (an item with no frames at all still gets one).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimedAudio {
+    pub samples: Vec<f32>,
+    pub frames_per_id: Vec<usize>,
+}
+
 /// A loaded VITS voice.
 pub struct Vits {
     config: VitsConfig,
@@ -218,6 +226,16 @@ impl Vits {
     /// One batched forward pass over items of different lengths (padding + masks inside).
     /// Returns each item's audio with its EXACT sample count (hop × its own frames).
     pub fn synthesize(&self, batch: &[VitsInput]) -> Result<Vec<Vec<f32>>, VitsError> {
+        Ok(self
+            .synthesize_timed(batch)?
+            .into_iter()
+            .map(|item| item.samples)
+            .collect())
+    }
+
+    /// [`synthesize`](Self::synthesize), with how long each phoneme id lasts: what word
+    /// timestamps are computed from.
+    pub fn synthesize_timed(&self, batch: &[VitsInput]) -> Result<Vec<TimedAudio>, VitsError> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -332,9 +350,13 @@ impl Vits {
         Ok(audio
             .into_iter()
             .zip(&frames)
-            .map(|(mut row, &f)| {
+            .zip(durations)
+            .map(|((mut row, &f), frames_per_id)| {
                 row.truncate(f * hop);
-                row
+                TimedAudio {
+                    samples: row,
+                    frames_per_id,
+                }
             })
             .collect())
     }

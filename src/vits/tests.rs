@@ -296,6 +296,27 @@ fn single_speaker_resblock2_stochastic_batches_match_singles() {
 }
 
 #[test]
+fn every_id_gets_frames_that_add_up_to_the_audio() {
+    let vits = load(&Variant {
+        resblock: ResBlockKind::Two,
+        speakers: 1,
+        stochastic: true,
+    });
+    let batch = [input(5, 1, None), input(17, 2, None)];
+    let timed = vits.synthesize_timed(&batch).unwrap();
+    let plain = vits.synthesize(&batch).unwrap();
+    for ((item, timed), plain) in batch.iter().zip(&timed).zip(&plain) {
+        assert_eq!(timed.frames_per_id.len(), item.ids.len());
+        let frames: usize = timed.frames_per_id.iter().sum();
+        assert_eq!(
+            frames.max(1) * vits.config().hop_length,
+            timed.samples.len()
+        );
+        assert_eq!(&timed.samples, plain, "the same audio");
+    }
+}
+
+#[test]
 fn multi_speaker_resblock1_deterministic_batches_match_singles() {
     let vits = load(&Variant {
         resblock: ResBlockKind::One,

@@ -138,10 +138,7 @@ pub struct FakeVoice {
 }
 
 fn utterance() -> Pcm {
-    Pcm {
-        samples: vec![0.25; FAKE_SAMPLES],
-        sample_rate: FAKE_RATE,
-    }
+    Pcm::new(vec![0.25; FAKE_SAMPLES], FAKE_RATE)
 }
 
 impl Voice for FakeVoice {

@@ -1,0 +1,199 @@
+//! Speech with word timestamps: the whole body, and when each word of the input is spoken.
+//!
+//! Captions, karaoke-style highlighting and lip sync need to know which word is heard when.
+//! The engine reports where each word of an utterance lies in that utterance's audio; here
+//! those times move onto the joined body (sentence pauses included, exactly as
+//! [`join`](super::join) places the sentences) and the words back onto the text the client
+//! sent: the engine saw normalized text (markup gone, quotes unified), so each word is found
+//! again in the original, in order, and reported as written there with its character offsets.
+
+use bytes::Bytes;
+
+use super::{
+    encode_joined, join, utterances, InvalidReason, Job, SpeechError, SpeechService, Utterances,
+};
+use crate::metrics as m;
+
+/// The whole body of a job and its words' timestamps.
+#[derive(Debug, Clone)]
+pub struct TimedSpeech {
+    pub audio: Bytes,
+    pub sample_rate: u32,
+    pub duration_s: f64,
+    /// Every spoken word, in order; times never go back and never overlap.
+    pub words: Vec<WordStamp>,
+}
+
+/// A word of the input and when it is heard.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WordStamp {
+    /// The word as written in the input (`"$100"`, `"didn’t"`), surrounding punctuation aside.
+    pub word: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Its position in the input, in characters (Unicode scalar values): `input.chars()
+    /// .skip(char_start).take(char_end - char_start)` is `word`.
+    pub char_start: usize,
+    pub char_end: usize,
+}
+
+impl SpeechService {
+    /// Synthesizes the whole body, as [`speak`](Self::speak) would with the same seed, with
+    /// the timestamps of its words. Not cached: the body is, but its timings are not kept.
+    pub async fn speak_with_words(&self, job: Job) -> Result<TimedSpeech, SpeechError> {
+        let sentences = utterances(job.input());
+        if sentences.is_empty() {
+            return Err(SpeechError::invalid(
+                "input",
+                InvalidReason::Empty,
+                "input contains nothing that can be spoken",
+            ));
+        }
+        metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
+        let texts = sentences.clone();
+        let request = Utterances {
+            sentences,
+            base_seed: job.params().seed.unwrap_or_else(rand::random),
+            first_index: 0,
+            word_timings: true,
+        };
+        let pieces = self
+            .start_utterances(&job, request, false)
+            .await?
+            .collect()
+            .await?;
+        if pieces.iter().any(|piece| piece.words.is_none()) {
+            return Err(SpeechError::invalid(
+                "model",
+                InvalidReason::Unsupported,
+                format!(
+                    "The {} engine does not report word timings.",
+                    job.voice().key.engine()
+                ),
+            ));
+        }
+        let rate = pieces
+            .first()
+            .map_or(job.voice().sample_rate, |p| p.sample_rate);
+        let seconds = |samples: usize| samples as f64 / f64::from(rate);
+        let mut finder = Finder::new(job.input());
+        let mut words = Vec::new();
+        for ((piece, start), text) in pieces
+            .iter()
+            .zip(join::sentence_starts(&pieces, rate))
+            .zip(&texts)
+        {
+            for timing in piece.words.iter().flatten() {
+                let Some(spoken) = text.get(timing.text.clone()) else {
+                    continue;
+                };
+                let (word, char_start, char_end) = finder.find(spoken);
+                words.push(WordStamp {
+                    word,
+                    start_s: seconds(start + timing.start),
+                    end_s: seconds(start + timing.end),
+                    char_start,
+                    char_end,
+                });
+            }
+        }
+        let audio = encode_joined(&job, &pieces).await?;
+        m::add_audio_seconds(audio.duration_s);
+        Ok(TimedSpeech {
+            audio: audio.bytes,
+            sample_rate: audio.sample_rate,
+            duration_s: audio.duration_s,
+            words,
+        })
+    }
+}
+
+/// Finds normalized words again in the original text, left to right.
+struct Finder<'a> {
+    original: &'a str,
+    /// Byte position after the last word found, and how many characters precede it.
+    cursor: usize,
+    chars_before: usize,
+}
+
+impl<'a> Finder<'a> {
+    fn new(original: &'a str) -> Self {
+        Self {
+            original,
+            cursor: 0,
+            chars_before: 0,
+        }
+    }
+
+    /// The next occurrence of `word` after the previous one (quotes and dashes compared by
+    /// kind, as normalization unified them): the original's spelling and character range. A
+    /// word that cannot be found (normalization changed more than punctuation) keeps its
+    /// normalized spelling and gets an empty range where the search stands.
+    fn find(&mut self, word: &str) -> (String, usize, usize) {
+        let rest = &self.original[self.cursor..];
+        let found = rest
+            .char_indices()
+            .find_map(|(at, _)| matches_at(&rest[at..], word).map(|len| (at, len)));
+        let Some((at, len)) = found else {
+            return (word.to_string(), self.chars_before, self.chars_before);
+        };
+        let written = &rest[at..at + len];
+        let start = self.chars_before + rest[..at].chars().count();
+        let end = start + written.chars().count();
+        self.cursor += at + len;
+        self.chars_before = end;
+        (written.to_string(), start, end)
+    }
+}
+
+/// The byte length of the prefix of `text` that spells `word`, if it does.
+fn matches_at(text: &str, word: &str) -> Option<usize> {
+    let mut text_chars = text.char_indices();
+    for expected in word.chars() {
+        let (_, c) = text_chars.next()?;
+        if fold(c) != fold(expected) {
+            return None;
+        }
+    }
+    Some(text_chars.next().map_or(text.len(), |(at, _)| at))
+}
+
+/// Characters as normalization unifies them: quotes by kind, every dash one dash.
+fn fold(c: char) -> char {
+    match c {
+        '“' | '”' | '„' | '‟' | '«' | '»' | '″' | '〝' | '〞' | '＂' => '"',
+        '‘' | '’' | '‚' | '‛' | '′' | '‹' | '›' | '＇' => '\'',
+        '–' | '‒' | '—' | '―' | '⸺' | '⸻' | '−' | '‐' | '‑' => '-',
+        c => c,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_are_found_in_order_with_their_written_spelling() {
+        let original = "**Don’t** pay $100 — don't!  Naïve café";
+        let mut finder = Finder::new(original);
+        let chars: Vec<char> = original.chars().collect();
+        for (normalized, written) in [
+            ("Don't", "Don’t"),
+            ("pay", "pay"),
+            ("$100", "$100"),
+            ("don't", "don't"),
+            ("Naïve", "Naïve"),
+            ("café", "café"),
+        ] {
+            let (word, start, end) = finder.find(normalized);
+            assert_eq!(word, written);
+            assert_eq!(chars[start..end].iter().collect::<String>(), written);
+        }
+        // Not there: an empty range where the search stands, nothing skipped.
+        let (word, start, end) = finder.find("zebra");
+        assert_eq!(
+            (word.as_str(), start, end),
+            ("zebra", chars.len(), chars.len())
+        );
+    }
+}
