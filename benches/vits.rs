@@ -1,8 +1,11 @@
-//! Whole-model speed of the native VITS against onnxruntime, measured in the same run.
+//! Whole-model speed of the native VITS against onnxruntime, measured in the same run, and
+//! windowed synthesis against whole-utterance synthesis.
 //!
 //! One thread, noise 0, the default voice: one sentence, and a padded batch of 8. onnxruntime
 //! runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python with
 //! onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle runs.
+//! The windowed cases (`-- windowed`) time the first chunk and the whole windowed run of a long
+//! sentence without clause breaks (phonemized once with espeak-ng, untimed) and of a short one.
 //!
 //! `OMNIVOICE_REF_PYTHON=/path/venv/bin/python cargo bench --bench vits [-- NAME_FILTER]`
 
@@ -12,6 +15,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 use omnivoice_server::params::SynthesisParams;
+use omnivoice_server::text::phonemize::{phonemize, PhonemeIdMap};
 use omnivoice_server::vits::{Vits, VitsInput};
 
 const RUNS: usize = 5;
@@ -23,6 +27,13 @@ const SENTENCES: [&str; 4] = [
     "Wait! Is it ready? Yes; mostly: it works, and it sounds natural enough for a first try.",
 ];
 const SINGLE: usize = 2;
+/// One long sentence with no clause break, so a sentence splitter cannot shorten it.
+const LONG_SENTENCE: &str = "The old lighthouse keeper walked along the narrow path beside the \
+    cliffs every evening to watch the fishing boats return to the harbour while the sun sank \
+    behind the distant hills and the gulls circled overhead calling to one another in the \
+    fading light.";
+/// Frames in the first window and in each later one (the defaults proposed for the engine).
+const WINDOWS: [(usize, usize); 2] = [(16, 96), (12, 128)];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -44,6 +55,73 @@ fn input(i: usize) -> VitsInput {
             noise_w: Some(0.0),
             ..SynthesisParams::default()
         },
+    }
+}
+
+/// Median seconds to the first chunk and to the end of a windowed run, and the whole-utterance
+/// median, alternating the two so that machine load moves both alike.
+fn time_windowed(model: &Vits, item: &VitsInput, first: usize, later: usize) -> (f64, f64, f64) {
+    let mut firsts = Vec::new();
+    let mut totals = Vec::new();
+    let mut wholes = Vec::new();
+    model
+        .synthesize_windowed(item, first, later, &mut |_| true)
+        .expect("windowed synthesis");
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let mut first_at = None;
+        model
+            .synthesize_windowed(item, first, later, &mut |_| {
+                first_at.get_or_insert_with(|| started.elapsed().as_secs_f64());
+                true
+            })
+            .expect("windowed synthesis");
+        totals.push(started.elapsed().as_secs_f64());
+        firsts.push(first_at.expect("a chunk"));
+        let started = Instant::now();
+        model
+            .synthesize(std::slice::from_ref(item))
+            .expect("synthesis");
+        wholes.push(started.elapsed().as_secs_f64());
+    }
+    (median(firsts), median(totals), median(wholes))
+}
+
+/// Time to the first chunk and the halo overhead, long and short sentence.
+fn windowed_cases(model: &Vits, config: &serde_json::Value) {
+    let field = model.receptive_field();
+    println!(
+        "\nreceptive field (frames each side): flow {:?}, decoder {:?}, together {:?}",
+        field.flow, field.decoder, field.total
+    );
+    let espeak_voice = config["espeak"]["voice"].as_str().expect("espeak voice");
+    let ipa = phonemize(LONG_SENTENCE, espeak_voice).expect("espeak-ng");
+    let map = PhonemeIdMap::from_voice_json(config).expect("phoneme map");
+    let long = VitsInput {
+        ids: map.ids(&ipa),
+        ..input(0)
+    };
+    println!(
+        "| case | chars | audio s | windows | whole s | first chunk s | first / whole | windowed s | windowed / whole |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (name, chars, item) in [
+        ("long sentence", LONG_SENTENCE.len(), &long),
+        ("short sentence", SENTENCES[1].len(), &input(1)),
+    ] {
+        let audio = model
+            .synthesize(std::slice::from_ref(item))
+            .expect("synthesis")[0]
+            .len() as f64
+            / model.sample_rate() as f64;
+        for (first, later) in WINDOWS {
+            let (to_first, windowed, whole) = time_windowed(model, item, first, later);
+            println!(
+                "| {name} | {chars} | {audio:.2} | {first}/{later} | {whole:.3} | {to_first:.4} | {:.3} | {windowed:.3} | {:.3} |",
+                to_first / whole,
+                windowed / whole
+            );
+        }
     }
 }
 
@@ -114,6 +192,12 @@ fn main() {
         started.elapsed().as_secs_f64()
     );
 
+    // `cargo bench --bench vits -- sentence` runs only the cases whose name contains "sentence".
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if filter.as_deref() == Some("windowed") {
+        windowed_cases(&model, &config);
+        return;
+    }
     let single = vec![input(SINGLE)];
     let batch: Vec<VitsInput> = (0..8).map(|i| input(i % 4)).collect();
     let python = std::env::var("OMNIVOICE_REF_PYTHON").ok();
@@ -159,8 +243,6 @@ fn main() {
         })
         .collect();
     let sequential = median(walls);
-    // `cargo bench --bench vits -- sentence` runs only the cases whose name contains "sentence".
-    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     for (name, inputs, ort_args) in cases {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
@@ -182,4 +264,7 @@ fn main() {
         "| the same 8, one at a time | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - |",
         sequential / sequential_audio
     );
+    if filter.is_none() {
+        windowed_cases(&model, &config);
+    }
 }
