@@ -32,8 +32,8 @@ const LONG_SENTENCE: &str = "The old lighthouse keeper walked along the narrow p
     cliffs every evening to watch the fishing boats return to the harbour while the sun sank \
     behind the distant hills and the gulls circled overhead calling to one another in the \
     fading light.";
-/// Frames in the first window and in each later one (the defaults proposed for the engine).
-const WINDOWS: [(usize, usize); 2] = [(16, 96), (12, 128)];
+/// Frames in the first window and in each later one.
+const WINDOWS: [(usize, usize); 4] = [(8, 128), (16, 96), (16, 128), (16, 256)];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,8 +1,8 @@
 //! Windowed synthesis: the first audio of an utterance before the rest of it is computed.
 //!
 //! The text encoder, the duration predictor and the prior need the whole utterance (attention,
-//! the monotonic expansion), but they are cheap; the flow and the decoder, where the time goes,
-//! only look at a bounded neighbourhood of each frame. So after [`Vits::prior`] (which draws
+//! the monotonic expansion); the flow and the decoder, where most of the time goes, only look
+//! at a bounded neighbourhood of each frame. So after [`Vits::prior`] (which draws
 //! the noise once, in the same order as [`Vits::synthesize`]) the flow and the decoder run as a
 //! chain of pieces — each flow step, `conv_pre`, each upsampling stage, `conv_post` — pulled by
 //! the output window by window. To extend its exact output, a piece runs on the next stretch
