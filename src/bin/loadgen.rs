@@ -224,6 +224,18 @@ fn report(args: &Args, samples: &[Sample], wall: f64) {
         ms(&ttfb, 0.95),
         ms(&ttfb, 0.99)
     );
+    // Per request: how far into the response its first byte came (the streaming goal).
+    let mut fractions: Vec<f64> = ok
+        .iter()
+        .map(|s| s.first_byte.as_secs_f64() / s.latency.as_secs_f64().max(1e-9))
+        .collect();
+    fractions.sort_by(f64::total_cmp);
+    if let (Some(&min), Some(&max)) = (fractions.first(), fractions.last()) {
+        println!(
+            "first_byte_fraction p50={:.3} min={min:.3} max={max:.3}",
+            fractions[fractions.len() / 2]
+        );
+    }
     let mut tally = BTreeMap::<&str, usize>::new();
     for s in &ok {
         *tally.entry(s.cache.as_str()).or_default() += 1;

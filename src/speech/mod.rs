@@ -14,13 +14,11 @@ mod synthesis;
 mod timed;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
 use crate::audio;
-use crate::batch::{BatchError, Batcher, Reply, SubmitError};
+use crate::batch::{Batcher, SubmitError};
 use crate::cache::{
     AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
 };
@@ -229,12 +227,10 @@ impl SpeechService {
 
     /// Splits the input into sentences and admits them as one request; the sentences then
     /// go through the batcher a few at a time as they are taken from the returned
-    /// [`Synthesis`](synthesis::Synthesis).
-    async fn start(
-        &self,
-        job: &Job,
-        first_alone: bool,
-    ) -> Result<synthesis::Synthesis, SpeechError> {
+    /// [`Synthesis`](synthesis::Synthesis). `listening`: someone plays the audio as it
+    /// comes (a stream), so the first sentence starts on its own and sentences are computed
+    /// in pieces.
+    async fn start(&self, job: &Job, listening: bool) -> Result<synthesis::Synthesis, SpeechError> {
         let sentences = utterances(job.input());
         if sentences.is_empty() {
             return Err(SpeechError::invalid(
@@ -249,15 +245,15 @@ impl SpeechService {
             first_index: 0,
             word_timings: false,
         };
-        self.start_utterances(job, utterances, first_alone).await
+        self.start_utterances(job, utterances, listening).await
     }
 
-    /// Admits `utterances` as one request.
+    /// Admits `utterances` as one request (`listening` as for [`start`](Self::start)).
     async fn start_utterances(
         &self,
         job: &Job,
         utterances: Utterances,
-        first_alone: bool,
+        listening: bool,
     ) -> Result<synthesis::Synthesis, SpeechError> {
         let Utterances {
             sentences,
@@ -279,6 +275,7 @@ impl SpeechService {
                 text,
                 params: params.for_item(base_seed, first_index + i),
                 word_timings,
+                in_pieces: listening,
             })
             .collect::<std::collections::VecDeque<_>>();
         let ticket = self.inner.batcher.admit(items.len()).map_err(|e| {
@@ -293,7 +290,7 @@ impl SpeechService {
             job.voice().key.clone(),
             voice,
             items,
-            first_alone,
+            listening,
         )
     }
 }
@@ -336,16 +333,6 @@ fn submit_error(e: SubmitError) -> SpeechError {
         SubmitError::Full { retry_after } => SpeechError::Overloaded { retry_after },
         SubmitError::Stopped => SpeechError::BatcherStopped,
     }
-}
-
-async fn await_reply(reply: oneshot::Receiver<Reply>) -> Result<Pcm, SpeechError> {
-    let started = Instant::now();
-    let result = reply.await.unwrap_or(Err(BatchError::Shutdown));
-    tracing::trace!(waited_s = started.elapsed().as_secs_f64(), "utterance done");
-    result.map_err(|e| match e {
-        BatchError::Shutdown => SpeechError::ShuttingDown,
-        other => SpeechError::Engine(other.to_string()),
-    })
 }
 
 #[cfg(test)]

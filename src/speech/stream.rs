@@ -1,6 +1,7 @@
-//! Streamed responses: encoded audio sentence by sentence, as each sentence is computed.
+//! Streamed responses: encoded audio as it is computed, a piece of a sentence at a time.
 //!
-//! The first sentence is queued on its own so it starts at once; the rest follow a few at a
+//! The first sentence is queued on its own so it starts at once, and is computed in pieces
+//! so that its first audio leaves long before its end exists; the rest follow a few at a
 //! time as they are delivered.
 //! The complete body goes to the cache when the stream ends, and identical requests that
 //! arrive meanwhile wait for it (or take over if this client goes away).
@@ -8,7 +9,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::synthesis::Synthesis;
+use super::synthesis::{Delivery, Synthesis};
 use super::{join, Job, SpeechError, SpeechService};
 use crate::audio;
 use crate::cache::{CacheLayer, CacheStatus, CachedAudio, StreamLease, StreamRole};
@@ -80,8 +81,7 @@ impl SpeechService {
             encoder: Some(encoder),
             body: lease.is_some().then(Vec::new),
             lease,
-            first: true,
-            audio_s: 0.0,
+            joiner: join::Joiner::new(rate),
             rate,
             sample_rate,
             samples: samples.clone(),
@@ -112,8 +112,7 @@ struct StreamState {
     body: Option<Vec<u8>>,
     /// Dropped unfinished when the client goes away: waiting identical requests take over.
     lease: Option<StreamLease<SpeechError>>,
-    first: bool,
-    audio_s: f64,
+    joiner: join::Joiner,
     /// The voice's native rate, at which sentences arrive.
     rate: u32,
     /// The encoded audio's rate.
@@ -123,43 +122,51 @@ struct StreamState {
 
 impl StreamState {
     async fn next_chunk(&mut self) -> Option<Result<Bytes, SpeechError>> {
-        let encoder = self.encoder.as_mut()?;
-        let chunk = match self.pending.next().await {
-            Some(reply) => match reply {
-                Ok(pcm) => {
-                    let mut samples = Vec::with_capacity(pcm.samples.len() + self.rate as usize);
-                    join::append_sentence(&mut samples, &pcm.samples, self.rate, !self.first);
-                    self.first = false;
-                    self.audio_s += samples.len() as f64 / self.rate as f64;
-                    let at_output_rate = self.audio_s * f64::from(self.sample_rate);
+        let chunk = loop {
+            self.encoder.as_ref()?;
+            let mut samples = Vec::new();
+            match self.pending.next_piece().await {
+                Some(Ok(delivery)) => {
+                    match delivery {
+                        Delivery::Piece(pcm) => {
+                            self.joiner.push(&pcm.samples, &mut samples);
+                        }
+                        Delivery::SentenceEnd => self.joiner.end_sentence(&mut samples),
+                    }
+                    if samples.is_empty() {
+                        continue;
+                    }
+                    let at_output_rate = self.audio_s() * f64::from(self.sample_rate);
                     self.samples
                         .store(at_output_rate.round() as u64, Ordering::Relaxed);
-                    encoder.push(&samples)
+                    let encoder = self.encoder.as_mut()?;
+                    break encoder.push(&samples);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     self.encoder = None;
                     if let Some(lease) = self.lease.take() {
                         lease.complete(Err(e.clone())).await;
                     }
                     return Some(Err(e));
                 }
-            },
-            None => {
-                let encoder = self.encoder.take()?;
-                let last = encoder.finish();
-                m::add_audio_seconds(self.audio_s);
-                if let (Ok(tail), Some(mut body), Some(lease)) =
-                    (&last, self.body.take(), self.lease.take())
-                {
-                    body.extend_from_slice(tail);
-                    let audio = CachedAudio {
-                        bytes: Bytes::from(body),
-                        sample_rate: self.sample_rate,
-                        duration_s: self.audio_s,
-                    };
-                    lease.complete(Ok(audio)).await;
+                None => {
+                    let encoder = self.encoder.take()?;
+                    let last = encoder.finish();
+                    let audio_s = self.audio_s();
+                    m::add_audio_seconds(audio_s);
+                    if let (Ok(tail), Some(mut body), Some(lease)) =
+                        (&last, self.body.take(), self.lease.take())
+                    {
+                        body.extend_from_slice(tail);
+                        let audio = CachedAudio {
+                            bytes: Bytes::from(body),
+                            sample_rate: self.sample_rate,
+                            duration_s: audio_s,
+                        };
+                        lease.complete(Ok(audio)).await;
+                    }
+                    break last;
                 }
-                last
             }
         };
         let chunk = chunk.map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}")));
@@ -172,5 +179,10 @@ impl StreamState {
             body.extend_from_slice(bytes);
         }
         Some(chunk.map(Bytes::from))
+    }
+
+    /// Seconds of audio handed to the encoder so far, pauses included.
+    fn audio_s(&self) -> f64 {
+        self.joiner.position() as f64 / f64::from(self.rate)
     }
 }

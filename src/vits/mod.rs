@@ -37,7 +37,7 @@ use flow::Flow;
 use generator::Generator;
 use layers::sequence_mask;
 pub use layers::Reach;
-pub use streaming::ReceptiveField;
+pub use streaming::{ReceptiveField, Windowed};
 use text_encoder::TextEncoder;
 
 /// Longest audio one item may produce; guards against runaway durations (huge length_scale).

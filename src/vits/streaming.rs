@@ -17,6 +17,15 @@ use candle_core::{Result as CandleResult, Tensor};
 use super::layers::Reach;
 use super::{Prior, Vits, VitsError, VitsInput};
 
+/// What [`Vits::synthesize_windowed`] reports once it is done.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Windowed {
+    /// Samples handed to the listener.
+    pub samples: usize,
+    /// Frames (of `hop_length` samples) each phoneme id got.
+    pub frames_per_id: Vec<usize>,
+}
+
 /// What the flow and the decoder read around each frame, in frames, from the loaded layers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReceptiveField {
@@ -32,24 +41,34 @@ impl Vits {
     /// One item's audio, window by window: `on_chunk` gets the first `first_frames` frames'
     /// samples (hop per frame), then `later_frames` at a time, and finally the rest. The chunks
     /// joined are [`Vits::synthesize`]'s audio for the item (equal within float rounding).
-    /// `on_chunk` returning false stops the computation (the listener is gone). Returns the
-    /// number of samples handed to `on_chunk`. Computes one item at a time (the CPU path).
+    /// `on_chunk` returning false stops the computation (the listener is gone). Returns how
+    /// many samples went to `on_chunk` and, as [`Vits::synthesize_timed`] does, how long each
+    /// phoneme id lasts. Computes one item at a time (the CPU path).
     pub fn synthesize_windowed(
         &self,
         item: &VitsInput,
         first_frames: usize,
         later_frames: usize,
         on_chunk: &mut dyn FnMut(&[f32]) -> bool,
-    ) -> Result<usize, VitsError> {
+    ) -> Result<Windowed, VitsError> {
         if first_frames == 0 || later_frames == 0 {
             return Err(VitsError::Input(format!(
                 "windows need at least one frame, got {first_frames} and {later_frames}"
             )));
         }
-        let Prior { z_p, g, .. } = self.prior(std::slice::from_ref(item))?;
+        let Prior {
+            z_p,
+            g,
+            mut durations,
+            ..
+        } = self.prior(std::slice::from_ref(item))?;
         let chain = self.chain(z_p, g.as_ref(), self.piece_shapes())?;
         let hop = self.config.hop_length;
-        Ok(chain.stream(first_frames * hop, later_frames * hop, on_chunk)?)
+        let samples = chain.stream(first_frames * hop, later_frames * hop, on_chunk)?;
+        Ok(Windowed {
+            samples,
+            frames_per_id: durations.pop().unwrap_or_default(),
+        })
     }
 
     /// The reach of the flow and the decoder in frames (see [`ReceptiveField`]).

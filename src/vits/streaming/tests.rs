@@ -25,7 +25,12 @@ fn windowed(vits: &Vits, item: &VitsInput, first: usize, later: usize) -> (Vec<f
             true
         })
         .unwrap();
-    assert_eq!(samples, audio.len());
+    let timed = vits
+        .synthesize_timed(std::slice::from_ref(item))
+        .unwrap()
+        .remove(0);
+    assert_eq!(samples.frames_per_id, timed.frames_per_id);
+    assert_eq!(samples.samples, audio.len());
     (audio, sizes)
 }
 
@@ -155,7 +160,8 @@ fn returning_false_stops_after_that_chunk() {
             calls += 1;
             calls < 2
         })
-        .unwrap();
+        .unwrap()
+        .samples;
     assert_eq!((calls, samples), (2, 5 * hop));
 }
 
