@@ -34,8 +34,8 @@ use utoipa::{IntoResponses, ToSchema};
 
 use super::error::ErrorBody;
 use super::speech::{
-    SpeechAudioDelta, SpeechAudioDone, SpeechRequest, X_CACHE, X_CACHE_LAYER, X_DURATION,
-    X_LATENCY, X_SAMPLE_RATE,
+    SpeechAudioDelta, SpeechAudioDone, SpeechAudioTimestamps, SpeechRequest, X_CACHE,
+    X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE,
 };
 use super::REQUEST_ID;
 use crate::audio::AudioFormat;
@@ -70,6 +70,7 @@ impl Document {
         add_schema::<ErrorBody>(components);
         add_schema::<SpeechAudioDelta>(components);
         add_schema::<SpeechAudioDone>(components);
+        add_schema::<SpeechAudioTimestamps>(components);
         components.security_schemes.insert(
             BEARER.into(),
             SecurityScheme::Http(
@@ -297,6 +298,7 @@ fn ranged(range: &RangeInclusive<f32>, description: &str) -> Object {
 fn sse_event() -> Object {
     let events = OneOfBuilder::new()
         .item(Ref::from_schema_name(SpeechAudioDelta::name()))
+        .item(Ref::from_schema_name(SpeechAudioTimestamps::name()))
         .item(Ref::from_schema_name(SpeechAudioDone::name()));
     ObjectBuilder::new()
         .schema_type(Type::Object)

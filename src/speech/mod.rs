@@ -30,7 +30,7 @@ use crate::text;
 pub use error::{InvalidReason, SpeechError};
 pub use live::{LiveSpeech, SentenceAudio, SpokenSentence};
 pub use request::{Job, Request};
-pub use stream::SpeechStream;
+pub use stream::{SpeechStream, TimedChunk, TimedStream};
 pub use timed::{TimedSpeech, WordStamp};
 
 /// Longest piece of text handed to an engine in one utterance; longer sentences are split at
@@ -231,16 +231,8 @@ impl SpeechService {
     /// comes (a stream), so the first sentence starts on its own and sentences are computed
     /// in pieces.
     async fn start(&self, job: &Job, listening: bool) -> Result<synthesis::Synthesis, SpeechError> {
-        let sentences = utterances(job.input());
-        if sentences.is_empty() {
-            return Err(SpeechError::invalid(
-                "input",
-                InvalidReason::Empty,
-                "input contains nothing that can be spoken",
-            ));
-        }
         let utterances = Utterances {
-            sentences,
+            sentences: spoken_sentences(job)?,
             base_seed: job.params().seed.unwrap_or_else(rand::random),
             first_index: 0,
             word_timings: false,
@@ -303,6 +295,19 @@ struct Utterances {
     base_seed: u64,
     first_index: usize,
     word_timings: bool,
+}
+
+/// The utterances of a job's input; an error if there are none.
+fn spoken_sentences(job: &Job) -> Result<Vec<String>, SpeechError> {
+    let sentences = utterances(job.input());
+    if sentences.is_empty() {
+        return Err(SpeechError::invalid(
+            "input",
+            InvalidReason::Empty,
+            "input contains nothing that can be spoken",
+        ));
+    }
+    Ok(sentences)
 }
 
 /// The utterances an engine is given for `input`: normalized, split into sentences, long

@@ -10,8 +10,10 @@
 use bytes::Bytes;
 
 use super::{
-    encode_joined, join, utterances, InvalidReason, Job, SpeechError, SpeechService, Utterances,
+    encode_joined, join, spoken_sentences, InvalidReason, Job, SpeechError, SpeechService,
+    Utterances,
 };
+use crate::engine::WordTiming;
 use crate::metrics as m;
 
 /// The whole body of a job and its words' timestamps.
@@ -41,14 +43,7 @@ impl SpeechService {
     /// Synthesizes the whole body, as [`speak`](Self::speak) would with the same seed, with
     /// the timestamps of its words. Not cached: the body is, but its timings are not kept.
     pub async fn speak_with_words(&self, job: Job) -> Result<TimedSpeech, SpeechError> {
-        let sentences = utterances(job.input());
-        if sentences.is_empty() {
-            return Err(SpeechError::invalid(
-                "input",
-                InvalidReason::Empty,
-                "input contains nothing that can be spoken",
-            ));
-        }
+        let sentences = spoken_sentences(&job)?;
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let texts = sentences.clone();
         let request = Utterances {
@@ -75,7 +70,6 @@ impl SpeechService {
         let rate = pieces
             .first()
             .map_or(job.voice().sample_rate, |p| p.sample_rate);
-        let seconds = |samples: usize| samples as f64 / f64::from(rate);
         let mut finder = Finder::new(job.input());
         let mut words = Vec::new();
         for ((piece, start), text) in pieces
@@ -83,19 +77,8 @@ impl SpeechService {
             .zip(join::sentence_starts(&pieces, rate))
             .zip(&texts)
         {
-            for timing in piece.words.iter().flatten() {
-                let Some(spoken) = text.get(timing.text.clone()) else {
-                    continue;
-                };
-                let (word, char_start, char_end) = finder.find(spoken);
-                words.push(WordStamp {
-                    word,
-                    start_s: seconds(start + timing.start),
-                    end_s: seconds(start + timing.end),
-                    char_start,
-                    char_end,
-                });
-            }
+            let timings = piece.words.as_deref().unwrap_or_default();
+            words.extend(finder.place(text, timings, start, rate));
         }
         let audio = encode_joined(&job, &pieces).await?;
         m::add_audio_seconds(audio.duration_s);
@@ -109,20 +92,46 @@ impl SpeechService {
 }
 
 /// Finds normalized words again in the original text, left to right.
-struct Finder<'a> {
-    original: &'a str,
+pub(super) struct Finder {
+    original: String,
     /// Byte position after the last word found, and how many characters precede it.
     cursor: usize,
     chars_before: usize,
 }
 
-impl<'a> Finder<'a> {
-    fn new(original: &'a str) -> Self {
+impl Finder {
+    pub fn new(original: &str) -> Self {
         Self {
-            original,
+            original: original.to_string(),
             cursor: 0,
             chars_before: 0,
         }
+    }
+
+    /// The words of one sentence (`text`, as the engine saw it) that starts at sample
+    /// `sentence_start` of the audio at `rate`, found in the original.
+    pub fn place(
+        &mut self,
+        text: &str,
+        timings: &[WordTiming],
+        sentence_start: usize,
+        rate: u32,
+    ) -> Vec<WordStamp> {
+        let seconds = |samples: usize| samples as f64 / f64::from(rate);
+        timings
+            .iter()
+            .filter_map(|timing| {
+                let spoken = text.get(timing.text.clone())?;
+                let (word, char_start, char_end) = self.find(spoken);
+                Some(WordStamp {
+                    word,
+                    start_s: seconds(sentence_start + timing.start),
+                    end_s: seconds(sentence_start + timing.end),
+                    char_start,
+                    char_end,
+                })
+            })
+            .collect()
     }
 
     /// The next occurrence of `word` after the previous one (quotes and dashes compared by
