@@ -28,7 +28,7 @@ use crate::metrics as m;
 use crate::text;
 
 pub use error::{InvalidReason, SpeechError};
-pub use live::{LiveSpeech, SentenceAudio, SpokenSentence};
+pub use live::{LiveSpeech, SentenceAudio, SentencePart, SpokenSentence};
 pub use request::{Job, Request};
 pub use stream::{SpeechStream, TimedChunk, TimedStream};
 pub use timed::{TimedSpeech, WordStamp};
@@ -472,21 +472,32 @@ mod tests {
                 })
                 .unwrap();
             assert_eq!(live.sample_rate(), 22_050);
-            let hello = live.sentence("Hello there.");
-            let fine = live.sentence("Fine.");
-            let how = live.sentence("How are you?");
-            let (hello, fine, how) = futures::join!(hello, fine, how);
+            let mut hello = live.sentence("Hello there.");
+            let mut fine = live.sentence("Fine.");
+            let mut how = live.sentence("How are you?");
+            let early = how.next_part().await.expect("audio");
             assert!(
-                matches!(live.encode(how.unwrap()), Err(SpeechError::Encoding(_))),
+                matches!(live.encode(early), Err(SpeechError::Encoding(_))),
                 "out of order"
             );
-            let hello = live.encode(hello.unwrap()).unwrap();
+            let mut bytes = 0;
+            while let Some(part) = hello.next_part().await {
+                bytes += live.encode(part).unwrap().len();
+            }
+            let hello = live.end_sentence(hello).unwrap();
             assert_eq!(hello.start_s, 0.0);
             assert!(hello.duration_s > 0.3, "{}", hello.duration_s);
-            let fine = live.encode(fine.unwrap()).unwrap();
+            assert!(
+                matches!(live.end_sentence(how), Err(SpeechError::Encoding(_))),
+                "ended out of order"
+            );
+            while let Some(part) = fine.next_part().await {
+                bytes += live.encode(part).unwrap().len();
+            }
+            let fine = live.end_sentence(fine).unwrap();
             let pause = fine.start_s - (hello.start_s + hello.duration_s);
             assert!((pause - 0.2).abs() < 1e-3, "pause of {pause} s");
-            let bytes = hello.bytes.len() + fine.bytes.len() + live.finish().unwrap().len();
+            let bytes = bytes + live.finish().unwrap().len();
             let header = 44;
             let samples = (bytes - header) as f64 / 2.0;
             assert!(
