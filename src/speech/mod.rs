@@ -10,6 +10,7 @@ mod join;
 mod live;
 mod request;
 mod stream;
+mod subtitles;
 mod synthesis;
 mod timed;
 
@@ -33,6 +34,7 @@ pub use error::{InvalidReason, SpeechError};
 pub use live::{LiveSpeech, SentenceAudio, SpokenSentence};
 pub use request::{Job, Request};
 pub use stream::SpeechStream;
+pub use subtitles::{SubtitleFormat, Subtitles};
 pub use timed::{TimedSpeech, WordStamp};
 
 /// Longest piece of text handed to an engine in one utterance; longer sentences are split at
