@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Prepares the OpenAPI tests (tests/openapi.rs): .venv-api, a Python virtual environment with
-# the pinned openapi-spec-validator and schemathesis (tests/api-tools/requirements.txt).
+# Prepares the OpenAPI tests (tests/openapi.rs) and the subtitle tests (tests/subtitles.rs):
+# .venv-api, a Python virtual environment with the pinned openapi-spec-validator, schemathesis
+# and the reference subtitle parsers webvtt-py and srt (tests/api-tools/requirements.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

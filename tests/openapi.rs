@@ -11,6 +11,7 @@ use std::time::Duration;
 use common::Binary;
 use omnivoice_server::audio::AudioFormat;
 use omnivoice_server::params::{NOISE, SPEED};
+use omnivoice_server::speech::SubtitleFormat;
 use serde_json::Value;
 
 const KEY: &str = "openapi-test-key";
@@ -85,10 +86,11 @@ const DISCOVERY: [(&str, &str); 4] = [
     ("get", "/v1/audio/models"),
     ("get", "/v1/audio/voices"),
 ];
-const GUARDED: [(&str, &str); 6] = [
+const GUARDED: [(&str, &str); 7] = [
     ("post", "/v1/audio/speech"),
     ("get", "/v1/audio/speech/stream"),
     ("post", "/v1/audio/speech/timestamps"),
+    ("post", "/v1/audio/speech/subtitles"),
     ("post", "/dev/captioned_speech"),
     ("delete", "/v1/audio/cache"),
     ("post", "/v1/voices/reload"),
@@ -215,6 +217,43 @@ async fn the_document_states_the_contract_from_its_sources() {
             "{status}"
         );
     }
+    // Subtitles: the speech request plus the format, answered as the file in its media type.
+    let subtitles = operation(&doc, "post", "/v1/audio/speech/subtitles");
+    let body = &subtitles["requestBody"]["content"]["application/json"]["schema"];
+    let body = if let Some(reference) = body["$ref"].as_str() {
+        &schemas[reference.rsplit('/').next().unwrap()]
+    } else {
+        body
+    };
+    assert_eq!(
+        body["allOf"][0]["$ref"], "#/components/schemas/SpeechRequest",
+        "{body}"
+    );
+    let subtitle_format = &body["allOf"][1]["properties"]["subtitle_format"];
+    let mut names: Vec<Value> = SubtitleFormat::ALL
+        .iter()
+        .map(|f| f.as_str().into())
+        .collect();
+    names.push(Value::Null);
+    assert_eq!(subtitle_format["enum"], Value::Array(names));
+    assert_eq!(
+        subtitle_format["default"],
+        SubtitleFormat::default().as_str()
+    );
+    let answer = &subtitles["responses"]["200"];
+    for format in SubtitleFormat::ALL {
+        assert_eq!(
+            answer["content"][format.media_type()]["schema"]["type"],
+            "string",
+            "{}",
+            format.media_type()
+        );
+    }
+    assert_eq!(answer["headers"]["x-audio-duration-s"]["required"], true);
+    for status in ["400", "429", "504"] {
+        assert!(subtitles["responses"][status].is_object(), "{status}");
+    }
+
     let error = &doc["components"]["schemas"]["ErrorDetail"]["properties"];
     for key in ["message", "type", "param", "code"] {
         assert!(error[key].is_object(), "error.{key}");

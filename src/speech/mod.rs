@@ -10,6 +10,7 @@ mod join;
 mod live;
 mod request;
 mod stream;
+mod subtitles;
 mod synthesis;
 mod timed;
 
@@ -31,6 +32,7 @@ pub use error::{InvalidReason, SpeechError};
 pub use live::{LiveSpeech, SentenceAudio, SentencePart, SpokenSentence};
 pub use request::{Job, Request};
 pub use stream::{SpeechStream, TimedChunk, TimedStream};
+pub use subtitles::{SubtitleFormat, Subtitles};
 pub use timed::{TimedSpeech, WordStamp};
 
 /// Longest piece of text handed to an engine in one utterance; longer sentences are split at

@@ -154,6 +154,7 @@ impl SpeechService {
                 finder: Finder::new(job.input()),
                 sentences: sentences.into(),
                 sentence_start: 0,
+                sentence: 0,
                 placed: Vec::new(),
             }),
             rate,
@@ -173,8 +174,9 @@ struct WordTrack {
     finder: Finder,
     /// The texts of the sentences not yet complete, as the engine sees them.
     sentences: std::collections::VecDeque<String>,
-    /// Where the current sentence starts in the stream, in samples.
+    /// Where the current sentence starts in the stream, in samples, and its number.
     sentence_start: usize,
+    sentence: usize,
     /// Words of the current sentence, placed, waiting for its end.
     placed: Vec<WordStamp>,
 }
@@ -290,7 +292,9 @@ impl WordTrack {
             self.sentence_start = start;
         }
         if let (Some(timings), Some(text)) = (timings, self.sentences.front()) {
-            let placed = self.finder.place(text, timings, self.sentence_start, rate);
+            let placed = self
+                .finder
+                .place(text, timings, self.sentence_start, rate, self.sentence);
             self.placed.extend(placed);
         }
     }
@@ -298,6 +302,7 @@ impl WordTrack {
     /// The current sentence is complete: its words.
     fn end_sentence(&mut self) -> Vec<WordStamp> {
         self.sentences.pop_front();
+        self.sentence += 1;
         std::mem::take(&mut self.placed)
     }
 }

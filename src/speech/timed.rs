@@ -13,7 +13,7 @@ use super::{
     encode_joined, join, spoken_sentences, InvalidReason, Job, SpeechError, SpeechService,
     Utterances,
 };
-use crate::engine::WordTiming;
+use crate::engine::{Pcm, WordTiming};
 use crate::metrics as m;
 
 /// The whole body of a job and its words' timestamps.
@@ -37,13 +37,30 @@ pub struct WordStamp {
     /// .skip(char_start).take(char_end - char_start)` is `word`.
     pub char_start: usize,
     pub char_end: usize,
+    /// Which utterance (a sentence, or a clause of a long one) it is spoken in, from 0: where
+    /// the engine paused, so where captions may break.
+    pub sentence: usize,
 }
 
 impl SpeechService {
     /// Synthesizes the whole body, as [`speak`](Self::speak) would with the same seed, with
     /// the timestamps of its words. Not cached: the body is, but its timings are not kept.
     pub async fn speak_with_words(&self, job: Job) -> Result<TimedSpeech, SpeechError> {
-        let sentences = spoken_sentences(&job)?;
+        let timed = self.timed_words(&job).await?;
+        let audio = encode_joined(&job, &timed.pieces).await?;
+        m::add_audio_seconds(audio.duration_s);
+        Ok(TimedSpeech {
+            audio: audio.bytes,
+            sample_rate: audio.sample_rate,
+            duration_s: audio.duration_s,
+            words: timed.words,
+        })
+    }
+
+    /// Synthesizes the job's sentences with word timings, and places its words on the body
+    /// they join into; encoding that body is left to the caller, which may not need it.
+    pub(super) async fn timed_words(&self, job: &Job) -> Result<TimedWords, SpeechError> {
+        let sentences = spoken_sentences(job)?;
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let texts = sentences.clone();
         let request = Utterances {
@@ -53,7 +70,7 @@ impl SpeechService {
             word_timings: true,
         };
         let pieces = self
-            .start_utterances(&job, request, false)
+            .start_utterances(job, request, false)
             .await?
             .collect()
             .await?;
@@ -70,25 +87,34 @@ impl SpeechService {
         let rate = pieces
             .first()
             .map_or(job.voice().sample_rate, |p| p.sample_rate);
+        let seconds = |samples: usize| samples as f64 / f64::from(rate);
+        let starts = join::sentence_starts(&pieces, rate);
         let mut finder = Finder::new(job.input());
         let mut words = Vec::new();
-        for ((piece, start), text) in pieces
-            .iter()
-            .zip(join::sentence_starts(&pieces, rate))
-            .zip(&texts)
+        for (sentence, ((piece, start), text)) in pieces.iter().zip(&starts).zip(&texts).enumerate()
         {
             let timings = piece.words.as_deref().unwrap_or_default();
-            words.extend(finder.place(text, timings, start, rate));
+            words.extend(finder.place(text, timings, *start, rate, sentence));
         }
-        let audio = encode_joined(&job, &pieces).await?;
-        m::add_audio_seconds(audio.duration_s);
-        Ok(TimedSpeech {
-            audio: audio.bytes,
-            sample_rate: audio.sample_rate,
-            duration_s: audio.duration_s,
+        // The joined body is the sentences behind their pauses: it ends where the last one does.
+        let samples = starts
+            .last()
+            .zip(pieces.last())
+            .map_or(0, |(start, piece)| start + piece.samples.len());
+        Ok(TimedWords {
+            duration_s: seconds(samples),
+            pieces,
             words,
         })
     }
+}
+
+/// A job's sentence audio with its words placed on the body they join into.
+pub(super) struct TimedWords {
+    pub pieces: Vec<Pcm>,
+    pub words: Vec<WordStamp>,
+    /// Length of the joined body in seconds.
+    pub duration_s: f64,
 }
 
 /// Finds normalized words again in the original text, left to right.
@@ -108,14 +134,15 @@ impl Finder {
         }
     }
 
-    /// The words of one sentence (`text`, as the engine saw it) that starts at sample
-    /// `sentence_start` of the audio at `rate`, found in the original.
+    /// The words of sentence number `sentence` (`text`, as the engine saw it), which starts
+    /// at sample `sentence_start` of the audio at `rate`, found in the original.
     pub fn place(
         &mut self,
         text: &str,
         timings: &[WordTiming],
         sentence_start: usize,
         rate: u32,
+        sentence: usize,
     ) -> Vec<WordStamp> {
         let seconds = |samples: usize| samples as f64 / f64::from(rate);
         timings
@@ -129,6 +156,7 @@ impl Finder {
                     end_s: seconds(sentence_start + timing.end),
                     char_start,
                     char_end,
+                    sentence,
                 })
             })
             .collect()
