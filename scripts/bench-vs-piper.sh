@@ -7,7 +7,8 @@
 #
 # Usage: scripts/bench-vs-piper.sh [extra flags for omnivoice-server...]
 # Environment: VOICE (default voices/en_US-joe-medium.onnx), PORT, PIPER_PORT, ROUNDS (requests
-# per concurrency level = ROUNDS × concurrency, at least 8; default 4).
+# per concurrency level = ROUNDS × concurrency, at least 8; default 4), REPEATS (runs of every
+# level on each side, reported as medians; default 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VOICE=${VOICE:-voices/en_US-joe-medium.onnx}
@@ -15,6 +16,7 @@ VOICE_ID=$(basename "$VOICE" .onnx)
 PORT=${PORT:-18910}
 PIPER_PORT=${PIPER_PORT:-18911}
 ROUNDS=${ROUNDS:-4}
+REPEATS=${REPEATS:-3}
 OURS="http://127.0.0.1:$PORT"
 PIPER="http://127.0.0.1:$PIPER_PORT"
 
@@ -51,49 +53,57 @@ pids+=($!)
 wait_for "$OURS/health" "omnivoice-server"
 wait_for "$PIPER/info" "piper.http_server"
 
-run() { # name concurrency loadgen-args...
-    local name=$1 c=$2
-    shift 2
+run() { # name concurrency repeat loadgen-args...
+    local name=$1 c=$2 r=$3
+    shift 3
     local n=$(( ROUNDS * c < 8 ? 8 : ROUNDS * c ))
-    # Each side and level gets its own texts: nothing is ever a repeat.
+    local out="$work/$name-$c-$r.txt"
+    # Each side, level and repeat gets its own texts: nothing is ever a repeat.
     "$LOADGEN" -n "$n" -c "$c" --unique --warmup 1 --voice "$VOICE_ID" \
-        --text "Run $name $c. The quick brown fox jumps over the lazy dog near the river bank." \
-        "$@" >"$work/$name-$c.txt"
-    if ! grep -q " failed=0" "$work/$name-$c.txt"; then
+        --text "Run $name $c $r. The quick brown fox jumps over the lazy dog near the river bank." \
+        "$@" >"$out"
+    if ! grep -q " failed=0" "$out"; then
         echo "bench-vs-piper: failed requests against $name:" >&2
-        cat "$work/$name-$c.txt" >&2
+        cat "$out" >&2
         exit 1
     fi
-}
-field() { # file key (from "key=value" pairs in loadgen's output)
-    grep -o "$2=[0-9.]*" "$1" | head -1 | cut -d= -f2
+    echo "## $name, concurrency $c, repeat $r"
+    cat "$out"
 }
 
-for c in 1 4 16; do
-    run ours "$c" --url "$OURS"
-    run piper "$c" --url "$PIPER" --api piper
-done
-
-for c in 1 4 16; do
-    for name in ours piper; do
-        echo "## $name, concurrency $c"
-        cat "$work/$name-$c.txt"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+# The two sides alternate, level by level, REPEATS times: load from other jobs on a shared
+# machine then falls on both, and the medians below set single bursts aside.
+for r in $(seq 1 "$REPEATS"); do
+    for c in 1 4 16; do
+        run ours "$c" "$r" --url "$OURS"
+        run piper "$c" "$r" --url "$PIPER" --api piper
     done
 done
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "# omnivoice-server vs piper.http_server, $VOICE_ID, unique texts, WAV, $(date -u +%F)"
-printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' concurrency \
-    "ours audio s/s" "piper audio s/s" "ratio" "ours p50 ms" "piper p50 ms" "ratio" \
-    "ours p99 ms" "piper p99 ms" "ratio"
-echo "|---|---|---|---|---|---|---|---|---|---|"
-for c in 1 4 16; do
-    o="$work/ours-$c.txt" p="$work/piper-$c.txt"
-    python3 - "$c" "$(field "$o" audio_s_per_wall_s)" "$(field "$p" audio_s_per_wall_s)" \
-        "$(field "$o" p50)" "$(field "$p" p50)" "$(field "$o" p99)" "$(field "$p" p99)" <<'PY'
-import sys
-c, ot, pt, o50, p50, o99, p99 = sys.argv[1], *map(float, sys.argv[2:])
-print(f"| {c} | {ot:.1f} | {pt:.1f} | {ot / pt:.2f}x | {o50:.0f} | {p50:.0f} | {o50 / p50:.2f}x "
-      f"| {o99:.0f} | {p99:.0f} | {o99 / p99:.2f}x |")
+
+python3 - "$work" "$VOICE_ID" "$REPEATS" <<'PY'
+import datetime, pathlib, re, statistics, sys
+work, voice, repeats = pathlib.Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+
+def median(name, c, key):
+    values = []
+    for r in range(1, repeats + 1):
+        text = (work / f"{name}-{c}-{r}.txt").read_text()
+        values.append(float(re.search(rf"{key}=([0-9.]+)", text).group(1)))
+    return statistics.median(values)
+
+print(f"# omnivoice-server vs piper.http_server, {voice}, unique texts, WAV, "
+      f"median of {repeats}, {datetime.date.today()}")
+print("| concurrency | ours audio s/s | piper audio s/s | ratio | ours p50 ms | piper p50 ms "
+      "| ratio | ours p99 ms | piper p99 ms | ratio |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for c in (1, 4, 16):
+    row = [str(c)]
+    for key, digits in (("audio_s_per_wall_s", 1), ("p50", 0), ("p99", 0)):
+        ours, piper = median("ours", c, key), median("piper", c, key)
+        row += [f"{ours:.{digits}f}", f"{piper:.{digits}f}", f"{ours / piper:.2f}x"]
+    print("| " + " | ".join(row) + " |")
+print("(audio: higher is better; latency: lower is better; ratios are ours / piper)")
 PY
-done
-echo "(audio ratio: ours / piper, higher is better; latency ratios: ours / piper, lower is better)"
