@@ -7,17 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! python3 -m venv --help >/dev/null 2>&1; then
-    if [ "$(id -u)" -eq 0 ]; then
-        echo "asr-venv: installing python3-venv"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-    else
-        echo "asr-venv: python3-venv is missing. Run:" >&2
-        echo "  sudo apt-get install -y python3-venv" >&2
-        exit 1
-    fi
-fi
+. scripts/lib/prepare.sh
+require_venv_module asr-venv
 
 venv=.venv-asr
 model="$venv/whisper-base"
