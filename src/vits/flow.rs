@@ -11,7 +11,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use super::kernels::gated_tanh;
+use super::kernels::{gated_tanh, Precision};
 use super::layers::{flip_channels, split_channels, Conv1d, ConvSpec};
 
 /// Non-causal WaveNet: gated dilated convs with residual and skip paths (`modules.WN`).
@@ -24,7 +24,7 @@ struct WaveNet {
 }
 
 impl WaveNet {
-    fn load(vb: VarBuilder, cfg: &VitsConfig) -> Result<Self> {
+    fn load(vb: VarBuilder, cfg: &VitsConfig, precision: Precision) -> Result<Self> {
         let f = &cfg.flow;
         let h = f.hidden_channels;
         let n = f.wavenet_layers;
@@ -35,13 +35,15 @@ impl WaveNet {
             in_layers.push(Conv1d::load(
                 vb.pp(format!("in_layers.{i}")),
                 ConvSpec::same(h, 2 * h, f.kernel_size, dilation),
-            )?);
+            )?
+            .with_precision(precision));
             // The last layer only feeds the skip path.
             let out = if i + 1 < n { 2 * h } else { h };
             res_skip_layers.push(Conv1d::load(
                 vb.pp(format!("res_skip_layers.{i}")),
                 ConvSpec::pointwise(h, out),
-            )?);
+            )?
+            .with_precision(precision));
         }
         let cond_layer = if cfg.gin_channels > 0 {
             Some(Conv1d::load(
@@ -129,7 +131,8 @@ pub struct Flow {
 }
 
 impl Flow {
-    pub fn load(vb: VarBuilder, cfg: &VitsConfig) -> Result<Self> {
+    /// Loads `flow.*`; the couplings' convolutions run in `precision` on the CPU.
+    pub fn load(vb: VarBuilder, cfg: &VitsConfig, precision: Precision) -> Result<Self> {
         let f = &cfg.flow;
         let half = cfg.inter_channels / 2;
         let post_out = if f.mean_only { half } else { 2 * half };
@@ -140,12 +143,14 @@ impl Flow {
             .map(|i| {
                 let vb = vb.pp(format!("flows.{i}"));
                 Ok(ResidualCoupling {
-                    pre: Conv1d::load(vb.pp("pre"), ConvSpec::pointwise(half, f.hidden_channels))?,
-                    enc: WaveNet::load(vb.pp("enc"), cfg)?,
+                    pre: Conv1d::load(vb.pp("pre"), ConvSpec::pointwise(half, f.hidden_channels))?
+                        .with_precision(precision),
+                    enc: WaveNet::load(vb.pp("enc"), cfg, precision)?,
                     post: Conv1d::load(
                         vb.pp("post"),
                         ConvSpec::pointwise(f.hidden_channels, post_out),
-                    )?,
+                    )?
+                    .with_precision(precision),
                     half,
                     mean_only: f.mean_only,
                 })

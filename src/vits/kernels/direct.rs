@@ -16,7 +16,8 @@
 
 use std::mem::MaybeUninit;
 
-use super::block;
+use super::precision::PackedConv;
+use super::{bf16, block};
 
 /// Floats of weights (all output channels, a chunk of input channels) used per input pass
 /// (~512 KiB, inside a 1 MiB L2; 128 KiB measured up to 10 % slower on the flow's 192 → 384).
@@ -111,7 +112,7 @@ impl<'a> Rows<'a> {
     }
 
     /// Whether `channels` rows of `len` values fit in `data`.
-    fn holds(&self, channels: usize) -> bool {
+    pub(super) fn holds(&self, channels: usize) -> bool {
         channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
     }
 }
@@ -119,9 +120,9 @@ impl<'a> Rows<'a> {
 /// The output of a convolution: [channels, len] with rows `stride` floats apart. Values may be
 /// uninitialized unless the convolution accumulates into them.
 pub(super) struct RowsMut<'a> {
-    data: &'a mut [MaybeUninit<f32>],
-    stride: usize,
-    len: usize,
+    pub(super) data: &'a mut [MaybeUninit<f32>],
+    pub(super) stride: usize,
+    pub(super) len: usize,
 }
 
 impl<'a> RowsMut<'a> {
@@ -138,7 +139,7 @@ impl<'a> RowsMut<'a> {
         Self { data, stride, len }
     }
 
-    fn holds(&self, channels: usize) -> bool {
+    pub(super) fn holds(&self, channels: usize) -> bool {
         channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
     }
 }
@@ -208,7 +209,7 @@ impl PackedWeights {
 /// A convolution layer as the kernel runs it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Conv<'a> {
-    pub weights: &'a PackedWeights,
+    pub weights: &'a PackedConv,
     pub bias: &'a [f32],
     pub dilation: usize,
     pub map: SampleMap<'a>,
@@ -224,7 +225,7 @@ pub(super) fn conv1d(
     l_out: usize,
     x: &[f32],
     l_in: usize,
-    w: &PackedWeights,
+    w: &PackedConv,
     bias: &[f32],
     residuals: &[&[f32]],
     padding: isize,
@@ -261,7 +262,13 @@ pub(super) fn conv1d_rows(
     conv: &Conv<'_>,
     residuals: &[Rows<'_>],
 ) {
-    let w = conv.weights;
+    let w = match conv.weights {
+        PackedConv::F32(w) => w,
+        PackedConv::Bf16(w) => {
+            let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
+            return bf16::conv1d_rows(out, accumulate, x, offset, w, bias, dilation, map, residuals);
+        }
+    };
     let (c_in, c_out, taps, rows_per) = (w.c_in, w.c_out, w.taps, w.rows);
     let (l_in, l_out, dilation) = (x.len, out.len, conv.dilation);
     assert!(x.holds(c_in) && x.len <= x.stride);
@@ -495,7 +502,7 @@ mod tests {
                 let want = reference(
                     &x, l_in, &w, c_out, c_in, taps, &bias, res, padding, dilation, map,
                 );
-                let packed = PackedWeights::new(&w, c_out, c_in, taps);
+                let packed = PackedConv::F32(PackedWeights::new(&w, c_out, c_in, taps));
                 let mut got = vec![0f32; c_out * l_out];
                 conv1d(
                     &mut got,
@@ -545,7 +552,7 @@ mod tests {
             dilation,
             &map,
         );
-        let packed = PackedWeights::new(&w, c, c, taps);
+        let packed = PackedConv::F32(PackedWeights::new(&w, c, c, taps));
         let conv = Conv {
             weights: &packed,
             bias: &bias,
