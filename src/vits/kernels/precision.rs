@@ -47,6 +47,15 @@ impl Precision {
         })
     }
 
+    /// Whether this CPU has hardware for it (bf16 without it runs a portable emulation, slower
+    /// than `f32`).
+    pub fn has_hardware(self) -> bool {
+        match self {
+            Precision::F32 => true,
+            Precision::Bf16 => bf16_isa() != Bf16Isa::Portable,
+        }
+    }
+
     /// How this precision runs on this CPU, for logs: `f32`, `bf16 (AMX)`, …
     pub fn describe(self) -> String {
         match self {
