@@ -1,8 +1,11 @@
 //! Whole-model speed of the native VITS against onnxruntime, measured in the same run.
 //!
-//! One thread, noise 0, the default voice: one sentence, and a padded batch of 8. onnxruntime
-//! runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python with
-//! onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle runs.
+//! One thread, noise 0, the default voice: one sentence, and a padded batch of 8, in each
+//! precision (`f32`, the reference, and `bf16`; a bf16 row says when this CPU only emulates
+//! it). onnxruntime runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python
+//! with onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle
+//! runs. Each case times onnxruntime once, right after candle's precisions, so every ratio
+//! compares runs minutes apart at most.
 //!
 //! `OMNIVOICE_REF_PYTHON=/path/venv/bin/python cargo bench --bench vits [-- NAME_FILTER]`
 
@@ -12,7 +15,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 use omnivoice_server::params::SynthesisParams;
-use omnivoice_server::vits::{Vits, VitsInput};
+use omnivoice_server::vits::{Precision, Vits, VitsInput};
 
 const RUNS: usize = 5;
 /// The sentences of the reference fixtures; ids are read from the fixture files.
@@ -107,12 +110,16 @@ fn main() {
         serde_json::from_str(&std::fs::read_to_string(voice.with_extension("onnx.json")).unwrap())
             .unwrap();
     let started = Instant::now();
-    let model =
+    let f32_model =
         Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu).expect("voice");
     println!(
         "load (onnx → candle): {:.3} s",
         started.elapsed().as_secs_f64()
     );
+    let bf16_model = Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu)
+        .and_then(|m| m.with_precision(Precision::Bf16))
+        .expect("voice");
+    let models = [&f32_model, &bf16_model];
 
     let single = vec![input(SINGLE)];
     let batch: Vec<VitsInput> = (0..8).map(|i| input(i % 4)).collect();
@@ -126,8 +133,8 @@ fn main() {
         .collect::<Vec<_>>()
         .join(",");
 
-    println!("| case | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime |");
-    println!("|---|---|---|---|---|---|");
+    println!("| case | precision | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime |");
+    println!("|---|---|---|---|---|---|---|");
     let cases: [(&str, &[VitsInput], Vec<&str>); 2] = [
         ("one sentence", &single, vec!["--ids", &single_ids]),
         (
@@ -136,50 +143,56 @@ fn main() {
             vec!["--batch-file", batch_file.to_str().unwrap()],
         ),
     ];
-    // The same 8 sentences one at a time: what a CPU worker does when it skips padding.
-    let samples: usize = batch
-        .iter()
-        .map(|item| {
-            model
-                .synthesize(std::slice::from_ref(item))
-                .expect("synthesis")[0]
-                .len()
-        })
-        .sum();
-    let sequential_audio = samples as f64 / model.sample_rate() as f64;
-    let walls: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let started = Instant::now();
-            for item in &batch {
-                model
-                    .synthesize(std::slice::from_ref(item))
-                    .expect("synthesis");
-            }
-            started.elapsed().as_secs_f64()
-        })
-        .collect();
-    let sequential = median(walls);
     // `cargo bench --bench vits -- sentence` runs only the cases whose name contains "sentence".
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     for (name, inputs, ort_args) in cases {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
         }
-        let (wall, audio) = time_candle(&model, inputs);
+        let timed: Vec<(f64, f64)> = models.iter().map(|m| time_candle(m, inputs)).collect();
         let ort = python
             .as_deref()
             .and_then(|py| time_onnxruntime(py, &voice, &ort_args));
-        let (ort_text, ratio) = match ort {
-            Some(o) => (format!("{o:.3}"), format!("{:.2}×", wall / o)),
-            None => ("not run".into(), "-".into()),
-        };
+        for (model, (wall, audio)) in models.iter().zip(timed) {
+            let (ort_text, ratio) = match ort {
+                Some(o) => (format!("{o:.3}"), format!("{:.2}×", wall / o)),
+                None => ("not run".into(), "-".into()),
+            };
+            println!(
+                "| {name} | {} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} |",
+                model.precision().describe(),
+                wall / audio
+            );
+        }
+    }
+    // The same 8 sentences one at a time: what a CPU worker does when it skips padding.
+    for model in models {
+        let samples: usize = batch
+            .iter()
+            .map(|item| {
+                model
+                    .synthesize(std::slice::from_ref(item))
+                    .expect("synthesis")[0]
+                    .len()
+            })
+            .sum();
+        let sequential_audio = samples as f64 / model.sample_rate() as f64;
+        let walls: Vec<f64> = (0..RUNS)
+            .map(|_| {
+                let started = Instant::now();
+                for item in &batch {
+                    model
+                        .synthesize(std::slice::from_ref(item))
+                        .expect("synthesis");
+                }
+                started.elapsed().as_secs_f64()
+            })
+            .collect();
+        let sequential = median(walls);
         println!(
-            "| {name} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} |",
-            wall / audio
+            "| the same 8, one at a time | {} | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - |",
+            model.precision().describe(),
+            sequential / sequential_audio
         );
     }
-    println!(
-        "| the same 8, one at a time | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - |",
-        sequential / sequential_audio
-    );
 }

@@ -177,93 +177,136 @@ pub(super) fn conv1d_rows(
     let pair_rows = w.pair_rows();
     let pairs = c_in.div_ceil(2);
     let span = dilation * (taps - 1);
-    let tile = ((TILE_WORDS / pair_rows).saturating_sub(span) / cols * cols).max(cols);
+    let max_tile = ((TILE_WORDS / pair_rows).saturating_sub(span) / cols * cols).max(cols);
+    // No wider than the output needs: strips call this for a few thousand columns at a time.
+    let tile = max_tile.min(l_out.div_ceil(cols) * cols);
     let row_len = tile + span;
-    // Rows past the last pair (AMX padding) stay zero.
-    let mut packed = vec![0u32; pair_rows * row_len];
-    let mut sums = vec![0f32; rows * cols];
-    let vector_packing = precision::avx512_bf16();
+    let vector = precision::avx512_bf16();
     let tiles = (w.isa == Bf16Isa::Amx).then(|| {
         assert!(amx::usable(), "weights packed for AMX on a CPU without it");
         // SAFETY: AMX is usable, checked above.
         unsafe { amx::Tiles::configure() }
     });
     let blocks = c_out.div_ceil(rows);
-    let per_half = taps * (pair_rows / amx::PAIRS_PER_TILE.max(1)) * amx::TILE_WORDS;
-    for t0 in (0..l_out).step_by(tile) {
-        let width = tile.min(l_out - t0);
-        let padded_width = width.div_ceil(cols) * cols;
-        // Packed column j holds input column t0 + j + offset; outside the signal, zeros.
-        let first = t0 as isize + offset;
-        let j_lo = (-first).clamp(0, (padded_width + span) as isize) as usize;
-        let j_hi =
-            (l_in as isize - first).clamp(j_lo as isize, (padded_width + span) as isize) as usize;
-        let i_lo = (first + j_lo as isize) as usize;
-        let i_hi = i_lo + (j_hi - j_lo);
-        for (p, row) in packed.chunks_exact_mut(row_len).take(pairs).enumerate() {
-            let row = &mut row[..padded_width + span];
-            row[..j_lo].fill(0);
-            row[j_hi..].fill(0);
-            let lo = &x.data[2 * p * x.stride..][i_lo..i_hi];
-            let hi = (2 * p + 1 < c_in).then(|| &x.data[(2 * p + 1) * x.stride..][i_lo..i_hi]);
-            pack_pairs(&mut row[j_lo..j_hi], lo, hi, map, i_lo, vector_packing);
-        }
-        for j0 in (0..width).step_by(cols) {
-            let n_cols = cols.min(width - j0);
-            let xs = &packed[j0..];
-            for block in 0..blocks {
-                let co0 = block * rows;
-                let n_rows = rows.min(c_out - co0);
-                match &tiles {
-                    Some(tiles) => {
-                        let chunks = pair_rows / amx::PAIRS_PER_TILE;
-                        let w0 = &w.data[2 * block * per_half..][..2 * per_half];
-                        assert!(xs.len() >= (pair_rows - 1) * row_len + cols + span);
-                        // SAFETY: `w0` holds both halves' taps · chunks tiles, `xs` the tile
-                        // rows and columns the block reads (asserted), `sums` ROWS × COLS.
-                        unsafe {
-                            tiles.block(
-                                w0.as_ptr(),
-                                w0[per_half..].as_ptr(),
-                                xs.as_ptr(),
-                                row_len,
-                                chunks,
+    let chunks = pair_rows / amx::PAIRS_PER_TILE;
+    let per_half = taps * chunks * amx::TILE_WORDS;
+    assert!(residuals.len() <= MAX_RESIDUALS);
+    SCRATCH.with_borrow_mut(|scratch| {
+        let (packed, sums) = scratch.take(pair_rows * row_len, rows * cols);
+        // Rows past the last pair (AMX padding) are never written below: zero them.
+        packed[pairs * row_len..].fill(0);
+        for t0 in (0..l_out).step_by(tile) {
+            let width = tile.min(l_out - t0);
+            let padded_width = width.div_ceil(cols) * cols;
+            // Packed column j holds input column t0 + j + offset; outside the signal, zeros.
+            let first = t0 as isize + offset;
+            let j_lo = (-first).clamp(0, (padded_width + span) as isize) as usize;
+            let j_hi = (l_in as isize - first).clamp(j_lo as isize, (padded_width + span) as isize)
+                as usize;
+            let i_lo = (first + j_lo as isize) as usize;
+            let i_hi = i_lo + (j_hi - j_lo);
+            for (p, row) in packed.chunks_exact_mut(row_len).take(pairs).enumerate() {
+                let row = &mut row[..padded_width + span];
+                row[..j_lo].fill(0);
+                row[j_hi..].fill(0);
+                let lo = &x.data[2 * p * x.stride..][i_lo..i_hi];
+                let hi =
+                    (2 * p + 1 < c_in).then(|| &x.data[(2 * p + 1) * x.stride..][i_lo..i_hi]);
+                pack_pairs(&mut row[j_lo..j_hi], lo, hi, map, i_lo, vector);
+            }
+            for j0 in (0..width).step_by(cols) {
+                let n_cols = cols.min(width - j0);
+                let xs = &packed[j0..];
+                for block in 0..blocks {
+                    let co0 = block * rows;
+                    let n_rows = rows.min(c_out - co0);
+                    match &tiles {
+                        Some(tiles) => {
+                            let w0 = &w.data[2 * block * per_half..][..2 * per_half];
+                            assert!(xs.len() >= (pair_rows - 1) * row_len + cols + span);
+                            assert!(sums.len() >= amx::ROWS * amx::COLS);
+                            // SAFETY: `w0` holds both halves' taps · chunks tiles, `xs` the
+                            // tile rows and columns the block reads (asserted), `sums`
+                            // ROWS × COLS values.
+                            unsafe {
+                                tiles.block(
+                                    w0.as_ptr(),
+                                    w0[per_half..].as_ptr(),
+                                    xs.as_ptr(),
+                                    row_len,
+                                    chunks,
+                                    taps,
+                                    dilation,
+                                    sums.as_mut_ptr(),
+                                )
+                            };
+                        }
+                        None => {
+                            let per_block = pairs * taps * BLOCK_ROWS;
+                            let args = BlockArgs {
+                                weights: &w.data[block * per_block..][..per_block],
+                                x: xs,
+                                x_stride: row_len,
+                                pairs,
                                 taps,
                                 dilation,
-                                sums.as_mut_ptr(),
-                            )
-                        };
+                            };
+                            run_block(w.isa, &args, sums);
+                        }
                     }
-                    None => {
-                        let per_block = pairs * taps * BLOCK_ROWS;
-                        let wb = &w.data[block * per_block..][..per_block];
-                        let args = BlockArgs {
-                            weights: wb,
-                            x: xs,
-                            x_stride: row_len,
-                            pairs,
-                            taps,
-                            dilation,
-                        };
-                        run_block(w.isa, &args, &mut sums);
+                    // Epilogue: out = (out) + bias + residuals + sums, in f32.
+                    for (r, sums_r) in sums.chunks_exact(cols).take(n_rows).enumerate() {
+                        let co = co0 + r;
+                        let start = co * out.stride + t0 + j0;
+                        let mut res: [&[f32]; MAX_RESIDUALS] = [&[]; MAX_RESIDUALS];
+                        for (dst, r) in res.iter_mut().zip(residuals) {
+                            *dst = &r.data[co * r.stride + t0 + j0..][..n_cols];
+                        }
+                        epilogue(
+                            &mut out.data[start..start + n_cols],
+                            &sums_r[..n_cols],
+                            bias[co],
+                            &res[..residuals.len()],
+                            accumulate,
+                            vector,
+                        );
                     }
-                }
-                // Epilogue: out = (out) + bias + residuals + sums, in f32.
-                for (r, sums_r) in sums.chunks_exact(cols).take(n_rows).enumerate() {
-                    let co = co0 + r;
-                    let start = co * out.stride + t0 + j0;
-                    let dst = &mut out.data[start..start + n_cols];
-                    let b = bias[co];
-                    let res_rows: Vec<&[f32]> = residuals
-                        .iter()
-                        .map(|res| &res.data[co * res.stride + t0 + j0..][..n_cols])
-                        .collect();
-                    epilogue(dst, &sums_r[..n_cols], b, &res_rows, accumulate);
                 }
             }
         }
-    }
+    });
     drop(tiles);
+}
+
+/// Most residual signals one convolution adds (the decoder adds the step input and a running
+/// sum).
+const MAX_RESIDUALS: usize = 2;
+
+/// The packed input tile and a block's sums, kept per thread: strips call the kernel
+/// hundreds of times per utterance, and allocating (and zeroing) a fresh tile each time cost
+/// more than the AMX products of a narrow layer.
+struct Scratch {
+    packed: Vec<u32>,
+    sums: Vec<f32>,
+}
+
+impl Scratch {
+    /// Buffers of at least these lengths; their contents are whatever the last call left.
+    fn take(&mut self, packed: usize, sums: usize) -> (&mut [u32], &mut [f32]) {
+        if self.packed.len() < packed {
+            self.packed.resize(packed, 0);
+        }
+        if self.sums.len() < sums {
+            self.sums.resize(sums, 0.0);
+        }
+        (&mut self.packed[..packed], &mut self.sums[..sums])
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = const {
+        std::cell::RefCell::new(Scratch { packed: Vec::new(), sums: Vec::new() })
+    };
 }
 
 /// `dst[j] = (dst[j] if accumulate) + bias + Σ residuals[j] + sums[j]`.
@@ -273,35 +316,27 @@ fn epilogue(
     bias: f32,
     residuals: &[&[f32]],
     accumulate: bool,
+    vector: bool,
 ) {
-    let base = |j: usize, d: &std::mem::MaybeUninit<f32>| -> f32 {
+    assert!(sums.len() == dst.len() && residuals.iter().all(|r| r.len() == dst.len()));
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if vector {
+        // SAFETY: the caller checked for AVX-512; lengths asserted above. With `accumulate`
+        // every output value was initialized by the caller.
+        done = unsafe { x86::epilogue(dst, sums, bias, residuals, accumulate) };
+    }
+    let _ = vector;
+    for j in done..dst.len() {
+        let mut v = bias + sums[j];
+        for r in residuals {
+            v += r[j];
+        }
         if accumulate {
             // SAFETY: with `accumulate` the caller initialized every output value.
-            unsafe { d.assume_init() }
-        } else {
-            let _ = j;
-            0.0
+            v += unsafe { dst[j].assume_init() };
         }
-    };
-    match residuals {
-        [] => {
-            for (j, (d, &s)) in dst.iter_mut().zip(sums).enumerate() {
-                let v = base(j, d) + bias + s;
-                d.write(v);
-            }
-        }
-        [r0] => {
-            for (j, ((d, &s), &r)) in dst.iter_mut().zip(sums).zip(*r0).enumerate() {
-                let v = base(j, d) + bias + r + s;
-                d.write(v);
-            }
-        }
-        _ => {
-            for (j, (d, &s)) in dst.iter_mut().zip(sums).enumerate() {
-                let v = base(j, d) + bias + residuals.iter().map(|r| r[j]).sum::<f32>() + s;
-                d.write(v);
-            }
-        }
+        dst[j].write(v);
     }
 }
 
@@ -490,6 +525,32 @@ mod x86 {
             let halves: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(b, a));
             let words = _mm512_permutexvar_epi16(interleave, halves);
             _mm512_storeu_si512(dst.as_mut_ptr().add(j).cast(), words);
+        }
+        n
+    }
+
+    /// The vector part of [`super::epilogue`]: whole groups of 16 columns; returns how many
+    /// columns it wrote.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn epilogue(
+        dst: &mut [std::mem::MaybeUninit<f32>],
+        sums: &[f32],
+        bias: f32,
+        residuals: &[&[f32]],
+        accumulate: bool,
+    ) -> usize {
+        let n = dst.len() / 16 * 16;
+        let b = _mm512_set1_ps(bias);
+        let out = dst.as_mut_ptr().cast::<f32>();
+        for j in (0..n).step_by(16) {
+            let mut v = _mm512_add_ps(b, _mm512_loadu_ps(sums.as_ptr().add(j)));
+            for r in residuals {
+                v = _mm512_add_ps(v, _mm512_loadu_ps(r.as_ptr().add(j)));
+            }
+            if accumulate {
+                v = _mm512_add_ps(v, _mm512_loadu_ps(out.add(j)));
+            }
+            _mm512_storeu_ps(out.add(j), v);
         }
         n
     }
