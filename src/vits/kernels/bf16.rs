@@ -254,23 +254,28 @@ pub(super) fn conv1d_rows(
                             run_block(w.isa, &args, sums);
                         }
                     }
-                    // Epilogue: out = (out) + bias + residuals + sums, in f32.
-                    for (r, sums_r) in sums.chunks_exact(cols).take(n_rows).enumerate() {
-                        let co = co0 + r;
-                        let start = co * out.stride + t0 + j0;
-                        let mut res: [&[f32]; MAX_RESIDUALS] = [&[]; MAX_RESIDUALS];
-                        for (dst, r) in res.iter_mut().zip(residuals) {
-                            *dst = &r.data[co * r.stride + t0 + j0..][..n_cols];
-                        }
-                        epilogue(
-                            &mut out.data[start..start + n_cols],
-                            &sums_r[..n_cols],
-                            bias[co],
-                            &res[..residuals.len()],
-                            accumulate,
-                            vector,
-                        );
+                    let at = |stride: usize| co0 * stride + t0 + j0;
+                    let mut res = [(std::ptr::null(), 0); MAX_RESIDUALS];
+                    for (dst, r) in res.iter_mut().zip(residuals) {
+                        let start = at(r.stride);
+                        assert!(start + (n_rows - 1) * r.stride + n_cols <= r.data.len());
+                        *dst = (r.data[start..].as_ptr(), r.stride);
                     }
+                    let start = at(out.stride);
+                    assert!(start + (n_rows - 1) * out.stride + n_cols <= out.data.len());
+                    let block = Epilogue {
+                        out: out.data[start..].as_mut_ptr().cast(),
+                        out_stride: out.stride,
+                        residuals: &res[..residuals.len()],
+                        bias: &bias[co0..co0 + n_rows],
+                        sums: &sums[..n_rows * cols],
+                        sums_stride: cols,
+                        n_cols,
+                        accumulate,
+                    };
+                    // SAFETY: the output and residual rows are in bounds (asserted above);
+                    // with `accumulate` the caller initialized every output value.
+                    unsafe { block.run(vector) };
                 }
             }
         }
@@ -309,34 +314,46 @@ thread_local! {
     };
 }
 
-/// `dst[j] = (dst[j] if accumulate) + bias + Σ residuals[j] + sums[j]`.
-fn epilogue(
-    dst: &mut [std::mem::MaybeUninit<f32>],
-    sums: &[f32],
-    bias: f32,
-    residuals: &[&[f32]],
+/// The end of a block, `out[r, j] = (out[r, j] if accumulate) + bias[r] + Σ residuals[r, j] +
+/// sums[r, j]` for `r < bias.len()`, `j < n_cols`, in `f32`.
+struct Epilogue<'a> {
+    out: *mut f32,
+    out_stride: usize,
+    /// (first value, row stride) of each residual.
+    residuals: &'a [(*const f32, usize)],
+    bias: &'a [f32],
+    sums: &'a [f32],
+    sums_stride: usize,
+    n_cols: usize,
     accumulate: bool,
-    vector: bool,
-) {
-    assert!(sums.len() == dst.len() && residuals.iter().all(|r| r.len() == dst.len()));
-    let mut done = 0;
-    #[cfg(target_arch = "x86_64")]
-    if vector {
-        // SAFETY: the caller checked for AVX-512; lengths asserted above. With `accumulate`
-        // every output value was initialized by the caller.
-        done = unsafe { x86::epilogue(dst, sums, bias, residuals, accumulate) };
-    }
-    let _ = vector;
-    for j in done..dst.len() {
-        let mut v = bias + sums[j];
-        for r in residuals {
-            v += r[j];
+}
+
+impl Epilogue<'_> {
+    /// # Safety
+    /// `out` and each residual must be valid for `bias.len()` rows of `n_cols` values;
+    /// `out`'s must be initialized when `accumulate`. `vector` only where AVX-512 exists.
+    unsafe fn run(&self, vector: bool) {
+        assert!(self.n_cols <= self.sums_stride);
+        assert!(self.sums.len() >= self.bias.len() * self.sums_stride);
+        #[cfg(target_arch = "x86_64")]
+        if vector {
+            return x86::epilogue(self);
         }
-        if accumulate {
-            // SAFETY: with `accumulate` the caller initialized every output value.
-            v += unsafe { dst[j].assume_init() };
+        let _ = vector;
+        for (r, &b) in self.bias.iter().enumerate() {
+            let out = self.out.add(r * self.out_stride);
+            let sums = &self.sums[r * self.sums_stride..];
+            for (j, &s) in sums[..self.n_cols].iter().enumerate() {
+                let mut v = b + s;
+                for &(p, stride) in self.residuals {
+                    v += *p.add(r * stride + j);
+                }
+                if self.accumulate {
+                    v += *out.add(j);
+                }
+                *out.add(j) = v;
+            }
         }
-        dst[j].write(v);
     }
 }
 
@@ -485,7 +502,7 @@ pub(super) fn avx512_beats_f32() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::super::direct::SampleMap;
-    use super::BlockArgs;
+    use super::{BlockArgs, Epilogue};
     use std::arch::x86_64::*;
 
     /// The vector part of [`super::pack_pairs`]: whole groups of 16 columns; returns how many
@@ -529,30 +546,30 @@ mod x86 {
         n
     }
 
-    /// The vector part of [`super::epilogue`]: whole groups of 16 columns; returns how many
-    /// columns it wrote.
+    /// [`super::Epilogue::run`] in 16-column vectors, the last of each row masked.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn epilogue(
-        dst: &mut [std::mem::MaybeUninit<f32>],
-        sums: &[f32],
-        bias: f32,
-        residuals: &[&[f32]],
-        accumulate: bool,
-    ) -> usize {
-        let n = dst.len() / 16 * 16;
-        let b = _mm512_set1_ps(bias);
-        let out = dst.as_mut_ptr().cast::<f32>();
-        for j in (0..n).step_by(16) {
-            let mut v = _mm512_add_ps(b, _mm512_loadu_ps(sums.as_ptr().add(j)));
-            for r in residuals {
-                v = _mm512_add_ps(v, _mm512_loadu_ps(r.as_ptr().add(j)));
+    pub(super) unsafe fn epilogue(e: &Epilogue) {
+        let n = e.n_cols;
+        for (r, &bias) in e.bias.iter().enumerate() {
+            let b = _mm512_set1_ps(bias);
+            let out = e.out.add(r * e.out_stride);
+            let sums = e.sums.as_ptr().add(r * e.sums_stride);
+            for j in (0..n).step_by(16) {
+                let mask: __mmask16 = if n - j >= 16 {
+                    0xFFFF
+                } else {
+                    (1u16 << (n - j)) - 1
+                };
+                let mut v = _mm512_add_ps(b, _mm512_maskz_loadu_ps(mask, sums.add(j)));
+                for &(p, stride) in e.residuals {
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, p.add(r * stride + j)));
+                }
+                if e.accumulate {
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.add(j)));
+                }
+                _mm512_mask_storeu_ps(out.add(j), mask, v);
             }
-            if accumulate {
-                v = _mm512_add_ps(v, _mm512_loadu_ps(out.add(j)));
-            }
-            _mm512_storeu_ps(out.add(j), v);
         }
-        n
     }
 
     /// `R` rows × `V` vectors of 16 columns, `vdpbf16ps` per pair and tap.

@@ -11,6 +11,23 @@ use super::dispatch::{
 use super::precision::{PackedConv, Precision};
 use super::strips;
 use candle_core::{Result, Storage, Tensor};
+use std::mem::MaybeUninit;
+
+/// A vector of `n` values, all written by `write`, without zeroing them first: the decoder's
+/// outputs are megabytes each, and clearing them cost a few percent of a forward pass.
+///
+/// # Safety
+/// `write` must initialize every element of the slice it gets.
+unsafe fn written_by(
+    n: usize,
+    write: impl FnOnce(&mut [MaybeUninit<f32>]) -> Result<()>,
+) -> Result<Vec<f32>> {
+    let mut v = Vec::with_capacity(n);
+    write(&mut v.spare_capacity_mut()[..n])?;
+    // SAFETY: `write` initialized the first n elements (the caller's promise).
+    unsafe { v.set_len(n) };
+    Ok(v)
+}
 
 /// Runs `f` on the tensor's elements in row-major order, without a copy when the tensor is
 /// already contiguous.
@@ -77,10 +94,12 @@ pub(super) fn conv1d_direct(
             Ok(&cpu.as_slice::<f32>()?[start..end])
         })
         .collect::<Result<_>>()?;
-    let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
     let (in_len, out_len) = (s.c_in * s.l_in, s.c_out * s.l_out);
-    with_contiguous_f32(x, |x| {
-        for (b, out_b) in out.chunks_exact_mut(out_len).enumerate() {
+    // SAFETY: a convolution that does not accumulate writes every output value.
+    let out = unsafe {
+        written_by(s.batch * out_len, |out| {
+            with_contiguous_f32(x, |x| {
+                for (b, out_b) in out.chunks_exact_mut(out_len).enumerate() {
             let item_map = SampleMap {
                 scale: map.scale as f32,
                 leaky_slope: map.leaky_slope.map(|v| v as f32),
@@ -102,8 +121,10 @@ pub(super) fn conv1d_direct(
                 s.dilation,
                 &item_map,
             );
-        }
-    })?;
+                }
+            })
+        })?
+    };
     Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
 }
 
@@ -176,19 +197,23 @@ pub(super) fn residual_stack_sum(
         .map(|m| m.flatten_all()?.to_vec1::<f32>())
         .transpose()?;
     let item = channels * len;
-    let mut out = vec![0f32; batch * item];
-    with_contiguous_f32(y, |y| {
-        for (b, out_b) in out.chunks_exact_mut(item).enumerate() {
-            strips::stage_sum(
-                out_b,
-                &y[b * item..(b + 1) * item],
-                channels,
-                len,
-                &layers,
-                mask.as_ref().map(|m| &m[b * len..(b + 1) * len]),
-            );
-        }
-    })?;
+    // SAFETY: the stage's first block writes every value (later ones add to it).
+    let out = unsafe {
+        written_by(batch * item, |out| {
+            with_contiguous_f32(y, |y| {
+                for (b, out_b) in out.chunks_exact_mut(item).enumerate() {
+                    strips::stage_sum(
+                        out_b,
+                        &y[b * item..(b + 1) * item],
+                        channels,
+                        len,
+                        &layers,
+                        mask.as_ref().map(|m| &m[b * len..(b + 1) * len]),
+                    );
+                }
+            })
+        })?
+    };
     Tensor::from_vec(out, (batch, channels, len), y.device())
 }
 
@@ -231,59 +256,118 @@ pub(super) fn conv_transpose1d_direct(
         candle_core::bail!("packed phase cache used with a differently shaped weight");
     }
     let (stride, padding) = (s.stride as isize, s.padding as isize);
-    let mut out = vec![0f32; s.batch * s.c_out * s.l_out];
-    with_contiguous_f32(x, |x| {
-        for (r, packed) in phases.iter().enumerate() {
-            // Phase r: output j = q·stride + r − padding for q in q_lo..q_hi, fed by
-            // taps k = r + m·stride from input i = q − m. With m = M − 1 − k' this is a
-            // convolution over t = q − q_lo with taps k' reading i = t + k' − (M − 1 − q_lo).
-            let q_lo = (padding - r as isize).div_euclid(stride)
-                + ((padding - r as isize).rem_euclid(stride) != 0) as isize;
-            let q_hi = (s.l_out as isize + padding - r as isize + stride - 1).div_euclid(stride);
-            let n_q = (q_hi - q_lo).max(0) as usize;
-            if n_q == 0 {
-                continue;
-            }
-            let m_taps = phase_taps(s, r);
-            let mut phase = vec![0f32; s.c_out * n_q];
-            if m_taps == 0 {
-                for (row, &b) in phase.chunks_exact_mut(n_q).zip(&bias) {
-                    row.fill(b);
-                }
-            }
-            for b in 0..s.batch {
-                let x_b = &x[b * s.c_in * s.l_in..(b + 1) * s.c_in * s.l_in];
-                if let Some(packed) = packed {
+    // Phase r: output j = q·stride + r − padding for q in q_lo..q_hi, fed by taps
+    // k = r + m·stride from input i = q − m. With m = M − 1 − k' this is a convolution over
+    // t = q − q_lo with taps k' reading i = t + k' − (M − 1 − q_lo).
+    let q_range = |r: usize| {
+        let q_lo = (padding - r as isize).div_euclid(stride)
+            + ((padding - r as isize).rem_euclid(stride) != 0) as isize;
+        let q_hi = (s.l_out as isize + padding - r as isize + stride - 1).div_euclid(stride);
+        (q_lo, (q_hi - q_lo).max(0) as usize)
+    };
+    let out_len = s.c_out * s.l_out;
+    // SAFETY: every output column j belongs to exactly one phase, r = (j + padding) mod
+    // stride, whose q range covers it; each phase writes all of its columns.
+    let out = unsafe {
+        written_by(s.batch * out_len, |out| {
+            with_contiguous_f32(x, |x| {
+                for (b, out_b) in out.chunks_exact_mut(out_len).enumerate() {
+                    let x_b = &x[b * s.c_in * s.l_in..(b + 1) * s.c_in * s.l_in];
                     let item_map = SampleMap {
                         scale: map.scale as f32,
                         leaky_slope: map.leaky_slope.map(|v| v as f32),
                         mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
                     };
-                    direct::conv1d(
-                        &mut phase,
-                        n_q,
-                        x_b,
-                        s.l_in,
-                        packed,
-                        &bias,
-                        &[],
-                        m_taps as isize - 1 - q_lo,
-                        1,
-                        &item_map,
-                    );
+                    let results: Vec<Vec<f32>> = phases
+                        .iter()
+                        .enumerate()
+                        .map(|(r, packed)| {
+                            let (q_lo, n_q) = q_range(r);
+                            match packed {
+                                _ if n_q == 0 => Ok(Vec::new()),
+                                None => Ok(bias
+                                    .iter()
+                                    .flat_map(|&b| std::iter::repeat_n(b, n_q))
+                                    .collect()),
+                                // SAFETY: the phase convolution writes all its values.
+                                Some(packed) => written_by(s.c_out * n_q, |phase| {
+                                    direct::conv1d(
+                                        phase,
+                                        n_q,
+                                        x_b,
+                                        s.l_in,
+                                        packed,
+                                        &bias,
+                                        &[],
+                                        phase_taps(s, r) as isize - 1 - q_lo,
+                                        1,
+                                        &item_map,
+                                    );
+                                    Ok(())
+                                }),
+                            }
+                        })
+                        .collect::<Result<_>>()?;
+                    interleave(out_b, &results, s, &q_range);
                 }
-                let out_b = &mut out[b * s.c_out * s.l_out..(b + 1) * s.c_out * s.l_out];
-                let j0 = (q_lo * stride + r as isize - padding) as usize;
-                for (out_row, row) in out_b.chunks_exact_mut(s.l_out).zip(phase.chunks_exact(n_q))
-                {
-                    for (y, &v) in out_row[j0..].iter_mut().step_by(s.stride).zip(row) {
-                        *y = v;
-                    }
+                Ok(())
+            })?
+        })?
+    };
+    Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
+}
+
+/// Writes each phase's [C_out, n_q] result into its columns j = q·stride + r − padding of
+/// `out` [C_out, L_out], row by row and left to right, so the output is written once in order.
+fn interleave(
+    out: &mut [MaybeUninit<f32>],
+    phases: &[Vec<f32>],
+    s: &ConvTranspose1dShape,
+    q_range: &dyn Fn(usize) -> (isize, usize),
+) {
+    let (stride, padding) = (s.stride as isize, s.padding as isize);
+    let ranges: Vec<(isize, usize)> = (0..s.stride).map(q_range).collect();
+    let q_first = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+    let q_last = ranges
+        .iter()
+        .map(|&(lo, n)| lo + n as isize)
+        .max()
+        .unwrap_or(0);
+    // Columns q where every phase has a value: no range checks there.
+    let q_all_lo = ranges.iter().map(|r| r.0).max().unwrap_or(0);
+    let q_all_hi = ranges
+        .iter()
+        .map(|&(lo, n)| lo + n as isize)
+        .min()
+        .unwrap_or(0)
+        .max(q_all_lo);
+    for (co, row) in out.chunks_exact_mut(s.l_out).enumerate() {
+        let checked = |row: &mut [MaybeUninit<f32>], q: isize| {
+            for (r, &(q_lo, n_q)) in ranges.iter().enumerate() {
+                if q >= q_lo && q < q_lo + n_q as isize {
+                    let j = (q * stride + r as isize - padding) as usize;
+                    row[j].write(phases[r][co * n_q + (q - q_lo) as usize]);
+                }
+            }
+        };
+        (q_first..q_all_lo).for_each(|q| checked(row, q));
+        if q_all_hi > q_all_lo {
+            let j0 = (q_all_lo * stride - padding) as usize;
+            let n = (q_all_hi - q_all_lo) as usize;
+            let sources: Vec<&[f32]> = ranges
+                .iter()
+                .zip(phases)
+                .map(|(&(q_lo, n_q), p)| &p[co * n_q + (q_all_lo - q_lo) as usize..][..n])
+                .collect();
+            let dst = &mut row[j0..j0 + n * s.stride];
+            for (t, group) in dst.chunks_exact_mut(s.stride).enumerate() {
+                for (d, src) in group.iter_mut().zip(&sources) {
+                    d.write(src[t]);
                 }
             }
         }
-    })?;
-    Tensor::from_vec(out, (s.batch, s.c_out, s.l_out), x.device())
+        (q_all_hi..q_last).for_each(|q| checked(row, q));
+    }
 }
 
 /// Taps of phase `r`: k = r, r + stride, … below K.

@@ -221,7 +221,7 @@ pub(super) struct Conv<'a> {
 /// `x` is [C_in, l_in], `out` and each residual are [C_out, l_out], all row-major.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv1d(
-    out: &mut [f32],
+    out: &mut [MaybeUninit<f32>],
     l_out: usize,
     x: &[f32],
     l_in: usize,
@@ -237,7 +237,7 @@ pub(super) fn conv1d(
         .map(|r| Rows::contiguous(r, l_out))
         .collect();
     conv1d_rows(
-        RowsMut::new(out, l_out, l_out),
+        RowsMut::uninit(out, l_out, l_out),
         false,
         Rows::contiguous(x, l_in),
         -padding,
@@ -503,7 +503,7 @@ mod tests {
                     &x, l_in, &w, c_out, c_in, taps, &bias, res, padding, dilation, map,
                 );
                 let packed = PackedConv::F32(PackedWeights::new(&w, c_out, c_in, taps));
-                let mut got = vec![0f32; c_out * l_out];
+                let mut got = vec![MaybeUninit::new(0f32); c_out * l_out];
                 conv1d(
                     &mut got,
                     l_out,
@@ -516,6 +516,8 @@ mod tests {
                     dilation,
                     map,
                 );
+                // SAFETY: initialized above (and the kernel writes only floats).
+                let got: Vec<f32> = got.iter().map(|v| unsafe { v.assume_init() }).collect();
                 let worst = worst(&got, &want);
                 assert!(worst < 1e-4, "case {i}: max |diff| {worst}");
             }
