@@ -1,8 +1,9 @@
 //! Whole-model speed of the native VITS against onnxruntime, measured in the same run.
 //!
 //! One thread, noise 0, the default voice: one sentence, and a padded batch of 8, in each
-//! precision (`f32`, the reference, and `bf16`; a bf16 row says when this CPU only emulates
-//! it). onnxruntime runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python
+//! precision (`f32`, the reference; `bf16`; `int8`, measured but not offered by the server; a
+//! row says when this CPU only emulates its precision), with each precision's distance from
+//! the `f32` audio (worst item: SNR and log-mel distance, as in `tests/vits_precision.rs`). onnxruntime runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python
 //! with onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle
 //! runs. Each case times onnxruntime once, right after candle's precisions, so every ratio
 //! compares runs minutes apart at most.
@@ -16,6 +17,9 @@ use std::time::Instant;
 use candle_core::Device;
 use omnivoice_server::params::SynthesisParams;
 use omnivoice_server::vits::{Precision, Vits, VitsInput};
+
+#[path = "../tests/audio_quality/mod.rs"]
+mod audio_quality;
 
 const RUNS: usize = 5;
 /// The sentences of the reference fixtures; ids are read from the fixture files.
@@ -100,6 +104,21 @@ fn time_onnxruntime(python: &str, voice: &Path, args: &[&str]) -> Option<f64> {
     Some(ms / 1000.0)
 }
 
+/// The worst item's SNR and log-mel distance from the reference, as table cells.
+fn distance(reference: &[Vec<f32>], audio: &[Vec<f32>]) -> (String, String) {
+    let pairs = || reference.iter().zip(audio);
+    if pairs().all(|(r, a)| r == a) {
+        return ("=".into(), "=".into());
+    }
+    let snr = pairs()
+        .map(|(r, a)| audio_quality::snr_db(r, a))
+        .fold(f64::INFINITY, f64::min);
+    let mel = pairs()
+        .map(|(r, a)| audio_quality::log_mel_distance_db(r, a))
+        .fold(0.0, f64::max);
+    (format!("{snr:.1} dB"), format!("{mel:.2} dB"))
+}
+
 fn main() {
     // One thread for candle, as for onnxruntime: the server runs one batch per worker thread.
     std::env::set_var("RAYON_NUM_THREADS", "1");
@@ -116,10 +135,13 @@ fn main() {
         "load (onnx → candle): {:.3} s",
         started.elapsed().as_secs_f64()
     );
-    let bf16_model = Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu)
-        .and_then(|m| m.with_precision(Precision::Bf16))
-        .expect("voice");
-    let models = [&f32_model, &bf16_model];
+    let reduced = |p| {
+        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu)
+            .and_then(|m| m.with_precision(p))
+            .expect("voice")
+    };
+    let (bf16_model, int8_model) = (reduced(Precision::Bf16), reduced(Precision::Int8));
+    let models = [&f32_model, &bf16_model, &int8_model];
 
     let single = vec![input(SINGLE)];
     let batch: Vec<VitsInput> = (0..8).map(|i| input(i % 4)).collect();
@@ -133,8 +155,8 @@ fn main() {
         .collect::<Vec<_>>()
         .join(",");
 
-    println!("| case | precision | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime |");
-    println!("|---|---|---|---|---|---|---|");
+    println!("| case | precision | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime | SNR vs f32 | log-mel vs f32 |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let cases: [(&str, &[VitsInput], Vec<&str>); 2] = [
         ("one sentence", &single, vec!["--ids", &single_ids]),
         (
@@ -153,13 +175,15 @@ fn main() {
         let ort = python
             .as_deref()
             .and_then(|py| time_onnxruntime(py, &voice, &ort_args));
+        let reference = f32_model.synthesize(inputs).expect("synthesis");
         for (model, (wall, audio)) in models.iter().zip(timed) {
             let (ort_text, ratio) = match ort {
                 Some(o) => (format!("{o:.3}"), format!("{:.2}×", wall / o)),
                 None => ("not run".into(), "-".into()),
             };
+            let (snr, mel) = distance(&reference, &model.synthesize(inputs).expect("synthesis"));
             println!(
-                "| {name} | {} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} |",
+                "| {name} | {} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} | {snr} | {mel} |",
                 model.precision().describe(),
                 wall / audio
             );
@@ -190,7 +214,7 @@ fn main() {
             .collect();
         let sequential = median(walls);
         println!(
-            "| the same 8, one at a time | {} | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - |",
+            "| the same 8, one at a time | {} | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - | | |",
             model.precision().describe(),
             sequential / sequential_audio
         );

@@ -440,8 +440,8 @@ pub mod routes {
         cpu::conv_transpose1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, None)
     }
 
-    /// [`conv1d_direct`] with the weights in `precision` (`"f32"` or `"bf16"`), packed once
-    /// per call to `prepare` and reused by every run of the returned closure.
+    /// [`conv1d_direct`] with the weights in `precision` (`"f32"`, `"bf16"` or `"int8"`),
+    /// packed on the first run of the returned closure and reused by the others.
     pub fn conv1d_direct_at<'w>(
         weight: &'w Tensor,
         bias: Option<&'w Tensor>,
@@ -452,6 +452,7 @@ pub mod routes {
         let precision = match precision {
             "f32" => Precision::F32,
             "bf16" => Precision::Bf16,
+            "int8" => Precision::Int8,
             other => candle_core::bail!("unknown precision {other}"),
         };
         let cache = PackedWeightCache::new(precision);

@@ -39,6 +39,7 @@ mod direct;
 mod dispatch;
 mod fast_math;
 mod gemm;
+mod int8;
 mod precision;
 mod strips;
 #[cfg(test)]
