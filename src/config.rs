@@ -110,7 +110,7 @@ struct Options {
     /// Compute device for neural engines (cuda and metal need the cargo feature of that name)
     #[arg(long, env = "OMNIVOICE_DEVICE", value_enum, default_value_t = DEFAULTS.device)]
     device: DeviceChoice,
-    /// Arithmetic of Piper voices on the CPU: auto = bf16 where the CPU runs it faster (AMX), else f32; only f32 matches onnxruntime bit for bit
+    /// Arithmetic of Piper voices on the CPU: auto = bf16 where the CPU runs it faster (AMX), else f32; only f32 is held to onnxruntime
     #[arg(long, env = "OMNIVOICE_PRECISION", value_enum, default_value_t = DEFAULTS.precision)]
     precision: PrecisionChoice,
     /// Directory scanned for Piper voices: <name>.onnx + <name>.onnx.json (+ <name>.safetensors)
