@@ -248,3 +248,23 @@ fn bf16_entry_points_agree_with_f32_within_rounding() {
         );
     }
 }
+
+/// `auto` takes bf16 exactly where its hardware beats `f32`: always with AMX, never without
+/// any bf16 hardware, and with only AVX-512 bf16 when the startup timing says so (which runs
+/// here whenever the CPU has it, so its code is exercised).
+#[test]
+fn auto_takes_bf16_only_where_the_hardware_is_faster() {
+    use super::precision::{avx512_bf16, bf16_isa, Bf16Isa};
+    let timed_faster = avx512_bf16().then(bf16::avx512_beats_f32);
+    let auto = Precision::auto();
+    match bf16_isa() {
+        Bf16Isa::Amx => assert_eq!(auto, Precision::Bf16),
+        Bf16Isa::Portable => assert_eq!(auto, Precision::F32),
+        Bf16Isa::Avx512 => assert!(timed_faster.is_some()),
+    }
+    assert!(Precision::F32.has_hardware());
+    assert_eq!(
+        Precision::Bf16.has_hardware(),
+        bf16_isa() != Bf16Isa::Portable
+    );
+}
