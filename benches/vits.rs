@@ -1,12 +1,16 @@
-//! Whole-model speed of the native VITS against onnxruntime, measured in the same run.
+//! Whole-model speed of the native VITS against onnxruntime, measured in the same run, and
+//! windowed synthesis against whole-utterance synthesis.
 //!
 //! One thread, noise 0, the default voice: one sentence, and a padded batch of 8, in each
 //! precision (`f32`, the reference; `bf16`; `int8`, measured but not offered by the server; a
 //! row says when this CPU only emulates its precision), with each precision's distance from
-//! the `f32` audio (worst item: SNR and log-mel distance, as in `tests/vits_precision.rs`). onnxruntime runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python
-//! with onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle
-//! runs. Each case times onnxruntime once, right after candle's precisions, so every ratio
-//! compares runs minutes apart at most.
+//! the `f32` audio (worst item: SNR and log-mel distance, as in `tests/vits_precision.rs`).
+//! onnxruntime runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python with
+//! onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle runs.
+//! Each case times onnxruntime once, right after candle's precisions, so every ratio compares
+//! runs seconds apart.
+//! The windowed cases (`-- windowed`) time the first chunk and the whole windowed run of a long
+//! sentence without clause breaks (phonemized once with espeak-ng, untimed) and of a short one.
 //!
 //! `OMNIVOICE_REF_PYTHON=/path/venv/bin/python cargo bench --bench vits [-- NAME_FILTER]`
 
@@ -16,6 +20,7 @@ use std::time::Instant;
 
 use candle_core::Device;
 use omnivoice_server::params::SynthesisParams;
+use omnivoice_server::text::phonemize::{phonemize, PhonemeIdMap};
 use omnivoice_server::vits::{Precision, Vits, VitsInput};
 
 #[path = "../tests/audio_quality/mod.rs"]
@@ -30,6 +35,13 @@ const SENTENCES: [&str; 4] = [
     "Wait! Is it ready? Yes; mostly: it works, and it sounds natural enough for a first try.",
 ];
 const SINGLE: usize = 2;
+/// One long sentence with no clause break, so a sentence splitter cannot shorten it.
+const LONG_SENTENCE: &str = "The old lighthouse keeper walked along the narrow path beside the \
+    cliffs every evening to watch the fishing boats return to the harbour while the sun sank \
+    behind the distant hills and the gulls circled overhead calling to one another in the \
+    fading light.";
+/// Frames in the first window and in each later one.
+const WINDOWS: [(usize, usize); 4] = [(8, 128), (16, 96), (16, 128), (16, 256)];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -51,6 +63,73 @@ fn input(i: usize) -> VitsInput {
             noise_w: Some(0.0),
             ..SynthesisParams::default()
         },
+    }
+}
+
+/// Median seconds to the first chunk and to the end of a windowed run, and the whole-utterance
+/// median, alternating the two so that machine load moves both alike.
+fn time_windowed(model: &Vits, item: &VitsInput, first: usize, later: usize) -> (f64, f64, f64) {
+    let mut firsts = Vec::new();
+    let mut totals = Vec::new();
+    let mut wholes = Vec::new();
+    model
+        .synthesize_windowed(item, first, later, &mut |_| true)
+        .expect("windowed synthesis");
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        let mut first_at = None;
+        model
+            .synthesize_windowed(item, first, later, &mut |_| {
+                first_at.get_or_insert_with(|| started.elapsed().as_secs_f64());
+                true
+            })
+            .expect("windowed synthesis");
+        totals.push(started.elapsed().as_secs_f64());
+        firsts.push(first_at.expect("a chunk"));
+        let started = Instant::now();
+        model
+            .synthesize(std::slice::from_ref(item))
+            .expect("synthesis");
+        wholes.push(started.elapsed().as_secs_f64());
+    }
+    (median(firsts), median(totals), median(wholes))
+}
+
+/// Time to the first chunk and the halo overhead, long and short sentence.
+fn windowed_cases(model: &Vits, config: &serde_json::Value) {
+    let field = model.receptive_field();
+    println!(
+        "\nreceptive field (frames each side): flow {:?}, decoder {:?}, together {:?}",
+        field.flow, field.decoder, field.total
+    );
+    let espeak_voice = config["espeak"]["voice"].as_str().expect("espeak voice");
+    let ipa = phonemize(LONG_SENTENCE, espeak_voice).expect("espeak-ng");
+    let map = PhonemeIdMap::from_voice_json(config).expect("phoneme map");
+    let long = VitsInput {
+        ids: map.ids(&ipa),
+        ..input(0)
+    };
+    println!(
+        "| case | chars | audio s | windows | whole s | first chunk s | first / whole | windowed s | windowed / whole |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for (name, chars, item) in [
+        ("long sentence", LONG_SENTENCE.len(), &long),
+        ("short sentence", SENTENCES[1].len(), &input(1)),
+    ] {
+        let audio = model
+            .synthesize(std::slice::from_ref(item))
+            .expect("synthesis")[0]
+            .len() as f64
+            / model.sample_rate() as f64;
+        for (first, later) in WINDOWS {
+            let (to_first, windowed, whole) = time_windowed(model, item, first, later);
+            println!(
+                "| {name} | {chars} | {audio:.2} | {first}/{later} | {whole:.3} | {to_first:.4} | {:.3} | {windowed:.3} | {:.3} |",
+                to_first / whole,
+                windowed / whole
+            );
+        }
     }
 }
 
@@ -129,20 +208,19 @@ fn main() {
         serde_json::from_str(&std::fs::read_to_string(voice.with_extension("onnx.json")).unwrap())
             .unwrap();
     let started = Instant::now();
-    let f32_model =
+    let model =
         Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu).expect("voice");
     println!(
         "load (onnx → candle): {:.3} s",
         started.elapsed().as_secs_f64()
     );
-    let reduced = |p| {
-        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu)
-            .and_then(|m| m.with_precision(p))
-            .expect("voice")
-    };
-    let (bf16_model, int8_model) = (reduced(Precision::Bf16), reduced(Precision::Int8));
-    let models = [&f32_model, &bf16_model, &int8_model];
 
+    // `cargo bench --bench vits -- sentence` runs only the cases whose name contains "sentence".
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    if filter.as_deref() == Some("windowed") {
+        windowed_cases(&model, &config);
+        return;
+    }
     let single = vec![input(SINGLE)];
     let batch: Vec<VitsInput> = (0..8).map(|i| input(i % 4)).collect();
     let python = std::env::var("OMNIVOICE_REF_PYTHON").ok();
@@ -155,6 +233,13 @@ fn main() {
         .collect::<Vec<_>>()
         .join(",");
 
+    let reduced = |p| {
+        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu)
+            .and_then(|m| m.with_precision(p))
+            .expect("voice")
+    };
+    let (bf16_model, int8_model) = (reduced(Precision::Bf16), reduced(Precision::Int8));
+    let models = [&model, &bf16_model, &int8_model];
     println!("| case | precision | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime | SNR vs f32 | log-mel vs f32 |");
     println!("|---|---|---|---|---|---|---|---|---|");
     let cases: [(&str, &[VitsInput], Vec<&str>); 2] = [
@@ -165,8 +250,6 @@ fn main() {
             vec!["--batch-file", batch_file.to_str().unwrap()],
         ),
     ];
-    // `cargo bench --bench vits -- sentence` runs only the cases whose name contains "sentence".
-    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     for (name, inputs, ort_args) in cases {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
@@ -175,48 +258,46 @@ fn main() {
         let ort = python
             .as_deref()
             .and_then(|py| time_onnxruntime(py, &voice, &ort_args));
-        let reference = f32_model.synthesize(inputs).expect("synthesis");
-        for (model, (wall, audio)) in models.iter().zip(timed) {
+        let reference = model.synthesize(inputs).expect("synthesis");
+        for (m, (wall, audio)) in models.iter().zip(timed) {
             let (ort_text, ratio) = match ort {
                 Some(o) => (format!("{o:.3}"), format!("{:.2}×", wall / o)),
                 None => ("not run".into(), "-".into()),
             };
-            let (snr, mel) = distance(&reference, &model.synthesize(inputs).expect("synthesis"));
+            let (snr, mel) = distance(&reference, &m.synthesize(inputs).expect("synthesis"));
             println!(
                 "| {name} | {} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} | {snr} | {mel} |",
-                model.precision().describe(),
+                m.precision().describe(),
                 wall / audio
             );
         }
     }
     // The same 8 sentences one at a time: what a CPU worker does when it skips padding.
-    for model in models {
-        let samples: usize = batch
-            .iter()
-            .map(|item| {
-                model
-                    .synthesize(std::slice::from_ref(item))
-                    .expect("synthesis")[0]
-                    .len()
-            })
-            .sum();
-        let sequential_audio = samples as f64 / model.sample_rate() as f64;
-        let walls: Vec<f64> = (0..RUNS)
-            .map(|_| {
-                let started = Instant::now();
-                for item in &batch {
-                    model
-                        .synthesize(std::slice::from_ref(item))
-                        .expect("synthesis");
-                }
-                started.elapsed().as_secs_f64()
-            })
-            .collect();
-        let sequential = median(walls);
-        println!(
-            "| the same 8, one at a time | {} | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - | | |",
-            model.precision().describe(),
-            sequential / sequential_audio
-        );
+    if filter.is_none() {
+        for m in models {
+            let samples: usize = batch
+                .iter()
+                .map(|item| m.synthesize(std::slice::from_ref(item)).expect("synthesis")[0].len())
+                .sum();
+            let sequential_audio = samples as f64 / m.sample_rate() as f64;
+            let walls: Vec<f64> = (0..RUNS)
+                .map(|_| {
+                    let started = Instant::now();
+                    for item in &batch {
+                        m.synthesize(std::slice::from_ref(item)).expect("synthesis");
+                    }
+                    started.elapsed().as_secs_f64()
+                })
+                .collect();
+            let sequential = median(walls);
+            println!(
+                "| the same 8, one at a time | {} | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - | | |",
+                m.precision().describe(),
+                sequential / sequential_audio
+            );
+        }
+    }
+    if filter.is_none() {
+        windowed_cases(&model, &config);
     }
 }

@@ -6,33 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(chromium chromium-driver)
-python3 -m venv --help >/dev/null 2>&1 || APT_PACKAGES+=(python3-venv)
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" -eq 0 ]; then
-        echo "browser-venv: installing ${missing[*]}"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    else
-        echo "browser-venv: missing system packages. Run:" >&2
-        echo "  sudo apt-get install -y ${missing[*]}" >&2
-        exit 1
-    fi
+. scripts/lib/prepare.sh
+require_packages browser-venv chromium chromium-driver
+if ! command -v chromedriver >/dev/null 2>&1; then
+    echo "browser-venv: chromium-driver is installed but chromedriver is not on PATH" >&2
+    exit 1
 fi
-
-venv=.venv-browser
-requirements=tests/browser/requirements.txt
-stamp="$venv/.requirements"
-# Reinstall only when the pinned requirements changed since the last run.
-if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && cmp -s "$requirements" "$stamp"; then
-    echo "browser-venv: $venv is up to date"
-    exit 0
-fi
-python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements"
-cp "$requirements" "$stamp"
-echo "browser-venv: $venv ready"
+pinned_venv browser-venv .venv-browser tests/browser/requirements.txt

@@ -17,21 +17,8 @@ VOICE_ONNX_SHA256="58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3ba
 VOICE_JSON_SHA256="3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33"
 VOICES_DIR="${OMNIVOICE_VOICES_DIR:-voices}"
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    if [ "$(id -u)" -eq 0 ]; then
-        echo "setup: installing ${missing[*]}"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    else
-        echo "setup: missing system packages. Run:" >&2
-        echo "  sudo apt-get install -y ${missing[*]}" >&2
-        exit 1
-    fi
-fi
+. scripts/lib/prepare.sh
+require_packages setup "${APT_PACKAGES[@]}"
 
 check_sha() { # file expected
     local got

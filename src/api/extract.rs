@@ -21,33 +21,58 @@ where
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let is_json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .map(|mime| {
-                let mime = mime.trim().to_ascii_lowercase();
-                mime == "application/json"
-                    || (mime.starts_with("application/") && mime.ends_with("+json"))
-            })
-            .unwrap_or(false);
-        if !is_json {
-            return Err(ApiError::unsupported_media_type());
-        }
-        let body = Bytes::from_request(req, state).await.map_err(|rejection| {
-            if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ApiError::payload_too_large(super::MAX_BODY_BYTES)
-            } else {
-                ApiError::invalid(
-                    "body",
-                    format!("Could not read the request body: {rejection}"),
-                )
-                .with_code("invalid_body")
-            }
-        })?;
+        let body = json_body(req, state).await?;
         parse(&body).map(ApiJson)
     }
+}
+
+/// One JSON body read as two types: the request a route shares with others (`T`) and the
+/// fields only that route has (`E`); each ignores the other's fields. serde's `flatten` would
+/// make one type of the two, but it reports a bad field inside the shared part without its
+/// path, so the error could no longer name its `param`.
+pub struct ApiJsonWith<T, E>(pub T, pub E);
+
+impl<S, T, E> FromRequest<S> for ApiJsonWith<T, E>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+    E: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let body = json_body(req, state).await?;
+        Ok(ApiJsonWith(parse(&body)?, parse(&body)?))
+    }
+}
+
+/// The body of a JSON request, under the router's size limit.
+async fn json_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .map(|mime| {
+            let mime = mime.trim().to_ascii_lowercase();
+            mime == "application/json"
+                || (mime.starts_with("application/") && mime.ends_with("+json"))
+        })
+        .unwrap_or(false);
+    if !is_json {
+        return Err(ApiError::unsupported_media_type());
+    }
+    Bytes::from_request(req, state).await.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::payload_too_large(super::MAX_BODY_BYTES)
+        } else {
+            ApiError::invalid(
+                "body",
+                format!("Could not read the request body: {rejection}"),
+            )
+            .with_code("invalid_body")
+        }
+    })
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {

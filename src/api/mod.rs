@@ -16,6 +16,7 @@ mod playground;
 mod shutdown;
 mod speech;
 mod stream;
+mod subtitles;
 mod timestamps;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,6 +156,7 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(stream::open))
         .routes(routes!(timestamps::create_timestamped_speech))
         .routes(routes!(timestamps::create_captioned_speech))
+        .routes(routes!(subtitles::create_subtitles))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             shutdown::refuse_while_draining,

@@ -24,7 +24,7 @@ use utoipa::openapi::header::Header;
 use utoipa::openapi::path::{Operation, PathItem};
 use utoipa::openapi::response::Response;
 use utoipa::openapi::schema::{
-    KnownFormat, Object, ObjectBuilder, OneOfBuilder, SchemaFormat, SchemaType,
+    AllOfBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, SchemaFormat, SchemaType,
 };
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{
@@ -34,14 +34,15 @@ use utoipa::{IntoResponses, ToSchema};
 
 use super::error::ErrorBody;
 use super::speech::{
-    SpeechAudioDelta, SpeechAudioDone, SpeechRequest, X_CACHE, X_CACHE_LAYER, X_DURATION,
-    X_LATENCY, X_SAMPLE_RATE,
+    SpeechAudioDelta, SpeechAudioDone, SpeechAudioTimestamps, SpeechRequest, X_CACHE,
+    X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE,
 };
 use super::REQUEST_ID;
 use crate::audio::AudioFormat;
 use crate::cache::CacheStatus;
 use crate::config::{Cli, Settings};
 use crate::params::{NOISE, SPEED};
+use crate::speech::SubtitleFormat;
 
 /// Name of the bearer scheme in `components.securitySchemes`.
 const BEARER: &str = "bearer";
@@ -70,6 +71,7 @@ impl Document {
         add_schema::<ErrorBody>(components);
         add_schema::<SpeechAudioDelta>(components);
         add_schema::<SpeechAudioDone>(components);
+        add_schema::<SpeechAudioTimestamps>(components);
         components.security_schemes.insert(
             BEARER.into(),
             SecurityScheme::Http(
@@ -297,6 +299,7 @@ fn ranged(range: &RangeInclusive<f32>, description: &str) -> Object {
 fn sse_event() -> Object {
     let events = OneOfBuilder::new()
         .item(Ref::from_schema_name(SpeechAudioDelta::name()))
+        .item(Ref::from_schema_name(SpeechAudioTimestamps::name()))
         .item(Ref::from_schema_name(SpeechAudioDone::name()));
     ObjectBuilder::new()
         .schema_type(Type::Object)
@@ -397,6 +400,66 @@ impl IntoResponses for SpeechResponses {
             .chain(speech_errors())
             .map(|(status, response)| (status.to_string(), response.into()))
             .collect()
+    }
+}
+
+/// The body of `POST /v1/audio/speech/subtitles`: the speech request, and `subtitle_format`
+/// from [`SubtitleFormat`].
+pub(super) fn subtitle_request_schema() -> RefOr<Schema> {
+    let mut names: Vec<serde_json::Value> = SubtitleFormat::ALL
+        .iter()
+        .map(|f| f.as_str().into())
+        .collect();
+    names.push(serde_json::Value::Null);
+    let format = ObjectBuilder::new()
+        .schema_type(
+            [Type::String, Type::Null]
+                .into_iter()
+                .collect::<SchemaType>(),
+        )
+        .enum_values(Some(names))
+        .default(Some(SubtitleFormat::default().as_str().into()))
+        .description(Some("`vtt` (WebVTT) or `srt` (SubRip); `vtt` when absent."));
+    AllOfBuilder::new()
+        .item(Ref::from_schema_name(SpeechRequest::name()))
+        .item(
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .property("subtitle_format", format),
+        )
+        .description(Some(
+            "The speech request of `POST /v1/audio/speech`, and the subtitle format.",
+        ))
+        .examples([serde_json::json!({"model": "tts-1", "voice": "alloy",
+            "input": "Hello from my own server!", "subtitle_format": "srt", "seed": 7})])
+        .into()
+}
+
+/// The answer of `POST /v1/audio/speech/subtitles`: the file, in each format's media type.
+pub(super) struct SubtitleResponses;
+
+impl IntoResponses for SubtitleResponses {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        let mut ok = ResponseBuilder::new().description(
+            "The subtitle file in `subtitle_format`, UTF-8 (`charset=utf-8` is sent with the \
+             media type).",
+        );
+        for format in SubtitleFormat::ALL {
+            ok = ok.content(
+                format.media_type(),
+                Content::new(Some(Object::with_type(Type::String))),
+            );
+        }
+        let ok = ok
+            .header(
+                X_DURATION.as_str(),
+                required_header(
+                    Object::with_type(Type::Number),
+                    "Length in seconds of the audio the cues belong to.",
+                ),
+            )
+            .build();
+        BTreeMap::from([("200".to_string(), ok.into())])
     }
 }
 

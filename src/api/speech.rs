@@ -16,10 +16,12 @@ use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::extract::ApiJson;
+use super::timestamps::TimedWord;
 use super::{openapi, ApiError, AppState};
 use crate::audio::AudioFormat;
+use crate::cache::CacheStatus;
 use crate::metrics as m;
-use crate::speech::{Request, SpeechError, SpeechStream};
+use crate::speech::{Request, SpeechError, SpeechStream, TimedChunk};
 
 // This type is also the request schema of `/openapi.json`: numbers and names that have their
 // source elsewhere (ranges, formats, the input limit) come from there through `schema_with`.
@@ -68,6 +70,11 @@ pub struct SpeechRequest {
     #[serde(default)]
     #[schema(schema_with = openapi::noise_schema)]
     pub noise_w: Option<f32>,
+    /// With `"stream_format": "sse"`: also send `speech.audio.timestamps` events with the
+    /// words each piece of audio completes. On `/v1/audio/speech/timestamps` words always
+    /// come; there `"stream": true` sends them as NDJSON.
+    #[serde(default)]
+    pub timestamps: Option<bool>,
 }
 
 /// How the answer is framed: audio bytes, or OpenAI's server-sent events.
@@ -143,6 +150,14 @@ pub async fn create_speech(
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let delivery = delivery(&state, &request);
+    let with_words = request.timestamps == Some(true);
+    if with_words && delivery != Delivery::Sse {
+        return Err(ApiError::invalid(
+            "timestamps",
+            "Word timestamps come as server-sent events: set \"stream_format\": \"sse\", or \
+             use POST /v1/audio/speech/timestamps.",
+        ));
+    }
     let job = state.speech.prepare(domain_request(&headers, request))?;
     let timeout = Duration::from_secs(state.settings.request_timeout_s);
     let speech = state.speech.clone();
@@ -173,6 +188,25 @@ pub async fn create_speech(
             );
             Ok(response)
         }
+        Delivery::Sse if with_words => {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let input_chars = job.input().chars().count();
+            let stream = tokio::time::timeout_at(deadline, speech.stream_with_words(job))
+                .await
+                .map_err(|_| timed_out(state.settings.request_timeout_s))??;
+            let seconds = state.settings.request_timeout_s;
+            let chunks = chunks_until(stream.chunks, deadline, seconds);
+            let mut response = sse(chunks, input_chars, stream.samples).into_response();
+            let headers = response.headers_mut();
+            set(headers, X_CACHE, CacheStatus::Bypass.as_str().to_string());
+            set(headers, X_SAMPLE_RATE, stream.sample_rate.to_string());
+            set(
+                headers,
+                X_LATENCY,
+                format!("{:.3}", started.elapsed().as_secs_f64()),
+            );
+            Ok(response)
+        }
         Delivery::Chunked | Delivery::Sse => {
             let deadline = tokio::time::Instant::now() + timeout;
             let input_chars = job.input().chars().count();
@@ -187,11 +221,17 @@ pub async fn create_speech(
                 samples,
             } = stream;
             let seconds = state.settings.request_timeout_s;
-            let chunks = chunks_until(chunks, deadline, seconds);
             let mut response = if delivery == Delivery::Sse {
+                let chunks = chunks.map(|chunk| {
+                    chunk.map(|audio| TimedChunk {
+                        audio,
+                        words: Vec::new(),
+                    })
+                });
+                let chunks = chunks_until(chunks.boxed(), deadline, seconds);
                 sse(chunks, input_chars, samples).into_response()
             } else {
-                Response::new(Body::from_stream(chunks))
+                Response::new(Body::from_stream(chunks_until(chunks, deadline, seconds)))
             };
             let headers = response.headers_mut();
             if delivery == Delivery::Chunked {
@@ -278,11 +318,11 @@ fn set_common_headers(headers: &mut HeaderMap, format: AudioFormat, sample_rate:
 
 /// Ends the stream at the request deadline; errors after the first byte cannot change the
 /// status any more, so they end the stream and are logged and counted.
-fn chunks_until(
-    chunks: futures::stream::BoxStream<'static, Result<bytes::Bytes, SpeechError>>,
+pub(super) fn chunks_until<T: Send + 'static>(
+    chunks: futures::stream::BoxStream<'static, Result<T, SpeechError>>,
     deadline: tokio::time::Instant,
     seconds: u64,
-) -> impl Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+) -> impl Stream<Item = Result<T, std::io::Error>> + Send + 'static {
     futures::stream::unfold(Some(chunks), move |state| async move {
         let mut chunks = state?;
         match tokio::time::timeout_at(deadline, chunks.next()).await {
@@ -306,20 +346,33 @@ fn chunks_until(
 /// OpenAI's SSE framing: `speech.audio.delta` events with base64 audio, then one
 /// `speech.audio.done` with usage. These engines have no tokens, so usage counts what they do
 /// have: `input_tokens` is the number of characters of `input`, `output_tokens` the number of
-/// audio samples sent (at `X-Audio-Sample-Rate`), and `total_tokens` their sum.
+/// audio samples sent (at `X-Audio-Sample-Rate`), and `total_tokens` their sum. Words that a
+/// delta completes follow it in a `speech.audio.timestamps` event of our own, which OpenAI's
+/// clients skip as an unknown event type.
 fn sse(
-    chunks: impl Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static,
+    chunks: impl Stream<Item = Result<TimedChunk, std::io::Error>> + Send + 'static,
     input_chars: usize,
     samples: Arc<std::sync::atomic::AtomicU64>,
 ) -> Sse<impl Stream<Item = Result<Event, std::io::Error>>> {
     let b64 = base64::engine::general_purpose::STANDARD;
-    let deltas = chunks.map(move |chunk| {
-        chunk.and_then(|bytes| {
-            event(&SpeechAudioDelta {
-                kind: DeltaType::SpeechAudioDelta,
-                audio: b64.encode(&bytes),
-            })
-        })
+    let deltas = chunks.flat_map(move |chunk| {
+        let events = match chunk {
+            Err(e) => vec![Err(e)],
+            Ok(TimedChunk { audio, words }) => {
+                let mut events = vec![event(&SpeechAudioDelta {
+                    kind: DeltaType::SpeechAudioDelta,
+                    audio: b64.encode(&audio),
+                })];
+                if !words.is_empty() {
+                    events.push(event(&SpeechAudioTimestamps {
+                        kind: TimestampsType::SpeechAudioTimestamps,
+                        words: words.into_iter().map(TimedWord::from).collect(),
+                    }));
+                }
+                events
+            }
+        };
+        futures::stream::iter(events)
     });
     let done = futures::stream::once(async move {
         let output_tokens = samples.load(std::sync::atomic::Ordering::Relaxed);
@@ -355,6 +408,20 @@ pub struct SpeechAudioDelta {
 enum DeltaType {
     #[serde(rename = "speech.audio.delta")]
     SpeechAudioDelta,
+}
+
+/// The words of the audio sent so far that the previous delta completed.
+#[derive(Serialize, ToSchema)]
+pub struct SpeechAudioTimestamps {
+    #[serde(rename = "type")]
+    kind: TimestampsType,
+    words: Vec<TimedWord>,
+}
+
+#[derive(Serialize, ToSchema)]
+enum TimestampsType {
+    #[serde(rename = "speech.audio.timestamps")]
+    SpeechAudioTimestamps,
 }
 
 /// The last event of an SSE answer.

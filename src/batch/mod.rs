@@ -2,7 +2,8 @@
 //!
 //! One task owns the queue ([`queue::State`]) and is fed by a command channel, so no lock guards
 //! the batching decision. It hands batches to at most `workers` blocking threads at a time; each
-//! utterance gets its audio (or its batch's error) back on its own oneshot channel. A caller
+//! utterance gets its audio (or its batch's error) back on its own channel, whole or, for a
+//! listener waiting to play it, in pieces as they are computed. A caller
 //! that stops waiting (client gone, request timed out) drops its receiver, and the entry is
 //! dropped before it is computed.
 //!
@@ -20,14 +21,14 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use crate::config::BatchSettings;
 use crate::engine::{SynthesisItem, Voice, VoiceKey};
 use crate::metrics as m;
 use drain::DrainRate;
 pub use queue::{BatchError, Reply};
-use queue::{Entry, State};
+use queue::{Entry, Respond, State};
 
 /// Handle to the batcher task; cheap to clone.
 #[derive(Clone)]
@@ -178,7 +179,7 @@ impl Batcher {
         voice: &Arc<dyn Voice>,
         items: Vec<SynthesisItem>,
         first_alone: bool,
-    ) -> Result<Vec<oneshot::Receiver<Reply>>, SubmitError> {
+    ) -> Result<Vec<mpsc::UnboundedReceiver<Reply>>, SubmitError> {
         let n = items.len();
         let counted = n.min(ticket.unsubmitted);
         ticket.unsubmitted -= counted;
@@ -191,7 +192,7 @@ impl Batcher {
         let mut entries: Vec<Entry<Work>> = items
             .into_iter()
             .map(|item| {
-                let (respond, rx) = oneshot::channel();
+                let (respond, rx) = mpsc::unbounded_channel();
                 receivers.push(rx);
                 Entry {
                     voice_key: voice_key.clone(),
@@ -313,31 +314,75 @@ fn compute(batch: Vec<Entry<Work>>) {
     metrics::counter!(m::BATCHES_TOTAL).increment(1);
 
     let voice = batch[0].work.voice.clone();
-    let size = batch.len();
-    let (items, mut replies): (Vec<SynthesisItem>, Vec<Option<oneshot::Sender<Reply>>>) = batch
-        .into_iter()
-        .map(|e| (e.work.item, Some(e.respond)))
-        .unzip();
+    let (items, replies): (Vec<SynthesisItem>, Vec<Respond>) =
+        batch.into_iter().map(|e| (e.work.item, e.respond)).unzip();
+    // A listener waiting to play an item gets it in pieces, where the engine computes items
+    // one after another anyway; a padded pass (a GPU) computes the whole batch at once.
+    let in_pieces = !voice.computes_batches_at_once() && items.iter().any(|i| i.in_pieces);
+    let (items, replies) = if in_pieces {
+        let (pieces, rest): (Vec<_>, Vec<_>) = items
+            .into_iter()
+            .zip(replies)
+            .partition(|(item, _)| item.in_pieces);
+        for (item, respond) in pieces {
+            compute_in_pieces(voice.as_ref(), &item, respond);
+        }
+        rest.into_iter().unzip()
+    } else {
+        (items, replies)
+    };
+    if !items.is_empty() {
+        compute_each(voice.as_ref(), &items, replies);
+    }
+    metrics::histogram!(m::INFERENCE_SECONDS).record(started.elapsed().as_secs_f64());
+}
+
+/// One `synthesize_each` call for `items`; whatever it does not answer gets its failure.
+fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond>) {
+    let mut replies: Vec<Option<Respond>> = replies.into_iter().map(Some).collect();
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        voice.synthesize_each(&items, &mut |index, pcm| {
+        voice.synthesize_each(items, &mut |index, pcm| {
+            // Taken, so the channel closes behind the audio: the item is complete.
             if let Some(reply) = replies.get_mut(index).and_then(Option::take) {
                 let _ = reply.send(Ok(pcm));
             }
         })
     }));
-    metrics::histogram!(m::INFERENCE_SECONDS).record(started.elapsed().as_secs_f64());
+    let failure = failure(voice, items.len(), outcome);
+    for reply in replies.into_iter().flatten() {
+        let _ = reply.send(Err(failure.clone()));
+    }
+}
 
-    // Whatever was not answered yet gets the batch's failure.
-    let failure = match outcome {
+/// One item, its pieces sent as they come; a failure after some pieces still reaches the
+/// listener, so a cut-off stream never passes for a complete one.
+fn compute_in_pieces(voice: &dyn Voice, item: &SynthesisItem, respond: Respond) {
+    let mut sent = false;
+    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        voice.synthesize_in_pieces(item, &mut |pcm| {
+            sent = true;
+            respond.send(Ok(pcm)).is_ok()
+        })
+    }));
+    if sent && matches!(outcome, Ok(Ok(()))) {
+        return;
+    }
+    let _ = respond.send(Err(failure(voice, 1, outcome)));
+}
+
+/// What the items an engine call left unanswered get: the call's error, or "no audio".
+fn failure(
+    voice: &dyn Voice,
+    size: usize,
+    outcome: std::thread::Result<Result<(), crate::engine::EngineError>>,
+) -> BatchError {
+    match outcome {
         Ok(Ok(())) => BatchError::Engine("the engine returned no audio for this item".into()),
         Ok(Err(e)) => BatchError::Engine(e.to_string()),
         Err(_) => {
             tracing::error!(voice = %voice.info().id, size, "engine panicked");
             BatchError::Panicked
         }
-    };
-    for reply in replies.into_iter().flatten() {
-        let _ = reply.send(Err(failure.clone()));
     }
 }
 

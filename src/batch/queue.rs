@@ -17,12 +17,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 
 use crate::engine::{Pcm, VoiceKey};
 
-/// What a queued utterance eventually receives.
+/// What a queued utterance receives: its audio, in one piece or in several consecutive ones
+/// (for items computed [in pieces](crate::engine::SynthesisItem::in_pieces)), or an error. The
+/// channel closes after the last.
 pub type Reply = Result<Pcm, BatchError>;
+
+/// Where a worker sends an utterance's [`Reply`]s.
+pub type Respond = mpsc::UnboundedSender<Reply>;
 
 /// Why a queued utterance produced no audio.
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
@@ -45,7 +50,7 @@ pub struct Entry<W> {
     /// Padding in a batch grows with the length difference of its items; text length is a
     /// good enough proxy for the number of phonemes.
     pub cost: usize,
-    pub respond: oneshot::Sender<Reply>,
+    pub respond: Respond,
     pub queued_at: Instant,
     pub work: W,
 }
@@ -268,7 +273,7 @@ mod tests {
 
     struct Harness {
         state: State<String>,
-        receivers: Vec<oneshot::Receiver<Reply>>,
+        receivers: Vec<mpsc::UnboundedReceiver<Reply>>,
         t0: Instant,
     }
 
@@ -288,7 +293,7 @@ mod tests {
         }
 
         fn push_for(&mut self, request: u64, key: &str, text: &str, at_ms: u64) {
-            let (tx, rx) = oneshot::channel();
+            let (tx, rx) = mpsc::unbounded_channel();
             self.receivers.push(rx);
             self.state.append(Entry {
                 voice_key: VoiceKey::new("fake", key),

@@ -10,13 +10,16 @@
 //! repeats K texts, so the `X-Cache`/`X-Cache-Layer` tally shows how often one replica's
 //! synthesis answered another's request. Text i % K goes to URL i % N: pick K and N without
 //! a common factor, or each text only ever reaches one replica.
+//!
+//! `--api piper` drives Piper's own HTTP server (`python -m piper.http_server`, `POST
+//! /synthesize`) with the same texts, for the peer comparison of `scripts/bench-vs-piper.sh`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use futures::StreamExt;
 use hdrhistogram::Histogram;
 
@@ -62,6 +65,19 @@ struct Args {
     /// Requests sent (and not counted) before measuring, e.g. to fill the cache.
     #[arg(long, default_value_t = 0)]
     warmup: usize,
+    /// Which server's request shape to send.
+    #[arg(long, value_enum, default_value_t = Api::Openai)]
+    api: Api,
+}
+
+/// The request shapes loadgen can send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Api {
+    /// This server's `POST /v1/audio/speech` (OpenAI's shape).
+    Openai,
+    /// Piper's HTTP server: `POST /synthesize` with `{"text"}`, answered with a WAV body in the
+    /// voice's own settings (`--model`, `--voice`, `--format` and `--stream` do not apply).
+    Piper,
 }
 
 struct Sample {
@@ -116,11 +132,17 @@ async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample 
         (None, false) => args.text.clone(),
     };
     let url = &args.url[i % args.url.len()];
-    let body = serde_json::json!({
-        "model": args.model, "voice": args.voice, "input": input,
-        "response_format": args.format, "stream": args.stream,
-    });
-    let mut request = client.post(format!("{url}/v1/audio/speech")).json(&body);
+    let mut request = match args.api {
+        Api::Openai => client
+            .post(format!("{url}/v1/audio/speech"))
+            .json(&serde_json::json!({
+                "model": args.model, "voice": args.voice, "input": input,
+                "response_format": args.format, "stream": args.stream,
+            })),
+        Api::Piper => client
+            .post(format!("{url}/synthesize"))
+            .json(&serde_json::json!({ "text": input })),
+    };
     if let Some(key) = &args.api_key {
         request = request.bearer_auth(key);
     }
@@ -154,7 +176,10 @@ async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample 
         (Some(status), Some(layer)) => format!("{status}/{layer}"),
         (status, _) => status.unwrap_or_else(|| "-".into()),
     };
-    let bytes_per_second = bytes_per_audio_second(&args.format);
+    let bytes_per_second = match args.api {
+        Api::Openai => bytes_per_audio_second(&args.format),
+        Api::Piper => bytes_per_audio_second("wav"),
+    };
     let mut first_byte = None;
     let mut bytes = 0usize;
     let mut body = response.bytes_stream();
@@ -224,6 +249,18 @@ fn report(args: &Args, samples: &[Sample], wall: f64) {
         ms(&ttfb, 0.95),
         ms(&ttfb, 0.99)
     );
+    // Per request: how far into the response its first byte came (the streaming goal).
+    let mut fractions: Vec<f64> = ok
+        .iter()
+        .map(|s| s.first_byte.as_secs_f64() / s.latency.as_secs_f64().max(1e-9))
+        .collect();
+    fractions.sort_by(f64::total_cmp);
+    if let (Some(&min), Some(&max)) = (fractions.first(), fractions.last()) {
+        println!(
+            "first_byte_fraction p50={:.3} min={min:.3} max={max:.3}",
+            fractions[fractions.len() / 2]
+        );
+    }
     let mut tally = BTreeMap::<&str, usize>::new();
     for s in &ok {
         *tally.entry(s.cache.as_str()).or_default() += 1;

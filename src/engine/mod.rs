@@ -53,6 +53,10 @@ pub struct SynthesisItem {
     /// Whether the audio should come with [`Pcm::words`]; only asked when needed, since it
     /// costs an engine extra work.
     pub word_timings: bool,
+    /// Whether a listener is waiting to play the audio as it is computed (a streamed
+    /// response): engines that can then hand it over in pieces, through
+    /// [`Voice::synthesize_in_pieces`].
+    pub in_pieces: bool,
 }
 
 impl SynthesisItem {
@@ -61,6 +65,7 @@ impl SynthesisItem {
             text: text.into(),
             params: SynthesisParams::default(),
             word_timings: false,
+            in_pieces: false,
         }
     }
 }
@@ -146,6 +151,22 @@ pub trait Voice: Send + Sync {
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError>;
+
+    /// Synthesizes one item and hands its audio to `piece` in consecutive pieces as they are
+    /// computed, so that a listener hears the start of a long utterance before its end
+    /// exists. The pieces joined are the audio [`synthesize_each`](Self::synthesize_each)
+    /// gives; the last one carries the item's [`Pcm::words`] (sample positions from the
+    /// item's start). `piece` returns false once nobody listens any more: the engine may
+    /// stop there. Engines that cannot do better hand the whole audio over as one piece.
+    fn synthesize_in_pieces(
+        &self,
+        item: &SynthesisItem,
+        piece: &mut dyn FnMut(Pcm) -> bool,
+    ) -> Result<(), EngineError> {
+        self.synthesize_each(std::slice::from_ref(item), &mut |_, pcm| {
+            piece(pcm);
+        })
+    }
 
     /// Whether a batch costs about as much as its longest item (one padded pass on a GPU), so
     /// that full batches pay; `false` for engines that compute items one after another, where

@@ -276,7 +276,6 @@ impl Voice for PiperVoice {
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
-        let failed = |e: crate::vits::VitsError| EngineError::Synthesis(e.to_string());
         // Every item becomes one or more model inputs ("pieces"), in item order.
         let mut inputs = Vec::with_capacity(batch.len());
         let mut owners = Vec::with_capacity(batch.len());
@@ -284,31 +283,11 @@ impl Voice for PiperVoice {
         let mut traces = Vec::with_capacity(batch.len());
         let mut ipas = Vec::with_capacity(batch.len());
         for (index, item) in batch.iter().enumerate() {
-            let ipa = phonemize(&item.text, &self.espeak_voice)
-                .map_err(|e| EngineError::Synthesis(e.to_string()))?;
-            let noise_w = item.params.noise_w.unwrap_or(self.model.config().noise_w);
-            let limit = ids_per_pass(item.params.speed, self.length_scale, noise_w);
-            let pieces = self.phonemes.traced_pieces(&ipa, limit);
-            if pieces.len() > 1 {
-                metrics::counter!(m::UTTERANCES_SPLIT).increment(1);
-            }
-            for (n, piece) in pieces.into_iter().enumerate() {
-                metrics::histogram!(m::UTTERANCE_PHONEME_IDS).record(piece.ids.len() as f64);
-                inputs.push(VitsInput {
-                    ids: piece.ids,
-                    length_scale: self.length_scale,
-                    // Piece 0 keeps the item's seed: an unsplit item sounds as it always did.
-                    params: SynthesisParams {
-                        seed: Some(item.params.item_seed().wrapping_add(n as u64)),
-                        ..item.params
-                    },
-                });
+            let (pieces, ipa) = self.model_inputs(item)?;
+            for (input, trace) in pieces {
+                inputs.push(input);
                 owners.push(index);
-                traces.push(if item.word_timings {
-                    piece.chars
-                } else {
-                    Vec::new()
-                });
+                traces.push(trace);
             }
             ipas.push(ipa);
         }
@@ -364,9 +343,113 @@ impl Voice for PiperVoice {
         }
         Ok(())
     }
+
+    fn synthesize_in_pieces(
+        &self,
+        item: &SynthesisItem,
+        piece: &mut dyn FnMut(Pcm) -> bool,
+    ) -> Result<(), EngineError> {
+        if !self.model.device().is_cpu() {
+            // A GPU computes the whole utterance in about the time of one window.
+            return self.synthesize_each(std::slice::from_ref(item), &mut |_, pcm| {
+                piece(pcm);
+            });
+        }
+        let (inputs, ipa) = self.model_inputs(item)?;
+        let rate = self.model.sample_rate();
+        let hop = self.model.config().hop_length;
+        let mut spans: Vec<Option<(usize, usize)>> = Vec::new();
+        let mut offset = 0;
+        for (input, trace) in inputs {
+            let mut listening = true;
+            let done = self
+                .model
+                .synthesize_windowed(
+                    &input,
+                    FIRST_WINDOW_FRAMES,
+                    LATER_WINDOW_FRAMES,
+                    &mut |chunk| {
+                        listening = piece(Pcm::new(chunk.to_vec(), rate));
+                        listening
+                    },
+                )
+                .map_err(failed)?;
+            if !listening {
+                return Ok(());
+            }
+            if item.word_timings {
+                spans.resize(ipa.chars().count(), None);
+                trace_chars(&mut spans, &trace, &done.frames_per_id, hop, offset);
+            }
+            offset += done.samples;
+        }
+        if item.word_timings {
+            // Known once the last piece is: handed over after it, with no samples of its own.
+            let words = self.word_timings(&item.text, &ipa, &spans)?;
+            piece(Pcm {
+                samples: Vec::new(),
+                sample_rate: rate,
+                words: Some(words),
+            });
+        }
+        Ok(())
+    }
 }
 
+fn failed(e: crate::vits::VitsError) -> EngineError {
+    EngineError::Synthesis(e.to_string())
+}
+
+/// Frames in the first window of an utterance computed in pieces (16 frames: 0.19 s of audio
+/// for a 22 kHz voice), then in every later one: the first is small so that it is ready
+/// soon, the later ones large so that halos recomputed at window edges cost little (4–10 %,
+/// docs/performance.md §9).
+const FIRST_WINDOW_FRAMES: usize = 16;
+/// Which phoneme ids each traced phoneme character of a model input became.
+type CharTrace = Vec<(usize, std::ops::Range<usize>)>;
+const LATER_WINDOW_FRAMES: usize = 128;
+
 impl PiperVoice {
+    /// The model inputs an item becomes (more than one when its phoneme ids exceed a pass),
+    /// each with where its phoneme characters went (for word timings; empty when the item
+    /// asks for none), and the item's phonemes.
+    fn model_inputs(
+        &self,
+        item: &SynthesisItem,
+    ) -> Result<(Vec<(VitsInput, CharTrace)>, String), EngineError> {
+        let ipa = phonemize(&item.text, &self.espeak_voice)
+            .map_err(|e| EngineError::Synthesis(e.to_string()))?;
+        let noise_w = item.params.noise_w.unwrap_or(self.model.config().noise_w);
+        let limit = ids_per_pass(item.params.speed, self.length_scale, noise_w);
+        let pieces = self.phonemes.traced_pieces(&ipa, limit);
+        if pieces.len() > 1 {
+            metrics::counter!(m::UTTERANCES_SPLIT).increment(1);
+        }
+        let inputs = pieces
+            .into_iter()
+            .enumerate()
+            .map(|(n, piece)| {
+                metrics::histogram!(m::UTTERANCE_PHONEME_IDS).record(piece.ids.len() as f64);
+                let input = VitsInput {
+                    ids: piece.ids,
+                    length_scale: self.length_scale,
+                    // Piece 0 keeps the item's seed: an unsplit item sounds as it always did.
+                    params: SynthesisParams {
+                        seed: Some(item.params.item_seed().wrapping_add(n as u64)),
+                        ..item.params
+                    },
+                };
+                let trace = if item.word_timings {
+                    piece.chars
+                } else {
+                    Vec::new()
+                };
+                (input, trace)
+            })
+            .collect();
+        Ok((inputs, ipa))
+    }
+
     /// When each spoken word of `text` starts and ends, from the samples its phoneme
     /// characters got (`spans`, indexed like the characters of `ipa`).
     fn word_timings(
@@ -449,6 +532,69 @@ fn ids_per_pass(speed: f32, length_scale: f32, noise_w: f32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pieces of a long sentence, and of one split into several passes, joined equal the
+    /// whole-item audio with the same seed, and carry the same word timings at the end.
+    #[test]
+    fn pieces_join_to_the_whole_item_with_its_words() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/voices");
+        let voice = PiperEngine::new(dir, Device::Cpu)
+            .load("en_US-joe-medium")
+            .expect("the default voice in voices/");
+        let long = "The old lighthouse keeper walked slowly along the narrow rocky path that \
+                    wound its way up the steep green hill toward the tall white tower.";
+        let many_passes = "word ".repeat(400);
+        for (text, noise) in [
+            (long, Some(0.0)),
+            (long, None),
+            (many_passes.as_str(), None),
+        ] {
+            let item = SynthesisItem {
+                text: text.to_string(),
+                params: SynthesisParams {
+                    seed: Some(7),
+                    noise_scale: noise,
+                    ..SynthesisParams::default()
+                },
+                word_timings: true,
+                in_pieces: true,
+            };
+            let mut whole = None;
+            voice
+                .synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| whole = Some(pcm))
+                .unwrap();
+            let whole = whole.expect("audio");
+            let mut pieces = Vec::new();
+            voice
+                .synthesize_in_pieces(&item, &mut |pcm| {
+                    pieces.push(pcm);
+                    true
+                })
+                .unwrap();
+            assert!(pieces.len() > 2, "{} pieces", pieces.len());
+            let joined: Vec<f32> = pieces.iter().flat_map(|p| p.samples.clone()).collect();
+            assert_eq!(joined.len(), whole.samples.len());
+            let diff = joined
+                .iter()
+                .zip(&whole.samples)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(diff < 1e-4, "largest difference {diff}");
+            let words = pieces.last().unwrap().words.clone();
+            assert!(words.as_ref().is_some_and(|w| !w.is_empty()));
+            assert_eq!(words, whole.words);
+            assert!(pieces[..pieces.len() - 1].iter().all(|p| p.words.is_none()));
+        }
+        // A listener that goes away stops the computation after its answer.
+        let mut calls = 0;
+        voice
+            .synthesize_in_pieces(&SynthesisItem::new(long), &mut |_| {
+                calls += 1;
+                false
+            })
+            .unwrap();
+        assert_eq!(calls, 1);
+    }
 
     #[test]
     fn voice_info_reads_language_rate_and_speakers_in_id_order() {

@@ -1,5 +1,7 @@
 //! Sentence audio joined into one utterance: short pauses between sentences, and faded edges so
-//! joins never click. Whole bodies and streams join the same way, so both sound identical.
+//! joins never click. Whole bodies and streams join the same way, so both sound identical: a
+//! [`Joiner`] does to sentences that arrive in pieces exactly what [`join_sentences`] does to
+//! whole ones.
 
 use crate::engine::Pcm;
 
@@ -54,6 +56,100 @@ pub(super) fn append_sentence(
     fade_edges(&mut out[start..], rate);
 }
 
+/// Joins sentences that arrive in pieces, handing out every sample as soon as its fade is
+/// known: the fade-in once a sentence has more than both fades' worth, the fade-out when it
+/// ends (the last fade's worth is held back until then).
+pub(super) struct Joiner {
+    rate: u32,
+    fade: usize,
+    /// Sentences started so far.
+    sentences: usize,
+    /// The current sentence's samples not yet handed out.
+    held: Vec<f32>,
+    /// Whether a sentence is open (started and not ended).
+    open: bool,
+    /// Whether the current sentence's start is handed out (faded in) already.
+    started: bool,
+    /// Samples handed out so far, pauses included.
+    position: usize,
+}
+
+impl Joiner {
+    pub fn new(rate: u32) -> Self {
+        Self {
+            rate,
+            fade: (EDGE_FADE_S * rate as f32) as usize,
+            sentences: 0,
+            held: Vec::new(),
+            open: false,
+            started: false,
+            position: 0,
+        }
+    }
+
+    /// Samples handed out so far, pauses included: where the next sample will be.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
+    /// The next piece of the current sentence (the first piece starts a sentence): what can
+    /// be handed out now, with the pause before the sentence if it is not the first. Returns
+    /// the stream position where the sentence starts, when this piece started it.
+    pub fn push(&mut self, piece: &[f32], out: &mut Vec<f32>) -> Option<usize> {
+        let mut sentence_start = None;
+        if !self.open {
+            self.open = true;
+            if self.sentences > 0 {
+                self.emit_silence(out);
+            }
+            self.sentences += 1;
+            sentence_start = Some(self.position);
+        }
+        self.held.extend_from_slice(piece);
+        if !self.started && self.held.len() > 2 * self.fade {
+            let n = self.fade;
+            for i in 0..n {
+                self.held[i] *= i as f32 / n as f32;
+            }
+            self.started = true;
+        }
+        if self.started {
+            let ready = self.held.len() - self.fade;
+            self.emit(ready, out);
+        }
+        sentence_start
+    }
+
+    /// The current sentence is complete: its faded end.
+    pub fn end_sentence(&mut self, out: &mut Vec<f32>) {
+        if self.started {
+            let n = self.fade.min(self.held.len());
+            let len = self.held.len();
+            for i in 0..n {
+                self.held[len - 1 - i] *= i as f32 / n as f32;
+            }
+        } else {
+            // Never longer than both fades: faded as a whole, as `append_sentence` would.
+            fade_edges(&mut self.held, self.rate);
+        }
+        let all = self.held.len();
+        self.emit(all, out);
+        self.started = false;
+        self.open = false;
+    }
+
+    fn emit(&mut self, n: usize, out: &mut Vec<f32>) {
+        out.extend(self.held.drain(..n));
+        self.position += n;
+    }
+
+    fn emit_silence(&mut self, out: &mut Vec<f32>) {
+        let pause = (SENTENCE_PAUSE_S * self.rate as f32) as usize;
+        out.resize(out.len() + pause, 0.0);
+        self.position += pause;
+    }
+}
+
 /// Linear fade-in and fade-out of a few milliseconds: sentence audio then starts and ends at
 /// zero, so joining it to silence or to the next sentence never makes a step.
 fn fade_edges(samples: &mut [f32], rate: u32) {
@@ -69,6 +165,39 @@ fn fade_edges(samples: &mut [f32], rate: u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sentences_joined_in_pieces_equal_sentences_joined_whole() {
+        let rate = 1000; // fades of 5 samples, pauses of 200
+        let sentence = |n: usize, k: f32| -> Vec<f32> {
+            (0..n).map(|i| ((i as f32 * k).sin() + 1.1) * 0.4).collect()
+        };
+        let sentences = [sentence(100, 0.3), sentence(7, 0.7), sentence(64, 1.3)];
+        let whole: Vec<Pcm> = sentences
+            .iter()
+            .map(|s| Pcm::new(s.clone(), rate))
+            .collect();
+        let (expected, _) = join_sentences(&whole, rate);
+        for cut in [1, 3, 8, 11, 50, 200] {
+            let mut joiner = Joiner::new(rate);
+            let mut out = Vec::new();
+            let mut starts = Vec::new();
+            for s in &sentences {
+                for piece in s.chunks(cut) {
+                    let before = out.len();
+                    if let Some(start) = joiner.push(piece, &mut out) {
+                        starts.push(start);
+                    }
+                    assert_eq!(joiner.position(), out.len());
+                    // Everything but the held-back fade is out as soon as it can be.
+                    assert!(out.len() >= before);
+                }
+                joiner.end_sentence(&mut out);
+            }
+            assert_eq!(out, expected, "pieces of {cut}");
+            assert_eq!(starts, sentence_starts(&whole, rate), "pieces of {cut}");
+        }
+    }
 
     #[test]
     fn joined_sentences_have_pauses_and_start_and_end_at_zero() {

@@ -9,44 +9,50 @@
 //! new text, and its bytes only make sense inside this stream's encoder.
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
-use futures::FutureExt;
+use tokio::sync::mpsc;
 
+use super::synthesis::Delivery;
 use super::{join, utterances, Job, Request, SpeechError, SpeechService, Utterances};
 use crate::audio::{self, StreamEncoder};
-use crate::engine::Pcm;
 use crate::metrics as m;
 
-/// One stream of speech fed sentence by sentence. Sentences are synthesized concurrently if
-/// the caller polls several [`sentence`](Self::sentence) futures at once, and encoded strictly
-/// in the order they were handed in.
+/// One stream of speech fed sentence by sentence. Each sentence handed in is synthesized at
+/// once, concurrently with the others, and its audio is encoded strictly in the order the
+/// sentences were handed in, a piece at a time as it is computed.
 pub struct LiveSpeech {
     service: SpeechService,
     job: Job,
     base_seed: u64,
     /// Utterance index of the next sentence's first utterance, across the whole stream.
     next_utterance: usize,
-    /// Sentences handed in, and encoded.
+    /// Sentences handed in, and encoded completely.
     handed_in: usize,
     encoded: usize,
     encoder: Option<Box<dyn StreamEncoder>>,
+    joiner: join::Joiner,
+    /// Where the sentence being encoded starts in the stream (after its pause), in samples.
+    sentence_start: Option<usize>,
     /// The voice's native rate, at which sentences arrive.
     rate: u32,
-    /// Native-rate samples encoded so far, pauses included.
-    samples: u64,
 }
 
-/// A sentence's audio, ready for [`LiveSpeech::encode`].
+/// A sentence on its way: its audio arrives in parts, from a task that stops when this is
+/// dropped.
 pub struct SentenceAudio {
     index: usize,
-    pieces: Vec<Pcm>,
+    parts: mpsc::UnboundedReceiver<Result<Delivery, SpeechError>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A part of a sentence's audio, for [`LiveSpeech::encode`].
+pub struct SentencePart {
+    index: usize,
+    delivery: Result<Delivery, SpeechError>,
 }
 
 /// A sentence as it went into the stream.
 #[derive(Debug, Clone)]
 pub struct SpokenSentence {
-    /// Encoded bytes; with codecs that buffer, they may end a little before the sentence does.
-    pub bytes: Bytes,
     /// Where its speech starts in the stream (after the pause before it), in seconds.
     pub start_s: f64,
     /// How long its speech lasts, in seconds (0 for text with nothing to speak).
@@ -77,8 +83,9 @@ impl SpeechService {
             handed_in: 0,
             encoded: 0,
             encoder: Some(encoder),
+            joiner: join::Joiner::new(rate),
+            sentence_start: None,
             rate,
-            samples: 0,
         })
     }
 }
@@ -94,72 +101,87 @@ impl LiveSpeech {
         &self.job
     }
 
-    /// Hands in the next sentence; the future synthesizes it (nothing happens until it is
-    /// polled). Text with nothing speakable in it gives audio with no samples.
-    pub fn sentence(
-        &mut self,
-        text: &str,
-    ) -> BoxFuture<'static, Result<SentenceAudio, SpeechError>> {
+    /// Hands in the next sentence and starts synthesizing it. Text with nothing speakable
+    /// in it ends at once, with no audio.
+    pub fn sentence(&mut self, text: &str) -> SentenceAudio {
         let sentences = utterances(text);
         let first_index = self.next_utterance;
         self.next_utterance += sentences.len();
         let index = self.handed_in;
         self.handed_in += 1;
         let (service, job, base_seed) = (self.service.clone(), self.job.clone(), self.base_seed);
-        async move {
-            let mut pieces = Vec::with_capacity(sentences.len());
-            if !sentences.is_empty() {
-                metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-                let utterances = Utterances {
-                    sentences,
-                    base_seed,
-                    first_index,
-                    word_timings: false,
-                };
-                let mut synthesis = service.start_utterances(&job, utterances, true).await?;
-                while let Some(piece) = synthesis.next().await {
-                    pieces.push(piece?);
+        let (sender, parts) = mpsc::unbounded_channel();
+        let task = tokio::spawn(async move {
+            if sentences.is_empty() {
+                return;
+            }
+            metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
+            let utterances = Utterances {
+                sentences,
+                base_seed,
+                first_index,
+                word_timings: false,
+            };
+            let mut synthesis = match service.start_utterances(&job, utterances, true).await {
+                Ok(synthesis) => synthesis,
+                Err(e) => {
+                    let _ = sender.send(Err(e));
+                    return;
+                }
+            };
+            while let Some(delivery) = synthesis.next_piece().await {
+                let failed = delivery.is_err();
+                if sender.send(delivery).is_err() || failed {
+                    return;
                 }
             }
-            Ok(SentenceAudio { index, pieces })
-        }
-        .boxed()
+        });
+        SentenceAudio { index, parts, task }
     }
 
-    /// Appends a sentence's audio to the stream. Sentences must come in the order they were
-    /// handed in.
-    pub fn encode(&mut self, audio: SentenceAudio) -> Result<SpokenSentence, SpeechError> {
-        if audio.index != self.encoded {
+    /// Appends a part of the sentence being encoded to the stream: the bytes to send now.
+    /// Sentences must come in the order they were handed in.
+    pub fn encode(&mut self, part: SentencePart) -> Result<Bytes, SpeechError> {
+        if part.index != self.encoded {
             return Err(SpeechError::Encoding(format!(
                 "sentence {} encoded out of order (expected {})",
-                audio.index, self.encoded
+                part.index, self.encoded
             )));
         }
-        self.encoded += 1;
+        let mut samples = Vec::new();
+        match part.delivery? {
+            Delivery::Piece(pcm) => {
+                if let Some(start) = self.joiner.push(&pcm.samples, &mut samples) {
+                    self.sentence_start.get_or_insert(start);
+                }
+            }
+            Delivery::SentenceEnd => self.joiner.end_sentence(&mut samples),
+        }
         let encoder = self
             .encoder
             .as_mut()
             .ok_or_else(|| SpeechError::Encoding("the stream has ended".into()))?;
-        let mut bytes = Vec::new();
-        let mut start = None;
-        for piece in &audio.pieces {
-            let mut samples = Vec::with_capacity(piece.samples.len() + self.rate as usize);
-            join::append_sentence(&mut samples, &piece.samples, self.rate, self.samples > 0);
-            let pause = (samples.len() - piece.samples.len()) as u64;
-            start.get_or_insert(self.samples + pause);
-            self.samples += samples.len() as u64;
-            bytes.extend(
-                encoder
-                    .push(&samples)
-                    .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}")))?,
-            );
+        let bytes = encoder
+            .push(&samples)
+            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}")))?;
+        Ok(Bytes::from(bytes))
+    }
+
+    /// The sentence being encoded has no more parts: where it went in the stream.
+    pub fn end_sentence(&mut self, audio: SentenceAudio) -> Result<SpokenSentence, SpeechError> {
+        if audio.index != self.encoded {
+            return Err(SpeechError::Encoding(format!(
+                "sentence {} ended out of order (expected {})",
+                audio.index, self.encoded
+            )));
         }
-        let seconds = |samples: u64| samples as f64 / f64::from(self.rate);
-        let start = start.unwrap_or(self.samples);
+        self.encoded += 1;
+        let end = self.joiner.position();
+        let start = self.sentence_start.take().unwrap_or(end);
+        let seconds = |samples: usize| samples as f64 / f64::from(self.rate);
         Ok(SpokenSentence {
-            bytes: Bytes::from(bytes),
             start_s: seconds(start),
-            duration_s: seconds(self.samples - start),
+            duration_s: seconds(end - start),
         })
     }
 
@@ -177,6 +199,24 @@ impl LiveSpeech {
 
     /// Seconds of audio in the stream so far, pauses included.
     pub fn duration_s(&self) -> f64 {
-        self.samples as f64 / f64::from(self.rate)
+        self.joiner.position() as f64 / f64::from(self.rate)
+    }
+}
+
+impl SentenceAudio {
+    /// The next part of the sentence's audio as it is computed; `None` once it is complete.
+    pub async fn next_part(&mut self) -> Option<SentencePart> {
+        let delivery = self.parts.recv().await?;
+        Some(SentencePart {
+            index: self.index,
+            delivery,
+        })
+    }
+}
+
+impl Drop for SentenceAudio {
+    fn drop(&mut self) {
+        // Nobody will play it: stop synthesizing (queued utterances are then dropped too).
+        self.task.abort();
     }
 }

@@ -10,17 +10,16 @@ mod join;
 mod live;
 mod request;
 mod stream;
+mod subtitles;
 mod synthesis;
 mod timed;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
-use tokio::sync::oneshot;
 
 use crate::audio;
-use crate::batch::{BatchError, Batcher, Reply, SubmitError};
+use crate::batch::{Batcher, SubmitError};
 use crate::cache::{
     AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
 };
@@ -30,9 +29,10 @@ use crate::metrics as m;
 use crate::text;
 
 pub use error::{InvalidReason, SpeechError};
-pub use live::{LiveSpeech, SentenceAudio, SpokenSentence};
+pub use live::{LiveSpeech, SentenceAudio, SentencePart, SpokenSentence};
 pub use request::{Job, Request};
-pub use stream::SpeechStream;
+pub use stream::{SpeechStream, TimedChunk, TimedStream};
+pub use subtitles::{SubtitleFormat, Subtitles};
 pub use timed::{TimedSpeech, WordStamp};
 
 /// Longest piece of text handed to an engine in one utterance; longer sentences are split at
@@ -229,35 +229,25 @@ impl SpeechService {
 
     /// Splits the input into sentences and admits them as one request; the sentences then
     /// go through the batcher a few at a time as they are taken from the returned
-    /// [`Synthesis`](synthesis::Synthesis).
-    async fn start(
-        &self,
-        job: &Job,
-        first_alone: bool,
-    ) -> Result<synthesis::Synthesis, SpeechError> {
-        let sentences = utterances(job.input());
-        if sentences.is_empty() {
-            return Err(SpeechError::invalid(
-                "input",
-                InvalidReason::Empty,
-                "input contains nothing that can be spoken",
-            ));
-        }
+    /// [`Synthesis`](synthesis::Synthesis). `listening`: someone plays the audio as it
+    /// comes (a stream), so the first sentence starts on its own and sentences are computed
+    /// in pieces.
+    async fn start(&self, job: &Job, listening: bool) -> Result<synthesis::Synthesis, SpeechError> {
         let utterances = Utterances {
-            sentences,
+            sentences: spoken_sentences(job)?,
             base_seed: job.params().seed.unwrap_or_else(rand::random),
             first_index: 0,
             word_timings: false,
         };
-        self.start_utterances(job, utterances, first_alone).await
+        self.start_utterances(job, utterances, listening).await
     }
 
-    /// Admits `utterances` as one request.
+    /// Admits `utterances` as one request (`listening` as for [`start`](Self::start)).
     async fn start_utterances(
         &self,
         job: &Job,
         utterances: Utterances,
-        first_alone: bool,
+        listening: bool,
     ) -> Result<synthesis::Synthesis, SpeechError> {
         let Utterances {
             sentences,
@@ -279,6 +269,7 @@ impl SpeechService {
                 text,
                 params: params.for_item(base_seed, first_index + i),
                 word_timings,
+                in_pieces: listening,
             })
             .collect::<std::collections::VecDeque<_>>();
         let ticket = self.inner.batcher.admit(items.len()).map_err(|e| {
@@ -293,7 +284,7 @@ impl SpeechService {
             job.voice().key.clone(),
             voice,
             items,
-            first_alone,
+            listening,
         )
     }
 }
@@ -306,6 +297,19 @@ struct Utterances {
     base_seed: u64,
     first_index: usize,
     word_timings: bool,
+}
+
+/// The utterances of a job's input; an error if there are none.
+fn spoken_sentences(job: &Job) -> Result<Vec<String>, SpeechError> {
+    let sentences = utterances(job.input());
+    if sentences.is_empty() {
+        return Err(SpeechError::invalid(
+            "input",
+            InvalidReason::Empty,
+            "input contains nothing that can be spoken",
+        ));
+    }
+    Ok(sentences)
 }
 
 /// The utterances an engine is given for `input`: normalized, split into sentences, long
@@ -336,16 +340,6 @@ fn submit_error(e: SubmitError) -> SpeechError {
         SubmitError::Full { retry_after } => SpeechError::Overloaded { retry_after },
         SubmitError::Stopped => SpeechError::BatcherStopped,
     }
-}
-
-async fn await_reply(reply: oneshot::Receiver<Reply>) -> Result<Pcm, SpeechError> {
-    let started = Instant::now();
-    let result = reply.await.unwrap_or(Err(BatchError::Shutdown));
-    tracing::trace!(waited_s = started.elapsed().as_secs_f64(), "utterance done");
-    result.map_err(|e| match e {
-        BatchError::Shutdown => SpeechError::ShuttingDown,
-        other => SpeechError::Engine(other.to_string()),
-    })
 }
 
 #[cfg(test)]
@@ -480,21 +474,32 @@ mod tests {
                 })
                 .unwrap();
             assert_eq!(live.sample_rate(), 22_050);
-            let hello = live.sentence("Hello there.");
-            let fine = live.sentence("Fine.");
-            let how = live.sentence("How are you?");
-            let (hello, fine, how) = futures::join!(hello, fine, how);
+            let mut hello = live.sentence("Hello there.");
+            let mut fine = live.sentence("Fine.");
+            let mut how = live.sentence("How are you?");
+            let early = how.next_part().await.expect("audio");
             assert!(
-                matches!(live.encode(how.unwrap()), Err(SpeechError::Encoding(_))),
+                matches!(live.encode(early), Err(SpeechError::Encoding(_))),
                 "out of order"
             );
-            let hello = live.encode(hello.unwrap()).unwrap();
+            let mut bytes = 0;
+            while let Some(part) = hello.next_part().await {
+                bytes += live.encode(part).unwrap().len();
+            }
+            let hello = live.end_sentence(hello).unwrap();
             assert_eq!(hello.start_s, 0.0);
             assert!(hello.duration_s > 0.3, "{}", hello.duration_s);
-            let fine = live.encode(fine.unwrap()).unwrap();
+            assert!(
+                matches!(live.end_sentence(how), Err(SpeechError::Encoding(_))),
+                "ended out of order"
+            );
+            while let Some(part) = fine.next_part().await {
+                bytes += live.encode(part).unwrap().len();
+            }
+            let fine = live.end_sentence(fine).unwrap();
             let pause = fine.start_s - (hello.start_s + hello.duration_s);
             assert!((pause - 0.2).abs() < 1e-3, "pause of {pause} s");
-            let bytes = hello.bytes.len() + fine.bytes.len() + live.finish().unwrap().len();
+            let bytes = bytes + live.finish().unwrap().len();
             let header = 44;
             let samples = (bytes - header) as f64 / 2.0;
             assert!(

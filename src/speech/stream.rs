@@ -1,6 +1,7 @@
-//! Streamed responses: encoded audio sentence by sentence, as each sentence is computed.
+//! Streamed responses: encoded audio as it is computed, a piece of a sentence at a time.
 //!
-//! The first sentence is queued on its own so it starts at once; the rest follow a few at a
+//! The first sentence is queued on its own so it starts at once, and is computed in pieces
+//! so that its first audio leaves long before its end exists; the rest follow a few at a
 //! time as they are delivered.
 //! The complete body goes to the cache when the stream ends, and identical requests that
 //! arrive meanwhile wait for it (or take over if this client goes away).
@@ -8,10 +9,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::synthesis::Synthesis;
-use super::{join, Job, SpeechError, SpeechService};
+use super::synthesis::{Delivery, Synthesis};
+use super::timed::{Finder, WordStamp};
+use super::{join, spoken_sentences, Job, SpeechError, SpeechService, Utterances};
 use crate::audio;
 use crate::cache::{CacheLayer, CacheStatus, CachedAudio, StreamLease, StreamRole};
+use crate::engine::WordTiming;
 use crate::metrics as m;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
@@ -26,6 +29,23 @@ pub struct SpeechStream {
     pub chunks: BoxStream<'static, Result<Bytes, SpeechError>>,
     /// Samples produced so far, at `sample_rate` (for usage reports once the stream ends).
     pub samples: Arc<AtomicU64>,
+}
+
+/// A streamed response with word timestamps.
+pub struct TimedStream {
+    pub sample_rate: u32,
+    /// Encoded audio with the words each piece completes; an error ends the stream.
+    pub chunks: BoxStream<'static, Result<TimedChunk, SpeechError>>,
+    /// Samples produced so far, at `sample_rate`.
+    pub samples: Arc<AtomicU64>,
+}
+
+/// The next bytes of a stream and the words whose audio they complete (times from the start
+/// of the stream, as in [`TimedSpeech`](super::TimedSpeech)).
+#[derive(Debug, Clone)]
+pub struct TimedChunk {
+    pub audio: Bytes,
+    pub words: Vec<WordStamp>,
 }
 
 impl SpeechService {
@@ -80,17 +100,16 @@ impl SpeechService {
             encoder: Some(encoder),
             body: lease.is_some().then(Vec::new),
             lease,
-            first: true,
-            audio_s: 0.0,
+            joiner: join::Joiner::new(rate),
+            words: None,
             rate,
             sample_rate,
             samples: samples.clone(),
         };
-        let chunks = stream::unfold(state, |mut state| async move {
-            let next = state.next_chunk().await;
-            next.map(|chunk| (chunk, state))
-        })
-        .boxed();
+        let chunks = state
+            .into_stream()
+            .map(|chunk| chunk.map(|chunk| chunk.audio))
+            .boxed();
         Ok(SpeechStream {
             sample_rate,
             cache: if !job.use_cache() || !self.inner.cache.enabled() {
@@ -105,6 +124,63 @@ impl SpeechService {
     }
 }
 
+impl SpeechService {
+    /// Streams the encoded audio as [`stream`](Self::stream) does, with the words each chunk
+    /// completes. Never cached: the timings are not kept with the audio.
+    pub async fn stream_with_words(&self, job: Job) -> Result<TimedStream, SpeechError> {
+        let rate = job.voice().sample_rate;
+        let format = job.format();
+        let sample_rate = format.output_sample_rate(rate);
+        let sentences = spoken_sentences(&job)?;
+        metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
+        let request = Utterances {
+            sentences: sentences.clone(),
+            base_seed: job.params().seed.unwrap_or_else(rand::random),
+            first_index: 0,
+            word_timings: true,
+        };
+        let pending = self.start_utterances(&job, request, true).await?;
+        let encoder = audio::stream_encoder(format, rate).map_err(|e| {
+            SpeechError::Encoding(format!("encoder for {} failed: {e}", format.as_str()))
+        })?;
+        let samples = Arc::new(AtomicU64::new(0));
+        let state = StreamState {
+            pending,
+            encoder: Some(encoder),
+            body: None,
+            lease: None,
+            joiner: join::Joiner::new(rate),
+            words: Some(WordTrack {
+                finder: Finder::new(job.input()),
+                sentences: sentences.into(),
+                sentence_start: 0,
+                sentence: 0,
+                placed: Vec::new(),
+            }),
+            rate,
+            sample_rate,
+            samples: samples.clone(),
+        };
+        Ok(TimedStream {
+            sample_rate,
+            chunks: state.into_stream().boxed(),
+            samples,
+        })
+    }
+}
+
+/// Where the words of a streamed response stand.
+struct WordTrack {
+    finder: Finder,
+    /// The texts of the sentences not yet complete, as the engine sees them.
+    sentences: std::collections::VecDeque<String>,
+    /// Where the current sentence starts in the stream, in samples, and its number.
+    sentence_start: usize,
+    sentence: usize,
+    /// Words of the current sentence, placed, waiting for its end.
+    placed: Vec<WordStamp>,
+}
+
 struct StreamState {
     pending: Synthesis,
     encoder: Option<Box<dyn audio::StreamEncoder>>,
@@ -112,8 +188,9 @@ struct StreamState {
     body: Option<Vec<u8>>,
     /// Dropped unfinished when the client goes away: waiting identical requests take over.
     lease: Option<StreamLease<SpeechError>>,
-    first: bool,
-    audio_s: f64,
+    joiner: join::Joiner,
+    /// For a stream with word timestamps.
+    words: Option<WordTrack>,
     /// The voice's native rate, at which sentences arrive.
     rate: u32,
     /// The encoded audio's rate.
@@ -122,44 +199,68 @@ struct StreamState {
 }
 
 impl StreamState {
-    async fn next_chunk(&mut self) -> Option<Result<Bytes, SpeechError>> {
-        let encoder = self.encoder.as_mut()?;
-        let chunk = match self.pending.next().await {
-            Some(reply) => match reply {
-                Ok(pcm) => {
-                    let mut samples = Vec::with_capacity(pcm.samples.len() + self.rate as usize);
-                    join::append_sentence(&mut samples, &pcm.samples, self.rate, !self.first);
-                    self.first = false;
-                    self.audio_s += samples.len() as f64 / self.rate as f64;
-                    let at_output_rate = self.audio_s * f64::from(self.sample_rate);
+    fn into_stream(self) -> impl futures::Stream<Item = Result<TimedChunk, SpeechError>> {
+        stream::unfold(self, |mut state| async move {
+            let next = state.next_chunk().await;
+            next.map(|chunk| (chunk, state))
+        })
+    }
+
+    async fn next_chunk(&mut self) -> Option<Result<TimedChunk, SpeechError>> {
+        let mut words = Vec::new();
+        let chunk = loop {
+            self.encoder.as_ref()?;
+            let mut samples = Vec::new();
+            match self.pending.next_piece().await {
+                Some(Ok(delivery)) => {
+                    match delivery {
+                        Delivery::Piece(pcm) => {
+                            let start = self.joiner.push(&pcm.samples, &mut samples);
+                            if let Some(track) = self.words.as_mut() {
+                                track.piece(start, pcm.words.as_deref(), self.rate);
+                            }
+                        }
+                        Delivery::SentenceEnd => {
+                            self.joiner.end_sentence(&mut samples);
+                            if let Some(track) = self.words.as_mut() {
+                                words = track.end_sentence();
+                            }
+                        }
+                    }
+                    if samples.is_empty() && words.is_empty() {
+                        continue;
+                    }
+                    let at_output_rate = self.audio_s() * f64::from(self.sample_rate);
                     self.samples
                         .store(at_output_rate.round() as u64, Ordering::Relaxed);
-                    encoder.push(&samples)
+                    let encoder = self.encoder.as_mut()?;
+                    break encoder.push(&samples);
                 }
-                Err(e) => {
+                Some(Err(e)) => {
                     self.encoder = None;
                     if let Some(lease) = self.lease.take() {
                         lease.complete(Err(e.clone())).await;
                     }
                     return Some(Err(e));
                 }
-            },
-            None => {
-                let encoder = self.encoder.take()?;
-                let last = encoder.finish();
-                m::add_audio_seconds(self.audio_s);
-                if let (Ok(tail), Some(mut body), Some(lease)) =
-                    (&last, self.body.take(), self.lease.take())
-                {
-                    body.extend_from_slice(tail);
-                    let audio = CachedAudio {
-                        bytes: Bytes::from(body),
-                        sample_rate: self.sample_rate,
-                        duration_s: self.audio_s,
-                    };
-                    lease.complete(Ok(audio)).await;
+                None => {
+                    let encoder = self.encoder.take()?;
+                    let last = encoder.finish();
+                    let audio_s = self.audio_s();
+                    m::add_audio_seconds(audio_s);
+                    if let (Ok(tail), Some(mut body), Some(lease)) =
+                        (&last, self.body.take(), self.lease.take())
+                    {
+                        body.extend_from_slice(tail);
+                        let audio = CachedAudio {
+                            bytes: Bytes::from(body),
+                            sample_rate: self.sample_rate,
+                            duration_s: audio_s,
+                        };
+                        lease.complete(Ok(audio)).await;
+                    }
+                    break last;
                 }
-                last
             }
         };
         let chunk = chunk.map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}")));
@@ -171,6 +272,37 @@ impl StreamState {
         if let (Ok(bytes), Some(body)) = (&chunk, self.body.as_mut()) {
             body.extend_from_slice(bytes);
         }
-        Some(chunk.map(Bytes::from))
+        Some(chunk.map(|audio| TimedChunk {
+            audio: Bytes::from(audio),
+            words,
+        }))
+    }
+
+    /// Seconds of audio handed to the encoder so far, pauses included.
+    fn audio_s(&self) -> f64 {
+        self.joiner.position() as f64 / f64::from(self.rate)
+    }
+}
+
+impl WordTrack {
+    /// A piece of the current sentence arrived; `start` says where the sentence starts when
+    /// this piece starts it, and `timings` come with its last piece.
+    fn piece(&mut self, start: Option<usize>, timings: Option<&[WordTiming]>, rate: u32) {
+        if let Some(start) = start {
+            self.sentence_start = start;
+        }
+        if let (Some(timings), Some(text)) = (timings, self.sentences.front()) {
+            let placed = self
+                .finder
+                .place(text, timings, self.sentence_start, rate, self.sentence);
+            self.placed.extend(placed);
+        }
+    }
+
+    /// The current sentence is complete: its words.
+    fn end_sentence(&mut self) -> Vec<WordStamp> {
+        self.sentences.pop_front();
+        self.sentence += 1;
+        std::mem::take(&mut self.placed)
     }
 }

@@ -5,14 +5,18 @@
 //! crowds out others, its place in line comes round again after each sentence, and when its
 //! client goes away (the `Synthesis` is dropped) the sentences not yet submitted are never
 //! computed at all.
+//!
+//! Each sentence's audio arrives whole, or, when a listener plays it as it comes, in pieces:
+//! [`Synthesis::next_piece`] hands those on as they arrive.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 
-use tokio::sync::oneshot;
+use tokio::sync::mpsc;
 
-use super::{await_reply, submit_error, SpeechError};
-use crate::batch::{Batcher, Reply, Ticket};
+use super::{submit_error, SpeechError};
+use crate::batch::{BatchError, Batcher, Reply, Ticket};
 use crate::engine::{Pcm, SynthesisItem, Voice, VoiceKey};
 
 /// Sentences of one request queued ahead of the one being taken, for engines that compute
@@ -26,7 +30,9 @@ pub(super) struct Synthesis {
     key: VoiceKey,
     voice: Arc<dyn Voice>,
     unsubmitted: VecDeque<SynthesisItem>,
-    queued: VecDeque<oneshot::Receiver<Reply>>,
+    queued: VecDeque<mpsc::UnboundedReceiver<Reply>>,
+    /// The sentence [`next_piece`](Self::next_piece) is handing on, and whether any of it came.
+    current: Option<(mpsc::UnboundedReceiver<Reply>, bool)>,
     window: usize,
     total: usize,
 }
@@ -55,6 +61,7 @@ impl Synthesis {
             voice,
             unsubmitted: items,
             queued: VecDeque::new(),
+            current: None,
             window,
             total,
         };
@@ -62,13 +69,52 @@ impl Synthesis {
         Ok(synthesis)
     }
 
-    /// The next sentence's audio, in order; `None` after the last.
+    /// The next sentence's audio, whole, in order; `None` after the last.
     pub async fn next(&mut self) -> Option<Result<Pcm, SpeechError>> {
-        let reply = self.queued.pop_front()?;
-        if let Err(e) = self.fill(false) {
-            return Some(Err(e));
+        let started = Instant::now();
+        let mut whole: Option<Pcm> = None;
+        loop {
+            match self.next_piece().await? {
+                Ok(Delivery::Piece(pcm)) => match whole.as_mut() {
+                    None => whole = Some(pcm),
+                    Some(sentence) => {
+                        sentence.samples.extend_from_slice(&pcm.samples);
+                        sentence.words = pcm.words;
+                    }
+                },
+                Ok(Delivery::SentenceEnd) => break,
+                Err(e) => return Some(Err(e)),
+            }
         }
-        Some(await_reply(reply).await)
+        tracing::trace!(waited_s = started.elapsed().as_secs_f64(), "utterance done");
+        whole.map(Ok)
+    }
+
+    /// The next piece of the sentences' audio, in order, as it arrives; a sentence's pieces
+    /// are followed by [`Delivery::SentenceEnd`]. `None` after the last sentence.
+    pub async fn next_piece(&mut self) -> Option<Result<Delivery, SpeechError>> {
+        if self.current.is_none() {
+            let reply = self.queued.pop_front()?;
+            if let Err(e) = self.fill(false) {
+                return Some(Err(e));
+            }
+            self.current = Some((reply, false));
+        }
+        let (reply, any) = self.current.as_mut().expect("a current sentence");
+        let delivery = match reply.recv().await {
+            Some(Ok(pcm)) => {
+                *any = true;
+                Ok(Delivery::Piece(pcm))
+            }
+            Some(Err(e)) => Err(speech_error(e)),
+            // Closed behind its last piece; closed with nothing sent: the worker is gone.
+            None if *any => Ok(Delivery::SentenceEnd),
+            None => Err(speech_error(BatchError::Shutdown)),
+        };
+        if !matches!(delivery, Ok(Delivery::Piece(_))) {
+            self.current = None;
+        }
+        Some(delivery)
     }
 
     /// Every sentence's audio, in order.
@@ -93,5 +139,20 @@ impl Synthesis {
             .map_err(submit_error)?;
         self.queued.extend(receivers);
         Ok(())
+    }
+}
+
+/// What [`Synthesis::next_piece`] hands on.
+pub(super) enum Delivery {
+    /// The next stretch of the current sentence's audio; the last one carries its words.
+    Piece(Pcm),
+    /// The current sentence is complete.
+    SentenceEnd,
+}
+
+fn speech_error(e: BatchError) -> SpeechError {
+    match e {
+        BatchError::Shutdown => SpeechError::ShuttingDown,
+        other => SpeechError::Engine(other.to_string()),
     }
 }

@@ -10,8 +10,10 @@
 use bytes::Bytes;
 
 use super::{
-    encode_joined, join, utterances, InvalidReason, Job, SpeechError, SpeechService, Utterances,
+    encode_joined, join, spoken_sentences, InvalidReason, Job, SpeechError, SpeechService,
+    Utterances,
 };
+use crate::engine::{Pcm, WordTiming};
 use crate::metrics as m;
 
 /// The whole body of a job and its words' timestamps.
@@ -35,20 +37,30 @@ pub struct WordStamp {
     /// .skip(char_start).take(char_end - char_start)` is `word`.
     pub char_start: usize,
     pub char_end: usize,
+    /// Which utterance (a sentence, or a clause of a long one) it is spoken in, from 0: where
+    /// the engine paused, so where captions may break.
+    pub sentence: usize,
 }
 
 impl SpeechService {
     /// Synthesizes the whole body, as [`speak`](Self::speak) would with the same seed, with
     /// the timestamps of its words. Not cached: the body is, but its timings are not kept.
     pub async fn speak_with_words(&self, job: Job) -> Result<TimedSpeech, SpeechError> {
-        let sentences = utterances(job.input());
-        if sentences.is_empty() {
-            return Err(SpeechError::invalid(
-                "input",
-                InvalidReason::Empty,
-                "input contains nothing that can be spoken",
-            ));
-        }
+        let timed = self.timed_words(&job).await?;
+        let audio = encode_joined(&job, &timed.pieces).await?;
+        m::add_audio_seconds(audio.duration_s);
+        Ok(TimedSpeech {
+            audio: audio.bytes,
+            sample_rate: audio.sample_rate,
+            duration_s: audio.duration_s,
+            words: timed.words,
+        })
+    }
+
+    /// Synthesizes the job's sentences with word timings, and places its words on the body
+    /// they join into; encoding that body is left to the caller, which may not need it.
+    pub(super) async fn timed_words(&self, job: &Job) -> Result<TimedWords, SpeechError> {
+        let sentences = spoken_sentences(job)?;
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let texts = sentences.clone();
         let request = Utterances {
@@ -58,7 +70,7 @@ impl SpeechService {
             word_timings: true,
         };
         let pieces = self
-            .start_utterances(&job, request, false)
+            .start_utterances(job, request, false)
             .await?
             .collect()
             .await?;
@@ -76,53 +88,78 @@ impl SpeechService {
             .first()
             .map_or(job.voice().sample_rate, |p| p.sample_rate);
         let seconds = |samples: usize| samples as f64 / f64::from(rate);
+        let starts = join::sentence_starts(&pieces, rate);
         let mut finder = Finder::new(job.input());
         let mut words = Vec::new();
-        for ((piece, start), text) in pieces
-            .iter()
-            .zip(join::sentence_starts(&pieces, rate))
-            .zip(&texts)
+        for (sentence, ((piece, start), text)) in pieces.iter().zip(&starts).zip(&texts).enumerate()
         {
-            for timing in piece.words.iter().flatten() {
-                let Some(spoken) = text.get(timing.text.clone()) else {
-                    continue;
-                };
-                let (word, char_start, char_end) = finder.find(spoken);
-                words.push(WordStamp {
-                    word,
-                    start_s: seconds(start + timing.start),
-                    end_s: seconds(start + timing.end),
-                    char_start,
-                    char_end,
-                });
-            }
+            let timings = piece.words.as_deref().unwrap_or_default();
+            words.extend(finder.place(text, timings, *start, rate, sentence));
         }
-        let audio = encode_joined(&job, &pieces).await?;
-        m::add_audio_seconds(audio.duration_s);
-        Ok(TimedSpeech {
-            audio: audio.bytes,
-            sample_rate: audio.sample_rate,
-            duration_s: audio.duration_s,
+        // The joined body is the sentences behind their pauses: it ends where the last one does.
+        let samples = starts
+            .last()
+            .zip(pieces.last())
+            .map_or(0, |(start, piece)| start + piece.samples.len());
+        Ok(TimedWords {
+            duration_s: seconds(samples),
+            pieces,
             words,
         })
     }
 }
 
+/// A job's sentence audio with its words placed on the body they join into.
+pub(super) struct TimedWords {
+    pub pieces: Vec<Pcm>,
+    pub words: Vec<WordStamp>,
+    /// Length of the joined body in seconds.
+    pub duration_s: f64,
+}
+
 /// Finds normalized words again in the original text, left to right.
-struct Finder<'a> {
-    original: &'a str,
+pub(super) struct Finder {
+    original: String,
     /// Byte position after the last word found, and how many characters precede it.
     cursor: usize,
     chars_before: usize,
 }
 
-impl<'a> Finder<'a> {
-    fn new(original: &'a str) -> Self {
+impl Finder {
+    pub fn new(original: &str) -> Self {
         Self {
-            original,
+            original: original.to_string(),
             cursor: 0,
             chars_before: 0,
         }
+    }
+
+    /// The words of sentence number `sentence` (`text`, as the engine saw it), which starts
+    /// at sample `sentence_start` of the audio at `rate`, found in the original.
+    pub fn place(
+        &mut self,
+        text: &str,
+        timings: &[WordTiming],
+        sentence_start: usize,
+        rate: u32,
+        sentence: usize,
+    ) -> Vec<WordStamp> {
+        let seconds = |samples: usize| samples as f64 / f64::from(rate);
+        timings
+            .iter()
+            .filter_map(|timing| {
+                let spoken = text.get(timing.text.clone())?;
+                let (word, char_start, char_end) = self.find(spoken);
+                Some(WordStamp {
+                    word,
+                    start_s: seconds(sentence_start + timing.start),
+                    end_s: seconds(sentence_start + timing.end),
+                    char_start,
+                    char_end,
+                    sentence,
+                })
+            })
+            .collect()
     }
 
     /// The next occurrence of `word` after the previous one (quotes and dashes compared by

@@ -12,7 +12,7 @@ use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
 use super::kernels::{gated_tanh, Precision};
-use super::layers::{flip_channels, split_channels, Conv1d, ConvSpec};
+use super::layers::{flip_channels, split_channels, Conv1d, ConvSpec, Reach};
 
 /// Non-causal WaveNet: gated dilated convs with residual and skip paths (`modules.WN`).
 #[derive(Debug, Clone)]
@@ -61,6 +61,14 @@ impl WaveNet {
         })
     }
 
+    /// The dilated input convolutions run one after another; everything else is pointwise.
+    fn reach(&self) -> Reach {
+        self.in_layers
+            .iter()
+            .map(Conv1d::reach)
+            .fold(Reach::default(), Reach::then)
+    }
+
     /// `x` [B, H, T] → skip sum [B, H, T].
     fn forward(&self, x: &Tensor, mask: &Tensor, g: Option<&Tensor>) -> Result<Tensor> {
         let h = self.hidden;
@@ -107,6 +115,14 @@ struct ResidualCoupling {
 }
 
 impl ResidualCoupling {
+    /// Only the WaveNet looks at neighbouring frames (`pre` and `post` are pointwise).
+    fn reach(&self) -> Reach {
+        self.pre
+            .reach()
+            .then(self.enc.reach())
+            .then(self.post.reach())
+    }
+
     /// x = [x0, x1] → [x0, (x1 − m(x0))·exp(−logs(x0))].
     fn reverse(&self, x: &Tensor, mask: &Tensor, g: Option<&Tensor>) -> Result<Tensor> {
         let (x0, x1) = split_channels(x, self.half)?;
@@ -162,9 +178,30 @@ impl Flow {
     /// z = f⁻¹(z_p): `z_p` [B, C, F] → [B, C, F].
     pub fn reverse(&self, z_p: &Tensor, mask: &Tensor, g: Option<&Tensor>) -> Result<Tensor> {
         let mut z = z_p.clone();
-        for coupling in &self.couplings {
-            z = coupling.reverse(&flip_channels(&z)?, mask, g)?;
+        for step in 0..self.steps() {
+            z = self.reverse_step(step, &z, mask, g)?;
         }
         Ok(z)
+    }
+
+    /// How many steps [`Flow::reverse`] takes: one flip + coupling each.
+    pub fn steps(&self) -> usize {
+        self.couplings.len()
+    }
+
+    /// Step `step` of [`Flow::reverse`] on its own, for windowed runs.
+    pub fn reverse_step(
+        &self,
+        step: usize,
+        z: &Tensor,
+        mask: &Tensor,
+        g: Option<&Tensor>,
+    ) -> Result<Tensor> {
+        self.couplings[step].reverse(&flip_channels(z)?, mask, g)
+    }
+
+    /// Which frames step `step` reads around each frame it writes.
+    pub fn step_reach(&self, step: usize) -> Reach {
+        self.couplings[step].reach()
     }
 }

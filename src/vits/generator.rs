@@ -17,7 +17,7 @@ use candle_nn::VarBuilder;
 
 use super::config::{ResBlockKind, VitsConfig};
 use super::kernels::{self, InputMap, Precision};
-use super::layers::{apply_mask, Conv1d, ConvSpec};
+use super::layers::{apply_mask, Conv1d, ConvSpec, Reach};
 
 /// LeakyReLU slope inside HiFi-GAN.
 const LRELU_SLOPE: f64 = 0.1;
@@ -60,6 +60,15 @@ impl ResBlock {
             })
             .collect::<Result<_>>()?;
         Ok(Self { steps })
+    }
+
+    /// Its convolutions run one after another.
+    fn reach(&self) -> Reach {
+        self.steps
+            .iter()
+            .flat_map(|(dilated, plain)| std::iter::once(dilated).chain(plain))
+            .map(Conv1d::reach)
+            .fold(Reach::default(), Reach::then)
     }
 
     /// The block as residual units for [`kernels::residual_stack_sum`].
@@ -110,6 +119,7 @@ struct Upsample {
     bias: Tensor,
     stride: usize,
     padding: usize,
+    kernel: usize,
     /// The direct kernel's per-phase layout of `weight` in the decoder's precision.
     packed: kernels::PackedPhaseCache,
 }
@@ -147,6 +157,27 @@ struct Stage {
 }
 
 impl Stage {
+    /// Which inputs each output block (the `stride` samples one input makes) reads, through
+    /// the transposed convolution and the widest resblock after it.
+    fn reach(&self) -> Reach {
+        let mrf = self
+            .resblocks
+            .iter()
+            .map(ResBlock::reach)
+            .fold(Reach::default(), Reach::max);
+        let up = &self.upsample;
+        let (s, p, k) = (up.stride as i64, up.padding as i64, up.kernel as i64);
+        // Output sample n = m·s − p + j (tap j < k) reads inputs m in
+        // ⌈(n + p − k + 1) / s⌉ ..= ⌊(n + p) / s⌋. Block m0 spans n = m0·s ..= m0·s + s − 1,
+        // widened by the resblocks' reach.
+        let left = (k - 1 - p + mrf.left as i64).div_euclid(s);
+        let right = 1 + (mrf.right as i64 + p - 1).div_euclid(s);
+        Reach {
+            left: left.max(0) as usize,
+            right: right.max(0) as usize,
+        }
+    }
+
     /// `x` [B, C, L] → MRF(ups(LeakyReLU(x))) [B, C / 2, L·stride]. `mask_in` [B, 1, L] and
     /// `mask_out` [B, 1, L·stride] (padded batches only) mask every convolution's input.
     fn forward(
@@ -228,6 +259,7 @@ impl Generator {
                     bias: vb_up.get(c_out, "bias")?,
                     stride: u,
                     padding: (k - u) / 2,
+                    kernel: k,
                     packed: kernels::PackedPhaseCache::new(precision),
                 };
                 let resblocks = d
@@ -278,18 +310,65 @@ impl Generator {
         masks: Option<&[Tensor]>,
     ) -> Result<Tensor> {
         let mask = |i: usize| masks.map(|m| &m[i]);
-        // conv_pre, plus the speaker's conditioning: [B, C, F] → [B, C0, F].
-        let mut x = self.conv_pre.forward(&apply_mask(z, mask(0))?)?;
-        if let (Some(cond), Some(g)) = (&self.cond, g) {
-            x = x.broadcast_add(&cond.forward(g)?)?;
-        }
+        let mut x = Mean::of_one(self.pre(z, g, mask(0))?);
         // Stage i: upsample, then MRF: [B, C0 / 2^i, L] → [B, C0 / 2^(i+1), L·u_i].
-        let mut x = Mean::of_one(x);
         for (i, stage) in self.stages.iter().enumerate() {
             x = stage.forward(&x, mask(i), mask(i + 1))?;
         }
-        // tanh(conv_post(LeakyReLU(x))): [B, C_last, F·hop] → [B, 1, F·hop].
-        let last = x.leaky_relu(FINAL_LRELU_SLOPE, mask(self.stages.len()));
-        kernels::tanh(&self.conv_post.forward_fused(&x.sum, &last, &[])?)
+        self.post(&x, mask(self.stages.len()))
+    }
+
+    /// How many pieces [`Generator::run_piece`] cuts the decoder into: `conv_pre`, one per
+    /// upsampling stage, `conv_post`.
+    pub fn pieces(&self) -> usize {
+        self.stages.len() + 2
+    }
+
+    /// Piece `i`'s upsampling factor, and which inputs it reads around each output block.
+    pub fn piece_shape(&self, i: usize) -> (usize, Reach) {
+        match i {
+            0 => (1, self.conv_pre.reach()),
+            i if i <= self.stages.len() => {
+                let stage = &self.stages[i - 1];
+                (stage.upsample.stride, stage.reach())
+            }
+            _ => (1, self.conv_post.reach()),
+        }
+    }
+
+    /// Piece `i` of [`Generator::forward`] on its own (one item, no masks), reading piece
+    /// `i − 1`'s output (piece 0 reads z). Between stages the signal is the sum of the last
+    /// stage's resblocks (see [`Mean`]).
+    pub fn run_piece(&self, i: usize, x: &Tensor, g: Option<&Tensor>) -> Result<Tensor> {
+        if i == 0 {
+            return self.pre(x, g, None);
+        }
+        let count = match i {
+            1 => 1,
+            i => self.stages[i - 2].resblocks.len(),
+        };
+        let x = Mean {
+            sum: x.clone(),
+            count,
+        };
+        match self.stages.get(i - 1) {
+            Some(stage) => Ok(stage.forward(&x, None, None)?.sum),
+            None => self.post(&x, None),
+        }
+    }
+
+    /// conv_pre, plus the speaker's conditioning: [B, C, F] → [B, C0, F].
+    fn pre(&self, z: &Tensor, g: Option<&Tensor>, mask: Option<&Tensor>) -> Result<Tensor> {
+        let x = self.conv_pre.forward(&apply_mask(z, mask)?)?;
+        match (&self.cond, g) {
+            (Some(cond), Some(g)) => x.broadcast_add(&cond.forward(g)?),
+            _ => Ok(x),
+        }
+    }
+
+    /// tanh(conv_post(LeakyReLU(x))): [B, C_last, F·hop] → [B, 1, F·hop].
+    fn post(&self, x: &Mean, mask: Option<&Tensor>) -> Result<Tensor> {
+        let map = x.leaky_relu(FINAL_LRELU_SLOPE, mask);
+        kernels::tanh(&self.conv_post.forward_fused(&x.sum, &map, &[])?)
     }
 }

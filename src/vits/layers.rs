@@ -24,6 +24,32 @@ pub struct Conv1d {
     packed: kernels::PackedWeightCache,
 }
 
+/// How far a layer reads around the position it writes: output `n` depends on inputs
+/// `n − left ..= n + right` (in the layer's input units; see `super::streaming`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reach {
+    pub left: usize,
+    pub right: usize,
+}
+
+impl Reach {
+    /// `self`'s layer followed by `next` at the same rate.
+    pub fn then(self, next: Reach) -> Reach {
+        Reach {
+            left: self.left + next.left,
+            right: self.right + next.right,
+        }
+    }
+
+    /// Parallel branches summed at the same rate.
+    pub fn max(self, other: Reach) -> Reach {
+        Reach {
+            left: self.left.max(other.left),
+            right: self.right.max(other.right),
+        }
+    }
+}
+
 /// How to load a [`Conv1d`]: shapes are checked against the stored weight.
 #[derive(Debug, Clone, Copy)]
 pub struct ConvSpec {
@@ -115,6 +141,15 @@ impl Conv1d {
 }
 
 impl Conv1d {
+    /// Which inputs each output reads, from the loaded kernel, dilation and padding.
+    pub fn reach(&self) -> Reach {
+        let span = self.dilation * (self.weight.dims()[2] - 1);
+        Reach {
+            left: self.padding,
+            right: span - self.padding,
+        }
+    }
+
     /// This layer as one convolution of a residual stack (groups 1, "same" padding).
     pub fn as_stack_conv(&self) -> kernels::StackConv<'_> {
         kernels::StackConv {

@@ -5,6 +5,8 @@
 //! expansion → prior sample → reverse flow → HiFi-GAN decoder. Batches of different lengths
 //! are padded and masked so that each item's audio matches its single-item run, and every item
 //! draws its noise from its own seeded generator so a seed reproduces the same audio.
+//! [`Vits::synthesize_windowed`] (in `streaming`) computes one item's flow and decoder window
+//! by window instead, so its first audio is ready long before the rest.
 
 pub mod config;
 mod duration;
@@ -14,6 +16,7 @@ pub mod kernels;
 mod layers;
 mod onnx;
 mod spline;
+mod streaming;
 mod text_encoder;
 
 use std::collections::HashMap;
@@ -34,6 +37,8 @@ use duration::DurationPredictor;
 use flow::Flow;
 use generator::Generator;
 use layers::sequence_mask;
+pub use layers::Reach;
+pub use streaming::{ReceptiveField, Windowed};
 use text_encoder::TextEncoder;
 
 /// Longest audio one item may produce; guards against runaway durations (huge length_scale).
@@ -99,6 +104,18 @@ pub struct VitsInput {
 pub struct TimedAudio {
     pub samples: Vec<f32>,
     pub frames_per_id: Vec<usize>,
+}
+
+/// What the flow and the decoder start from: a batch's prior sample at frame rate.
+struct Prior {
+    /// [B, C, F_max], zero past each item's frames.
+    z_p: Tensor,
+    /// Each item's frame count.
+    frames: Vec<usize>,
+    /// Speaker conditioning [B, gin, 1] for multi-speaker voices.
+    g: Option<Tensor>,
+    /// Each item's frames per phoneme id (they add up to its frame count).
+    durations: Vec<Vec<usize>>,
 }
 
 /// A loaded VITS voice.
@@ -272,6 +289,58 @@ impl Vits {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        let Prior {
+            z_p,
+            frames,
+            g,
+            durations,
+        } = self.prior(batch)?;
+        let dev = &self.device;
+        let f_max = z_p.dim(2)?;
+
+        // 4. z = flow⁻¹(z_p), then decode; masks only matter when lengths differ.
+        let y_mask = sequence_mask(&frames, f_max, dev)?;
+        let z = self
+            .flow
+            .reverse(&z_p, &y_mask, g.as_ref())?
+            .broadcast_mul(&y_mask)?;
+        let decoder_masks = if frames.iter().all(|&f| f == f_max) {
+            None
+        } else {
+            let mut masks = vec![y_mask.clone()];
+            let mut scale = 1;
+            for &u in &self.config.decoder.upsample_rates {
+                scale *= u;
+                let lens: Vec<usize> = frames.iter().map(|f| f * scale).collect();
+                masks.push(sequence_mask(&lens, f_max * scale, dev)?);
+            }
+            Some(masks)
+        };
+        let audio = self
+            .decoder
+            .forward(&z, g.as_ref(), decoder_masks.as_deref())?;
+
+        // 5. Each item keeps exactly hop × its own frames.
+        let audio = audio.squeeze(1)?.to_vec2::<f32>()?;
+        let hop = self.config.hop_length;
+        Ok(audio
+            .into_iter()
+            .zip(&frames)
+            .zip(durations)
+            .map(|((mut row, &f), frames_per_id)| {
+                row.truncate(f * hop);
+                TimedAudio {
+                    samples: row,
+                    frames_per_id,
+                }
+            })
+            .collect())
+    }
+
+    /// The parts that need the whole utterance: validates `batch` (non-empty), then text
+    /// encoder → durations → the prior sampled at frame rate. Both noises come from each
+    /// item's seeded generator, duration noise first, so every caller draws the same numbers.
+    fn prior(&self, batch: &[VitsInput]) -> Result<Prior, VitsError> {
         self.validate(batch)?;
         let dev = &self.device;
         let b = batch.len();
@@ -354,44 +423,12 @@ impl Vits {
             + prior_noise
                 .mul(&logs_p.exp()?)?
                 .broadcast_mul(&noise_scale)?)?;
-
-        // 4. z = flow⁻¹(z_p), then decode; masks only matter when lengths differ.
-        let y_mask = sequence_mask(&frames, f_max, dev)?;
-        let z = self
-            .flow
-            .reverse(&z_p, &y_mask, g.as_ref())?
-            .broadcast_mul(&y_mask)?;
-        let decoder_masks = if frames.iter().all(|&f| f == f_max) {
-            None
-        } else {
-            let mut masks = vec![y_mask.clone()];
-            let mut scale = 1;
-            for &u in &self.config.decoder.upsample_rates {
-                scale *= u;
-                let lens: Vec<usize> = frames.iter().map(|f| f * scale).collect();
-                masks.push(sequence_mask(&lens, f_max * scale, dev)?);
-            }
-            Some(masks)
-        };
-        let audio = self
-            .decoder
-            .forward(&z, g.as_ref(), decoder_masks.as_deref())?;
-
-        // 5. Each item keeps exactly hop × its own frames.
-        let audio = audio.squeeze(1)?.to_vec2::<f32>()?;
-        let hop = self.config.hop_length;
-        Ok(audio
-            .into_iter()
-            .zip(&frames)
-            .zip(durations)
-            .map(|((mut row, &f), frames_per_id)| {
-                row.truncate(f * hop);
-                TimedAudio {
-                    samples: row,
-                    frames_per_id,
-                }
-            })
-            .collect())
+        Ok(Prior {
+            z_p,
+            frames,
+            g,
+            durations,
+        })
     }
 
     /// The item's prior noise: its override, else the voice's default.

@@ -12,10 +12,10 @@ use rand_distr::{Distribution, Normal};
 use super::config::StructureHints;
 use super::*;
 
-struct Variant {
-    resblock: ResBlockKind,
-    speakers: usize,
-    stochastic: bool,
+pub(super) struct Variant {
+    pub resblock: ResBlockKind,
+    pub speakers: usize,
+    pub stochastic: bool,
 }
 
 const VOCAB: usize = 12;
@@ -186,7 +186,7 @@ fn voice_json(speakers: usize) -> serde_json::Value {
     })
 }
 
-fn load(v: &Variant) -> Vits {
+pub(super) fn load(v: &Variant) -> Vits {
     Vits::from_tensors(
         tiny_voice(v, 7),
         &voice_json(v.speakers),
@@ -197,7 +197,7 @@ fn load(v: &Variant) -> Vits {
     .unwrap()
 }
 
-fn input(len: usize, seed: u64, speaker: Option<u32>) -> VitsInput {
+pub(super) fn input(len: usize, seed: u64, speaker: Option<u32>) -> VitsInput {
     VitsInput {
         ids: (0..len as i64)
             .map(|i| (i * 5 + 1) % VOCAB as i64)
@@ -213,7 +213,7 @@ fn input(len: usize, seed: u64, speaker: Option<u32>) -> VitsInput {
     }
 }
 
-fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+pub(super) fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter()
         .zip(b)
         .map(|(x, y)| (x - y).abs())

@@ -48,17 +48,8 @@ impl RelativeAttention {
         })
     }
 
-    /// Relative embeddings for every offset −(T−1)..=T−1: `[2T − 1, head_dim]`, zero outside
-    /// the window.
-    fn relative_embeddings(&self, emb: &Tensor, t: usize) -> Result<Tensor> {
-        let w = self.window;
-        let pad = t.saturating_sub(w + 1);
-        let start = (w + 1).saturating_sub(t);
-        emb.pad_with_zeros(0, pad, pad)?.narrow(0, start, 2 * t - 1)
-    }
-
-    /// `x` [B, H, T], `attn_mask` [B, 1, T, T] (1 = may attend) → [B, H, T].
-    fn forward(&self, x: &Tensor, attn_mask: &Tensor) -> Result<Tensor> {
+    /// `x` [B, H, T], `attn_mask` [B, 1, T, T] (1 = may attend; `None`: everywhere) → [B, H, T].
+    fn forward(&self, x: &Tensor, attn_mask: Option<&Tensor>) -> Result<Tensor> {
         let (b, h, t) = x.dims3()?;
         let head_dim = h / self.n_heads;
         // [B, H, T] → [B, heads, T, head_dim]
@@ -71,46 +62,56 @@ impl RelativeAttention {
         let k = heads(self.conv_k.forward(x)?)?;
         let v = heads(self.conv_v.forward(x)?)?;
 
+        // Only offsets within the window have embeddings: −r..=r (r < window once the
+        // sequence is shorter than the window).
+        let r = self.window.min(t - 1);
+        let band_k = self.emb_rel_k.narrow(0, self.window - r, 2 * r + 1)?;
+        let band_v = self.emb_rel_v.narrow(0, self.window - r, 2 * r + 1)?;
+
         // logits_ij = q_i·k_j + q_i·e^K_(j−i)
-        let scores = q.matmul(&k.t()?)?;
-        let rel_k = self.relative_embeddings(&self.emb_rel_k, t)?;
-        let rel_logits = q.broadcast_matmul(&rel_k.t()?)?; // [B, heads, T, 2T−1]
-        let scores = (scores + relative_to_absolute(&rel_logits)?)?;
-        let masked = Tensor::full(MASKED_LOGIT as f32, scores.shape(), x.device())?;
-        let scores = attn_mask
-            .broadcast_as(scores.shape())?
-            .ne(0f32)?
-            .where_cond(&scores, &masked)?;
+        let rel_logits = q.broadcast_matmul(&band_k.t()?)?; // [B, heads, T, 2r + 1]
+        let scores = (q.matmul(&k.t()?)? + band_to_absolute(&rel_logits)?)?;
+        let scores = match attn_mask {
+            Some(attn_mask) => {
+                let masked = Tensor::full(MASKED_LOGIT as f32, scores.shape(), x.device())?;
+                attn_mask
+                    .broadcast_as(scores.shape())?
+                    .ne(0f32)?
+                    .where_cond(&scores, &masked)?
+            }
+            None => scores,
+        };
         let p = candle_nn::ops::softmax_last_dim(&scores)?;
 
         // out_i = Σ_j p_ij (v_j + e^V_(j−i))
-        let rel_v = self.relative_embeddings(&self.emb_rel_v, t)?;
-        let out = (p.matmul(&v)? + absolute_to_relative(&p)?.broadcast_matmul(&rel_v)?)?;
+        let out = (p.matmul(&v)? + absolute_to_band(&p, r)?.broadcast_matmul(&band_v)?)?;
         let out = out.transpose(2, 3)?.reshape((b, h, t))?;
         self.conv_o.forward(&out)
     }
 }
 
-/// `[B, heads, T, 2T − 1]` indexed by relative offset → `[B, heads, T, T]` indexed by key.
-/// Padding and reshaping shifts row i left by T − 1 − i without a gather.
-fn relative_to_absolute(x: &Tensor) -> Result<Tensor> {
-    let (b, nh, t, _) = x.dims4()?;
-    let x = x.pad_with_zeros(3, 0, 1)?.reshape((b, nh, t * 2 * t))?;
-    x.pad_with_zeros(2, 0, t - 1)?
-        .reshape((b, nh, t + 1, 2 * t - 1))?
-        .narrow(2, 0, t)?
-        .narrow(3, t - 1, t)
+/// `[B, heads, T, 2r + 1]` indexed by offset −r..=r → `[B, heads, T, T]` indexed by key, zero
+/// outside the band: rows padded to T + 2r + 1 and re-read T + 2r wide shift row i right by i,
+/// without a gather.
+fn band_to_absolute(x: &Tensor) -> Result<Tensor> {
+    let (b, nh, t, width) = x.dims4()?;
+    let r = (width - 1) / 2;
+    x.pad_with_zeros(3, 0, t)?
+        .reshape((b, nh, t * (t + 2 * r + 1)))?
+        .narrow(2, 0, t * (t + 2 * r))?
+        .reshape((b, nh, t, t + 2 * r))?
+        .narrow(3, r, t)
 }
 
-/// `[B, heads, T, T]` indexed by key → `[B, heads, T, 2T − 1]` indexed by relative offset.
-fn absolute_to_relative(x: &Tensor) -> Result<Tensor> {
+/// `[B, heads, T, T]` indexed by key → `[B, heads, T, 2r + 1]` indexed by offset −r..=r, zero
+/// where the offset leaves the sequence: the inverse shift of [`band_to_absolute`].
+fn absolute_to_band(x: &Tensor, r: usize) -> Result<Tensor> {
     let (b, nh, t, _) = x.dims4()?;
-    let x = x
-        .pad_with_zeros(3, 0, t - 1)?
-        .reshape((b, nh, t * (2 * t - 1)))?;
-    x.pad_with_zeros(2, t, 0)?
-        .reshape((b, nh, t, 2 * t))?
-        .narrow(3, 1, 2 * t - 1)
+    x.pad_with_zeros(3, r, r)?
+        .reshape((b, nh, t * (t + 2 * r)))?
+        .pad_with_zeros(2, 0, t)?
+        .reshape((b, nh, t, t + 2 * r + 1))?
+        .narrow(3, 0, 2 * r + 1)
 }
 
 /// Two "same" convolutions with ReLU between them, masked before each (`attentions.FFN`).
@@ -208,10 +209,15 @@ impl TextEncoder {
             .transpose(1, 2)?;
         let mut x = (x * (self.hidden_channels as f64).sqrt())?.broadcast_mul(mask)?;
 
-        // [B, 1, T, T]: query i may attend key j when both are inside the item.
-        let attn_mask = mask.transpose(1, 2)?.broadcast_mul(mask)?.unsqueeze(1)?;
+        // [B, 1, T, T]: query i may attend key j when both are inside the item; not needed
+        // when every item fills the batch (a single item always does).
+        let attn_mask = if mask.min_all()?.to_scalar::<f32>()? > 0.0 {
+            None
+        } else {
+            Some(mask.transpose(1, 2)?.broadcast_mul(mask)?.unsqueeze(1)?)
+        };
         for layer in &self.layers {
-            let y = layer.attention.forward(&x, &attn_mask)?;
+            let y = layer.attention.forward(&x, attn_mask.as_ref())?;
             x = layer.norm_1.forward(&(x + y)?)?;
             let y = layer.ffn.forward(&x, mask)?;
             x = layer.norm_2.forward(&(x + y)?)?;
@@ -233,25 +239,43 @@ mod tests {
     use candle_core::{Device, IndexOp};
 
     #[test]
-    fn relative_to_absolute_picks_offset_j_minus_i() -> Result<()> {
-        let t = 3;
-        // rel[i][r] = 10·i + r; absolute[i][j] must be rel[i][j − i + T − 1].
-        let data: Vec<f32> = (0..t)
-            .flat_map(|i| (0..2 * t - 1).map(move |r| (10 * i + r) as f32))
-            .collect();
-        let rel = Tensor::from_vec(data, (1, 1, t, 2 * t - 1), &Device::Cpu)?;
-        let abs = relative_to_absolute(&rel)?.i((0, 0))?.to_vec2::<f32>()?;
-        for (i, row) in abs.iter().enumerate() {
-            for (j, v) in row.iter().enumerate() {
-                assert_eq!(*v, (10 * i + j + t - 1 - i) as f32);
+    fn band_to_absolute_puts_offset_j_minus_i_on_row_i_and_back() -> Result<()> {
+        for (t, r) in [(1, 0), (3, 1), (3, 2), (7, 4)] {
+            let width = 2 * r + 1;
+            // band[i][c] = 100 + 10·i + c stands for offset c − r.
+            let data: Vec<f32> = (0..t)
+                .flat_map(|i| (0..width).map(move |c| (100 + 10 * i + c) as f32))
+                .collect();
+            let band = Tensor::from_vec(data, (1, 1, t, width), &Device::Cpu)?;
+            let abs = band_to_absolute(&band)?.i((0, 0))?.to_vec2::<f32>()?;
+            for (i, row) in abs.iter().enumerate() {
+                for (j, v) in row.iter().enumerate() {
+                    let offset = j as i64 - i as i64;
+                    let expected = if offset.unsigned_abs() as usize <= r {
+                        (100 + 10 * i as i64 + offset + r as i64) as f32
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(*v, expected, "t {t} r {r} at ({i}, {j})");
+                }
+            }
+            // And back: offsets that point outside the sequence come back as zeros.
+            let back = absolute_to_band(&band_to_absolute(&band)?, r)?
+                .i((0, 0))?
+                .to_vec2::<f32>()?;
+            for (i, row) in back.iter().enumerate() {
+                for (c, v) in row.iter().enumerate() {
+                    let j = i as i64 + c as i64 - r as i64;
+                    let inside = (0..t as i64).contains(&j);
+                    let expected = if inside {
+                        (100 + 10 * i + c) as f32
+                    } else {
+                        0.0
+                    };
+                    assert_eq!(*v, expected, "t {t} r {r} back at ({i}, {c})");
+                }
             }
         }
-        // And back: offsets that point outside the sequence come back as zeros.
-        let back = absolute_to_relative(&relative_to_absolute(&rel)?)?;
-        assert_eq!(
-            back.i((0, 0, 1))?.to_vec1::<f32>()?,
-            vec![0., 11., 12., 13., 0.]
-        );
         Ok(())
     }
 }

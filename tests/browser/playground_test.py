@@ -4,8 +4,9 @@ Usage: playground_test.py --url http://127.0.0.1:PORT --screenshot PATH [--api-k
 
 Against a running omnivoice-server, it checks that the voice picker is filled from
 /v1/audio/voices, that PCM speech is received, decoded and played while it streams (with time
-to first audio and X-Cache shown), that a second identical request is a cache hit, that a
-downloaded format plays when started from the keyboard, that API errors show the server's
+to first audio and X-Cache shown), that a second identical request is a cache hit, that with
+"Highlight words" the read-along view shows the input and marks its words in order as they
+are heard, that a downloaded format plays when started from the keyboard, that API errors show the server's
 message, that odd byte splits decode, that the API key is never stored, and that the page
 logs no CSP violation or script error. It saves light and dark screenshots (PATH and
 PATH with "-dark" before the extension) and exits non-zero on the first failure.
@@ -15,7 +16,9 @@ With --api-key the server must require that key: the page must first show the se
 """
 
 import argparse
+import base64
 import json
+import math
 import os
 import random
 import re
@@ -162,7 +165,8 @@ def speak_pcm_by_click(driver, words, seed):
     check(not done["playing"], "still playing after Done.")
     shown_first = text(driver, "stat-first-audio")
     check(re.fullmatch(r"\d+ ms", shown_first), f"time to first audio shows {shown_first!r}")
-    check(int(shown_first.split()[0]) == round(done["firstAudioMs"]),
+    # Math.round, as the page rounds: Python's round() takes halves to even (652.5 -> 652).
+    check(int(shown_first.split()[0]) == math.floor(done["firstAudioMs"] + 0.5),
           f"time to first audio shows {shown_first}, stats say {done['firstAudioMs']}")
     shown_duration = text(driver, "stat-duration")
     expected_duration = done["samplesDecoded"] / done["sampleRate"]
@@ -195,6 +199,75 @@ def check_pcm(driver, url, key, engine, voice):
     second = speak_pcm_by_click(driver, words, seed)
     check(second["xCache"] == "HIT", f"repeated request X-Cache {second['xCache']}, expected HIT")
     check(second["bytes"] == first["bytes"], "a cache hit returned different audio")
+
+
+def check_word_highlight(driver, url, key, engine, voice):
+    """With "Highlight words" on, speech comes with its word timestamps and the read-along view
+    marks the word being heard: several words, in the order spoken, each the input's own."""
+    seed = random.randint(1, 2**31)
+    words = "Read along with me: every word lights up as it is heard. Isn’t that neat?"
+    textbox = driver.find_element(By.ID, "text")
+    textbox.clear()
+    textbox.send_keys(words)
+    Select(driver.find_element(By.ID, "format")).select_by_value("pcm")
+    seed_box = driver.find_element(By.ID, "seed")
+    seed_box.clear()
+    seed_box.send_keys(str(seed))
+    checkbox = driver.find_element(By.ID, "highlight-words")
+    if not checkbox.is_selected():
+        checkbox.click()
+    check(checkbox.is_selected(), "the Highlight words box does not tick")
+    driver.find_element(By.ID, "speak").click()
+    wait(driver, "timed PCM playback to start", lambda d: stats(d)["playing"])
+    # What the view marks while it plays, as often as WebDriver can look.
+    seen = []
+    deadline = time.monotonic() + PLAYBACK_TIMEOUT_S
+    while text(driver, "status") != "Done." and time.monotonic() < deadline:
+        mark = driver.execute_script("""
+            const marked = document.querySelectorAll('#transcript .active');
+            return marked.length ? [marked.length, Number(marked[0].dataset.index),
+                                    marked[0].textContent] : null;
+        """)
+        if mark is not None:
+            check(mark[0] == 1, f"{mark[0]} words are marked at once")
+            if not seen or seen[-1][0] != mark[1]:
+                seen.append((mark[1], mark[2]))
+        time.sleep(0.03)
+    check(text(driver, "status") == "Done.", f"status {text(driver, 'status')!r}")
+    done = stats(driver)
+    check(done["error"] is None, f"error after timed playback: {done['error']}")
+
+    status, _, body = api(url, "/v1/audio/speech/timestamps", key, {
+        "model": engine, "voice": voice, "input": words, "response_format": "pcm",
+        "speed": 1, "seed": seed,
+    })
+    check(status == 200, f"timestamps answered {status}: {body[:200]!r}")
+    reference = json.loads(body)
+    timed = reference["words"]
+    check(len(timed) >= 10 and done["words"] == len(timed),
+          f"the page got {done['words']} words, the API gives {len(timed)}")
+    check(done["bytes"] == len(base64.b64decode(reference["audio"])),
+          "the page played other audio than the API's for the same seed")
+    transcript = driver.find_element(By.ID, "transcript")
+    check(transcript.is_displayed(), "the read-along view is hidden")
+    shown = driver.execute_script("return document.getElementById('transcript').textContent;")
+    check(shown == words, f"the read-along view shows {shown!r}")
+    check(not driver.find_elements(By.CSS_SELECTOR, "#transcript .active"),
+          "a word is still marked after playback")
+    for name, order in (("seen", [i for i, _ in seen]), ("marked", done["highlighted"])):
+        check(len(set(order)) >= 2, f"only {len(set(order))} distinct word(s) {name}: {order}")
+        check(all(a < b for a, b in zip(order, order[1:])), f"words {name} out of order: {order}")
+    # The page's own log of marks sees every tick; most words are marked at some point.
+    check(len(done["highlighted"]) >= len(timed) // 2,
+          f"only {len(done['highlighted'])} of {len(timed)} words were marked")
+    for index, shown_word in seen:
+        w = timed[index]
+        check(shown_word == w["word"] == words[w["char_start"]:w["char_end"]],
+              f"word {index} shows {shown_word!r}, the API says {w['word']!r}")
+    print(f"playground_test: {len(seen)} words seen marked in order, "
+          f"{len(done['highlighted'])} of {len(timed)} marked by the page")
+    checkbox.click()
+    check(not checkbox.is_selected(), "the Highlight words box does not untick")
 
 
 def check_download_by_keyboard(driver):
@@ -301,6 +374,7 @@ def run(args):
         engine, voice = check_picker(driver, args.url, args.api_key)
         check_odd_splits(driver)
         check_pcm(driver, args.url, args.api_key, engine, voice)
+        check_word_highlight(driver, args.url, args.api_key, engine, voice)
         screenshots(driver, args.screenshot)
         check_download_by_keyboard(driver)
         check_api_error(driver, args.url, args.api_key, engine, voice)

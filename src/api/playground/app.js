@@ -1,7 +1,9 @@
 // The omnivoice playground: a voice picker filled from GET /v1/audio/voices and speech from
 // POST /v1/audio/speech. PCM plays while it is still streaming, through Web Audio; the other
-// formats play in an <audio> element once downloaded. No dependencies and no build step, so
-// the page works offline from the server binary alone.
+// formats play in an <audio> element once downloaded. With "Highlight words" the speech comes
+// from POST /v1/audio/speech/timestamps instead, and a read-along view marks each word as it
+// is heard. No dependencies and no build step, so the page works offline from the server
+// binary alone.
 'use strict';
 
 // OpenAI's `pcm`: 24 kHz, signed 16-bit little-endian, mono. The server also names the rate
@@ -24,6 +26,7 @@ const ui = {
   format: $('format'),
   speed: $('speed'),
   seed: $('seed'),
+  highlight: $('highlight-words'),
   speak: $('speak'),
   stop: $('stop'),
   status: $('status'),
@@ -53,6 +56,10 @@ function resetStats(format) {
     playing: false,
     done: false,
     error: null,
+    // With "Highlight words": how many words were timed, and the index of each word marked,
+    // in the order they were marked.
+    words: 0,
+    highlighted: [],
   });
 }
 resetStats(null);
@@ -139,17 +146,76 @@ class StreamingPlayer {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Word highlighting hook. The API returns no word timestamps yet (a later issue adds them), so
-// nothing highlights today and nothing here pretends to. That feature installs an object as
-// `window.playground.wordHighlighter` with `show(container, words)` — words as
-// [{word, start, end}] in seconds of audio — and `at(seconds)`; the request code calls `show`
-// once the timestamps arrive and `tick` below calls `at` with the playback clock.
-function highlightWordsAt(seconds) {
-  const highlighter = window.playground.wordHighlighter;
-  if (highlighter) highlighter.at(seconds);
+/**
+ * The read-along view: the input as typed, each timed word in a span of its own, the word
+ * being heard marked. Words are [{word, start, end, char_start, char_end}] as
+ * /v1/audio/speech/timestamps answers them: seconds of audio, and offsets into the input in
+ * code points (not the UTF-16 units of JavaScript strings).
+ */
+class WordHighlighter {
+  constructor(container) {
+    this.container = container;
+    this.words = [];
+    this.spans = [];
+    this.current = -1;
+  }
+
+  show(input, words) {
+    const chars = Array.from(input);
+    const nodes = [];
+    let at = 0;
+    this.words = words;
+    this.spans = words.map((word, index) => {
+      if (word.char_start > at) nodes.push(document.createTextNode(chars.slice(at, word.char_start).join('')));
+      const span = document.createElement('span');
+      span.className = 'word';
+      span.dataset.index = String(index);
+      span.textContent = chars.slice(word.char_start, word.char_end).join('') || word.word;
+      nodes.push(span);
+      at = Math.max(at, word.char_end);
+      return span;
+    });
+    if (at < chars.length) nodes.push(document.createTextNode(chars.slice(at).join('')));
+    this.container.replaceChildren(...nodes);
+    this.container.hidden = false;
+    this.current = -1;
+  }
+
+  /** Marks the word heard at `seconds`: the last one begun, kept through the pause after it. */
+  at(seconds) {
+    let index = -1;
+    while (index + 1 < this.words.length && this.words[index + 1].start <= seconds) index += 1;
+    if (index === this.current) return;
+    if (this.current >= 0) {
+      this.spans[this.current].classList.remove('active');
+      this.spans[this.current].removeAttribute('aria-current');
+    }
+    if (index >= 0) {
+      this.spans[index].classList.add('active');
+      this.spans[index].setAttribute('aria-current', 'true');
+      stats.highlighted.push(index);
+    }
+    this.current = index;
+  }
+
+  /** Unmarks the word; the text stays for reading. */
+  rest() {
+    this.at(-1);
+  }
+
+  hide() {
+    this.words = [];
+    this.spans = [];
+    this.current = -1;
+    this.container.replaceChildren();
+    this.container.hidden = true;
+  }
 }
-// ---------------------------------------------------------------------------------------------
+
+const highlighter = new WordHighlighter(ui.transcript);
+
+// Media types of the downloaded formats, for the <audio> element's blob.
+const MEDIA_TYPES = { mp3: 'audio/mpeg', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', wav: 'audio/wav' };
 
 // The API key lives in this variable only: never in storage, gone when the page closes.
 let apiKey = '';
@@ -272,8 +338,11 @@ function showStats() {
 function tick() {
   if (current && current.player) {
     stats.playing = current.player.playing;
-    highlightWordsAt(current.player.elapsed);
+    highlighter.at(current.player.elapsed);
     if (stats.done && current.player.finished) finish('Done.');
+  } else if (current && !ui.player.paused) {
+    // More often than the element's own timeupdate events.
+    highlighter.at(ui.player.currentTime);
   }
   showStats();
 }
@@ -293,7 +362,8 @@ function request() {
     response_format: ui.format.value,
     speed,
     // Only PCM can be played while it arrives; other formats come as one body with its length.
-    stream: ui.format.value === 'pcm',
+    // Word timings are known only once all audio is, so with them nothing streams.
+    stream: ui.format.value === 'pcm' && !ui.highlight.checked,
   };
   if (ui.seed.value.trim() !== '') {
     const seed = Number(ui.seed.value);
@@ -314,15 +384,18 @@ async function speak() {
     return;
   }
   resetStats(body.response_format);
+  highlighter.hide();
+  const timed = ui.highlight.checked;
   const started = performance.now();
   const controller = new AbortController();
-  const ctx = body.stream ? context() : null;
+  // Made now, while the click or key press still lets audio start.
+  const ctx = body.response_format === 'pcm' ? context() : null;
   current = { controller, player: null };
   ui.stop.disabled = false;
   ui.result.setAttribute('aria-busy', 'true');
   setStatus('Synthesizing…');
   try {
-    const response = await fetch('/v1/audio/speech', {
+    const response = await fetch(timed ? '/v1/audio/speech/timestamps' : '/v1/audio/speech', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', ...authHeaders() },
       body: JSON.stringify(body),
@@ -331,10 +404,13 @@ async function speak() {
     if (!response.ok) throw await apiError(response);
     stats.xCache = response.headers.get('X-Cache');
     showStats();
-    if (body.stream) {
+    if (timed) {
+      await playTimed(await response.json(), body.input, ctx, started);
+    } else if (body.stream) {
       await playStream(response, ctx, started);
     } else {
-      await playWhole(response, started);
+      const header = Number(response.headers.get('X-Audio-Duration-S'));
+      await playWhole(await response.blob(), header > 0 ? header : null, started);
     }
   } catch (e) {
     if (e.name === 'AbortError') return;
@@ -380,11 +456,36 @@ async function playStream(response, ctx, started) {
   if (stats.samplesDecoded === 0) finish('The server sent no audio.');
 }
 
-async function playWhole(response, started) {
-  const blob = await response.blob();
+/** Plays the answer of /v1/audio/speech/timestamps with its words in the read-along view. */
+async function playTimed(answer, input, ctx, started) {
+  const bytes = Uint8Array.from(atob(answer.audio), (c) => c.charCodeAt(0));
+  stats.lastByteMs = performance.now() - started;
+  stats.words = answer.words.length;
+  highlighter.show(input, answer.words);
+  if (answer.format !== 'pcm') {
+    const blob = new Blob([bytes], { type: MEDIA_TYPES[answer.format] || '' });
+    await playWhole(blob, answer.duration_s, started);
+    return;
+  }
+  stats.bytes = bytes.length;
+  stats.chunks = 1;
+  stats.sampleRate = answer.sample_rate;
+  const decoder = new Pcm16Decoder();
+  const samples = decoder.push(bytes);
+  const player = new StreamingPlayer(ctx, answer.sample_rate);
+  current.player = player;
+  const start = player.enqueue(samples);
+  stats.firstAudioMs = performance.now() - started + Math.max(0, start - ctx.currentTime) * 1000;
+  stats.samplesDecoded = samples.length;
+  stats.durationS = samples.length / answer.sample_rate;
+  stats.done = true;
+  setStatus('Playing…');
+  showStats();
+}
+
+async function playWhole(blob, durationS, started) {
   stats.bytes = blob.size;
-  const header = Number(response.headers.get('X-Audio-Duration-S'));
-  stats.durationS = header > 0 ? header : null;
+  stats.durationS = durationS;
   if (ui.player.src) URL.revokeObjectURL(ui.player.src);
   ui.player.src = URL.createObjectURL(blob);
   ui.player.hidden = false;
@@ -395,7 +496,7 @@ async function playWhole(response, started) {
     showStats();
   };
   ui.player.onended = () => finish('Done.');
-  ui.player.ontimeupdate = () => highlightWordsAt(ui.player.currentTime);
+  ui.player.ontimeupdate = () => highlighter.at(ui.player.currentTime);
   ui.player.onloadedmetadata = () => {
     if (stats.durationS === null && Number.isFinite(ui.player.duration)) stats.durationS = ui.player.duration;
     showStats();
@@ -411,6 +512,7 @@ async function playWhole(response, started) {
 
 function finish(message) {
   stats.playing = false;
+  highlighter.rest();
   ui.stop.disabled = true;
   ui.result.removeAttribute('aria-busy');
   if (current) current.player = null;
@@ -465,6 +567,6 @@ document.addEventListener('keydown', (event) => {
   }
 });
 
-window.playground = { stats, Pcm16Decoder, wordHighlighter: null };
+window.playground = { stats, Pcm16Decoder, wordHighlighter: highlighter };
 setInterval(tick, TICK_MS);
 loadVoices();

@@ -11,14 +11,11 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use axum::extract::ws::{close_code, CloseFrame, Message, WebSocket};
-use futures::future::BoxFuture;
-use futures::stream::{FuturesOrdered, StreamExt};
-use futures::FutureExt;
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::message::{ClientMessage, Kind, Refusal, ServerMessage, StreamSettings};
-use crate::speech::{LiveSpeech, Request, SentenceAudio, SpeechError, SpeechService};
+use crate::speech::{LiveSpeech, Request, SentenceAudio, SentencePart, SpeechService};
 use crate::text::incremental::SentenceBuffer;
 
 /// Sentences synthesized while an earlier one is still being computed or sent.
@@ -76,12 +73,34 @@ enum Work {
     Flushed,
 }
 
-enum Finished {
+/// Handed to the pipeline, in order: a sentence's audio on its way, or a flush mark.
+enum InFlight {
     Sentence {
         text: String,
-        audio: Result<SentenceAudio, SpeechError>,
+        audio: SentenceAudio,
+        /// Bytes of its audio sent so far.
+        sent: usize,
     },
     Flushed,
+}
+
+/// What the head of [`InFlight`] has for the client.
+enum Progress {
+    Part(SentencePart),
+    SentenceDone,
+    Flushed,
+}
+
+/// The next thing the oldest work in flight has: its sentence's next part of audio as soon
+/// as it is computed, that the sentence is complete, or a flush mark (at once).
+async fn progress(in_flight: &mut VecDeque<InFlight>) -> Progress {
+    match in_flight.front_mut() {
+        Some(InFlight::Sentence { audio, .. }) => match audio.next_part().await {
+            Some(part) => Progress::Part(part),
+            None => Progress::SentenceDone,
+        },
+        Some(InFlight::Flushed) | None => Progress::Flushed,
+    }
 }
 
 /// Serves one connection; returns the close code it ended with (1006 when there was none).
@@ -98,7 +117,7 @@ pub(super) async fn serve(
         live: None,
         sentences: SentenceBuffer::new(crate::speech::MAX_UTTERANCE_CHARS, None),
         waiting: VecDeque::new(),
-        in_flight: FuturesOrdered::new(),
+        in_flight: VecDeque::new(),
         unspoken_chars: 0,
         ending: None,
         spoken: 0,
@@ -152,7 +171,7 @@ struct Session {
     sentences: SentenceBuffer,
     /// Sentences not yet handed to the pipeline, in order, and flush marks between them.
     waiting: VecDeque<Work>,
-    in_flight: FuturesOrdered<BoxFuture<'static, Finished>>,
+    in_flight: VecDeque<InFlight>,
     /// Characters of sentences waiting or in flight.
     unspoken_chars: usize,
     /// Set once the text has ended: nothing more is read into the buffer.
@@ -180,8 +199,8 @@ impl Session {
             tokio::select! {
                 biased;
                 _ = shutdown.cancelled(), if self.ending.is_none() => self.end(Stop::ShutDown),
-                Some(done) = self.in_flight.next(), if !self.in_flight.is_empty() => {
-                    self.deliver(done).await?;
+                next = progress(&mut self.in_flight), if !self.in_flight.is_empty() => {
+                    self.deliver(next).await?;
                 }
                 _ = sleep_until(overdue.unwrap_or(idle)), if overdue.is_some() => {
                     let ready = self.sentences.flush_overdue(std::time::Instant::now());
@@ -360,47 +379,59 @@ impl Session {
             let Some(work) = self.waiting.pop_front() else {
                 break;
             };
-            let finished = match work {
-                Work::Sentence(text) => live
-                    .sentence(&text)
-                    .map(|audio| Finished::Sentence { text, audio })
-                    .boxed(),
-                Work::Flushed => futures::future::ready(Finished::Flushed).boxed(),
+            let next = match work {
+                Work::Sentence(text) => InFlight::Sentence {
+                    audio: live.sentence(&text),
+                    text,
+                    sent: 0,
+                },
+                Work::Flushed => InFlight::Flushed,
             };
-            self.in_flight.push_back(finished);
+            self.in_flight.push_back(next);
         }
     }
 
-    /// Sends a sentence's audio and its `sentence` message, or a flush mark's `flushed`.
-    async fn deliver(&mut self, finished: Finished) -> Result<(), Stop> {
-        let (text, audio) = match finished {
-            Finished::Flushed => {
+    /// Sends the oldest sentence's next audio, or, once it is complete, its `sentence`
+    /// message; or a flush mark's `flushed`.
+    async fn deliver(&mut self, progress: Progress) -> Result<(), Stop> {
+        let live = self.live.as_mut().ok_or(Stop::Gone)?;
+        match progress {
+            Progress::Flushed => {
+                self.in_flight.pop_front();
                 let flushed = ServerMessage::Flushed {
                     sentences: self.spoken,
                 };
-                return self.send_json(&flushed).await;
+                self.send_json(&flushed).await
             }
-            Finished::Sentence { text, audio } => (text, audio),
-        };
-        let live = self.live.as_mut().ok_or(Stop::Gone)?;
-        let spoken = live
-            .encode(audio.map_err(Refusal::from)?)
-            .map_err(Refusal::from)?;
-        let audio_bytes = spoken.bytes.len();
-        if audio_bytes > 0 {
-            self.send(Message::Binary(spoken.bytes)).await?;
+            Progress::Part(part) => {
+                let bytes = live.encode(part).map_err(Refusal::from)?;
+                if let Some(InFlight::Sentence { sent, .. }) = self.in_flight.front_mut() {
+                    *sent += bytes.len();
+                }
+                self.audio_bytes += bytes.len() as u64;
+                if bytes.is_empty() {
+                    return Ok(());
+                }
+                self.send(Message::Binary(bytes)).await
+            }
+            Progress::SentenceDone => {
+                let Some(InFlight::Sentence { text, audio, sent }) = self.in_flight.pop_front()
+                else {
+                    return Ok(());
+                };
+                let spoken = live.end_sentence(audio).map_err(Refusal::from)?;
+                self.unspoken_chars = self.unspoken_chars.saturating_sub(text.chars().count());
+                let sentence = ServerMessage::Sentence {
+                    index: self.spoken,
+                    text: &text,
+                    audio_bytes: sent,
+                    start_s: spoken.start_s,
+                    duration_s: spoken.duration_s,
+                };
+                self.spoken += 1;
+                self.send_json(&sentence).await
+            }
         }
-        self.unspoken_chars = self.unspoken_chars.saturating_sub(text.chars().count());
-        self.audio_bytes += audio_bytes as u64;
-        let sentence = ServerMessage::Sentence {
-            index: self.spoken,
-            text: &text,
-            audio_bytes,
-            start_s: spoken.start_s,
-            duration_s: spoken.duration_s,
-        };
-        self.spoken += 1;
-        self.send_json(&sentence).await
     }
 
     /// After the last sentence: the encoder's tail and `done`.
