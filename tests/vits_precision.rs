@@ -152,3 +152,29 @@ fn measures_tell_small_changes_from_large_ones() {
     assert!((snr_db(&audio, &noisy) - 20.0).abs() < 0.2);
     assert!(log_mel_distance_db(&audio, &noisy) > log_mel_distance_db(&audio, &one_percent));
 }
+
+/// Streamed synthesis computes the flow and decoder window by window; in bf16 it must still
+/// equal whole-sentence synthesis in bf16 (every activation is rounded on its own, so only
+/// `f32` summation order can differ), like the `f32` model's windowed test.
+#[test]
+fn bf16_windowed_audio_matches_whole_synthesis() {
+    let bf16 = load(Precision::Bf16);
+    let item = deterministic(&sentences()[3]);
+    let whole = bf16.synthesize(std::slice::from_ref(&item)).unwrap().remove(0);
+    for (first, later) in [(16, 128), (7, 13)] {
+        let mut audio = Vec::new();
+        bf16.synthesize_windowed(&item, first, later, &mut |chunk| {
+            audio.extend_from_slice(chunk);
+            true
+        })
+        .unwrap();
+        assert_eq!(audio.len(), whole.len());
+        let diff = audio
+            .iter()
+            .zip(&whole)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        eprintln!("windows {first}/{later}: max diff {diff:e}");
+        assert!(diff <= 1e-4, "windows {first}/{later}: max diff {diff}");
+    }
+}
