@@ -147,7 +147,11 @@ pub struct Flow {
 }
 
 impl Flow {
-    /// Loads `flow.*`; the couplings' convolutions run in `precision` on the CPU.
+    /// Loads `flow.*`; the WaveNets' convolutions run in `precision` on the CPU. Each
+    /// coupling's `pre` and `post` stay `f32`: `post` computes the mean subtracted from the
+    /// latent itself, so its rounding would pass straight into the audio, and both are tiny
+    /// pointwise layers (measured on the default voice: the worst sentence's SNR against
+    /// `f32` rises from 22 to 26 dB for under 1 % of the time).
     pub fn load(vb: VarBuilder, cfg: &VitsConfig, precision: Precision) -> Result<Self> {
         let f = &cfg.flow;
         let half = cfg.inter_channels / 2;
@@ -159,14 +163,12 @@ impl Flow {
             .map(|i| {
                 let vb = vb.pp(format!("flows.{i}"));
                 Ok(ResidualCoupling {
-                    pre: Conv1d::load(vb.pp("pre"), ConvSpec::pointwise(half, f.hidden_channels))?
-                        .with_precision(precision),
+                    pre: Conv1d::load(vb.pp("pre"), ConvSpec::pointwise(half, f.hidden_channels))?,
                     enc: WaveNet::load(vb.pp("enc"), cfg, precision)?,
                     post: Conv1d::load(
                         vb.pp("post"),
                         ConvSpec::pointwise(f.hidden_channels, post_out),
-                    )?
-                    .with_precision(precision),
+                    )?,
                     half,
                     mean_only: f.mean_only,
                 })
