@@ -44,9 +44,8 @@ const ARGUMENT_SETS: &[&[&str]] = &[
 
 /// Measured here: 3.8 % (4 of 106 words: "quiet" heard as "quite", "an umbrella" as "in
 /// umbrella", "ships sail past" as "ship sail pass"), the same with `--no-batch` and in
-/// `f32`, `bf16` and `auto` (bf16 on AMX); other seeds
-/// gave 2.8–4.7 % and noise 0 gave 3.8 % on a near-identical set. Garbled or truncated speech
-/// scores far above this bar.
+/// `f32`, `bf16` and `auto` (bf16 on AMX); other seeds gave 2.8–4.7 % and noise 0 gave 3.8 %
+/// on a near-identical set. Garbled or truncated speech scores far above this bar.
 const MAX_WER: f64 = 0.08;
 /// How much worse than the baseline another configuration may be: about three words in 105.
 const WER_MARGIN: f64 = 0.03;

@@ -113,7 +113,10 @@ fn bf16_holds_the_quality_gates_against_f32() {
         worst_mel = worst_mel.max(mel);
     }
     eprintln!("worst: SNR {worst_snr:.1} dB, log-mel distance {worst_mel:.3} dB");
-    assert!(worst_snr >= MIN_SNR_DB, "SNR {worst_snr:.1} dB < {MIN_SNR_DB} dB");
+    assert!(
+        worst_snr >= MIN_SNR_DB,
+        "SNR {worst_snr:.1} dB < {MIN_SNR_DB} dB"
+    );
     assert!(
         worst_mel <= MAX_LOG_MEL_DB,
         "log-mel distance {worst_mel:.3} dB > {MAX_LOG_MEL_DB} dB"
@@ -145,7 +148,9 @@ fn measures_tell_small_changes_from_large_ones() {
         .iter()
         .map(|&v| {
             // ±1 with equal odds, from a linear congruential generator.
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let sign = if state >> 63 == 0 { 1.0 } else { -1.0 };
             v + (0.1 * rms * sign) as f32
         })
@@ -161,7 +166,10 @@ fn measures_tell_small_changes_from_large_ones() {
 fn bf16_windowed_audio_matches_whole_synthesis() {
     let bf16 = load(Precision::Bf16);
     let item = deterministic(&sentences()[3]);
-    let whole = bf16.synthesize(std::slice::from_ref(&item)).unwrap().remove(0);
+    let whole = bf16
+        .synthesize(std::slice::from_ref(&item))
+        .unwrap()
+        .remove(0);
     for (first, later) in [(16, 128), (7, 13)] {
         let mut audio = Vec::new();
         bf16.synthesize_windowed(&item, first, later, &mut |chunk| {

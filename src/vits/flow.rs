@@ -32,18 +32,22 @@ impl WaveNet {
         let mut res_skip_layers = Vec::with_capacity(n);
         for i in 0..n {
             let dilation = f.dilation_rate.pow(i as u32);
-            in_layers.push(Conv1d::load(
-                vb.pp(format!("in_layers.{i}")),
-                ConvSpec::same(h, 2 * h, f.kernel_size, dilation),
-            )?
-            .with_precision(precision));
+            in_layers.push(
+                Conv1d::load(
+                    vb.pp(format!("in_layers.{i}")),
+                    ConvSpec::same(h, 2 * h, f.kernel_size, dilation),
+                )?
+                .with_precision(precision),
+            );
             // The last layer only feeds the skip path.
             let out = if i + 1 < n { 2 * h } else { h };
-            res_skip_layers.push(Conv1d::load(
-                vb.pp(format!("res_skip_layers.{i}")),
-                ConvSpec::pointwise(h, out),
-            )?
-            .with_precision(precision));
+            res_skip_layers.push(
+                Conv1d::load(
+                    vb.pp(format!("res_skip_layers.{i}")),
+                    ConvSpec::pointwise(h, out),
+                )?
+                .with_precision(precision),
+            );
         }
         let cond_layer = if cfg.gin_channels > 0 {
             Some(Conv1d::load(

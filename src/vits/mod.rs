@@ -32,10 +32,10 @@ use crate::params::SynthesisParams;
 
 use config::StructureHints;
 pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKind, VitsConfig};
-pub use kernels::Precision;
 use duration::DurationPredictor;
 use flow::Flow;
 use generator::Generator;
+pub use kernels::Precision;
 use layers::sequence_mask;
 pub use layers::Reach;
 pub use streaming::{ReceptiveField, Windowed};
@@ -179,8 +179,7 @@ impl Vits {
         let duration_predictor =
             DurationPredictor::load(vb.pp("dp"), &config).map_err(load_error)?;
         let flow = Flow::load(vb.pp("flow"), &config, Precision::F32).map_err(load_error)?;
-        let decoder =
-            Generator::load(vb.pp("dec"), &config, Precision::F32).map_err(load_error)?;
+        let decoder = Generator::load(vb.pp("dec"), &config, Precision::F32).map_err(load_error)?;
         let speaker_embedding = if config.gin_channels > 0 {
             Some(
                 vb.get((config.num_speakers, config.gin_channels), "emb_g.weight")

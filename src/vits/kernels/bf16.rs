@@ -93,7 +93,8 @@ impl Bf16Weights {
                 for (i, word) in data.iter_mut().enumerate() {
                     let (p, m) = (i % 16, (i / 16) % 16);
                     let tile = i / amx::TILE_WORDS;
-                    let (c, k, half) = (tile % chunks, (tile / chunks) % taps, tile / chunks / taps);
+                    let (c, k, half) =
+                        (tile % chunks, (tile / chunks) % taps, tile / chunks / taps);
                     let (co, ci) = (half * 16 + m, 2 * (c * 16 + p));
                     *word = pair(at(co, ci, k), at(co, ci + 1, k));
                 }
@@ -210,8 +211,7 @@ pub(super) fn conv1d_rows(
                 row[..j_lo].fill(0);
                 row[j_hi..].fill(0);
                 let lo = &x.data[2 * p * x.stride..][i_lo..i_hi];
-                let hi =
-                    (2 * p + 1 < c_in).then(|| &x.data[(2 * p + 1) * x.stride..][i_lo..i_hi]);
+                let hi = (2 * p + 1 < c_in).then(|| &x.data[(2 * p + 1) * x.stride..][i_lo..i_hi]);
                 pack_pairs(&mut row[j_lo..j_hi], lo, hi, map, i_lo, vector);
             }
             for j0 in (0..width).step_by(cols) {
@@ -374,7 +374,13 @@ fn pack_pairs(
     if vector {
         // SAFETY: the caller checked the CPU features; lengths are asserted above.
         let done = unsafe { x86::pack_pairs(dst, lo, hi, map, i0) };
-        return pack_pairs_scalar(&mut dst[done..], &lo[done..], hi.map(|h| &h[done..]), map, i0 + done);
+        return pack_pairs_scalar(
+            &mut dst[done..],
+            &lo[done..],
+            hi.map(|h| &h[done..]),
+            map,
+            i0 + done,
+        );
     }
     let _ = vector;
     pack_pairs_scalar(dst, lo, hi, map, i0)
@@ -517,8 +523,8 @@ mod x86 {
     ) -> usize {
         // Word 2i takes bf16 i (from `lo`), word 2i + 1 takes bf16 16 + i (from `hi`).
         let interleave = _mm512_set_epi16(
-            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5,
-            20, 4, 19, 3, 18, 2, 17, 1, 16, 0,
+            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
+            4, 19, 3, 18, 2, 17, 1, 16, 0,
         );
         let scale = _mm512_set1_ps(map.scale);
         let n = dst.len() / 16 * 16;

@@ -214,7 +214,10 @@ fn bf16_entry_points_agree_with_f32_within_rounding() {
             dilation: layers[i].2,
             cache: &caches[i],
         };
-        let blocks = vec![vec![vec![conv(0)], vec![conv(1)]], vec![vec![conv(2)], vec![conv(3)]]];
+        let blocks = vec![
+            vec![vec![conv(0)], vec![conv(1)]],
+            vec![vec![conv(2)], vec![conv(3)]],
+        ];
         residual_stack_sum(&y, &blocks, 0.1, None)
             .unwrap()
             .expect("a signal this long takes the strip path")

@@ -100,27 +100,27 @@ pub(super) fn conv1d_direct(
         written_by(s.batch * out_len, |out| {
             with_contiguous_f32(x, |x| {
                 for (b, out_b) in out.chunks_exact_mut(out_len).enumerate() {
-            let item_map = SampleMap {
-                scale: map.scale as f32,
-                leaky_slope: map.leaky_slope.map(|v| v as f32),
-                mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
-            };
-            let item_residuals: Vec<&[f32]> = residuals
-                .iter()
-                .map(|r| &r[b * out_len..(b + 1) * out_len])
-                .collect();
-            direct::conv1d(
-                out_b,
-                s.l_out,
-                &x[b * in_len..(b + 1) * in_len],
-                s.l_in,
-                packed,
-                &bias,
-                &item_residuals,
-                s.padding as isize,
-                s.dilation,
-                &item_map,
-            );
+                    let item_map = SampleMap {
+                        scale: map.scale as f32,
+                        leaky_slope: map.leaky_slope.map(|v| v as f32),
+                        mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
+                    };
+                    let item_residuals: Vec<&[f32]> = residuals
+                        .iter()
+                        .map(|r| &r[b * out_len..(b + 1) * out_len])
+                        .collect();
+                    direct::conv1d(
+                        out_b,
+                        s.l_out,
+                        &x[b * in_len..(b + 1) * in_len],
+                        s.l_in,
+                        packed,
+                        &bias,
+                        &item_residuals,
+                        s.padding as isize,
+                        s.dilation,
+                        &item_map,
+                    );
                 }
             })
         })?
@@ -248,10 +248,10 @@ pub(super) fn conv_transpose1d_direct(
         }
     };
     if phases.len() != s.stride
-        || phases
-            .iter()
-            .enumerate()
-            .any(|(r, p)| p.as_ref().is_some_and(|p| !p.has_shape(s.c_out, s.c_in, phase_taps(s, r))))
+        || phases.iter().enumerate().any(|(r, p)| {
+            p.as_ref()
+                .is_some_and(|p| !p.has_shape(s.c_out, s.c_in, phase_taps(s, r)))
+        })
     {
         candle_core::bail!("packed phase cache used with a differently shaped weight");
     }

@@ -266,11 +266,15 @@ pub(super) fn conv1d_rows(
         PackedConv::F32(w) => w,
         PackedConv::Bf16(w) => {
             let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
-            return bf16::conv1d_rows(out, accumulate, x, offset, w, bias, dilation, map, residuals);
+            return bf16::conv1d_rows(
+                out, accumulate, x, offset, w, bias, dilation, map, residuals,
+            );
         }
         PackedConv::Int8(w) => {
             let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
-            return int8::conv1d_rows(out, accumulate, x, offset, w, bias, dilation, map, residuals);
+            return int8::conv1d_rows(
+                out, accumulate, x, offset, w, bias, dilation, map, residuals,
+            );
         }
     };
     let (c_in, c_out, taps, rows_per) = (w.c_in, w.c_out, w.taps, w.rows);

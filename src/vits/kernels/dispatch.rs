@@ -458,7 +458,15 @@ pub mod routes {
         let cache = PackedWeightCache::new(precision);
         Ok(move |x: &Tensor| {
             let shape = conv1d_shape(x, weight, bias, padding, dilation, 1)?;
-            cpu::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, &[], Some(&cache))
+            cpu::conv1d_direct(
+                x,
+                weight,
+                bias,
+                &shape,
+                &InputMap::IDENTITY,
+                &[],
+                Some(&cache),
+            )
         })
     }
 }

@@ -406,7 +406,9 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(47);
         let (c_in, c_out, l_in, taps, dilation) = (32, 32, 700, 7, 3);
         let padding = dilation * (taps - 1) / 2;
-        let x: Vec<f32> = (0..c_in * l_in).map(|_| rng.random_range(-1.0..1.0)).collect();
+        let x: Vec<f32> = (0..c_in * l_in)
+            .map(|_| rng.random_range(-1.0..1.0))
+            .collect();
         let w: Vec<f32> = (0..c_out * c_in * taps)
             .map(|_| rng.random_range(-1.0..1.0))
             .collect();
@@ -438,7 +440,11 @@ mod tests {
             &SampleMap::IDENTITY,
             &[],
         );
-        let err: f64 = got.iter().zip(&want).map(|(g, w)| (*g as f64 - w).powi(2)).sum();
+        let err: f64 = got
+            .iter()
+            .zip(&want)
+            .map(|(g, w)| (*g as f64 - w).powi(2))
+            .sum();
         let power: f64 = want.iter().map(|w| w * w).sum();
         let relative = (err / power).sqrt();
         assert!(relative < 0.02, "relative RMS error {relative}");

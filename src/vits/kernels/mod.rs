@@ -50,8 +50,8 @@ pub(crate) use dispatch::{
     conv1d_fused, conv_transpose1d_fused, residual_stack_sum, InputMap, PackedPhaseCache,
     PackedWeightCache, StackConv,
 };
-pub use precision::Precision;
 pub(crate) use fast_math::{gated_tanh, tanh};
+pub use precision::Precision;
 
 /// The CPU paths forced one by one, for `benches/conv.rs`; not part of the model's interface.
 #[doc(hidden)]

@@ -55,7 +55,9 @@ pub(super) fn stage_sum(
     assert_eq!(y.len(), channels * len);
     assert_eq!(out.len(), channels * len);
     // The first block's last convolution is what initializes `out`.
-    assert!(blocks.first().is_some_and(|b| b.last().is_some_and(|u| !u.is_empty())));
+    assert!(blocks
+        .first()
+        .is_some_and(|b| b.last().is_some_and(|u| !u.is_empty())));
     let halo_of = |block: &Vec<Unit>| -> usize { block.iter().flatten().map(|l| l.padding).sum() };
     let halo = blocks.iter().map(halo_of).max().unwrap_or(0);
     let strip = (STRIP_FLOATS / channels).saturating_sub(2 * halo).max(256);

@@ -417,8 +417,7 @@ fn conv_transpose1d_fused_matches_separate_ops() {
             })
             .collect();
         let want = Tensor::cat(&items, 0).unwrap();
-        let got =
-            conv_transpose1d_fused(&x, &w, b.as_ref(), stride, padding, &map, None).unwrap();
+        let got = conv_transpose1d_fused(&x, &w, b.as_ref(), stride, padding, &map, None).unwrap();
         let err = relative_error(&got, &want);
         assert!(
             err <= 1e-4,
