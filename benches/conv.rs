@@ -2,7 +2,8 @@
 //! ~3 s utterance through the Piper VITS decoder (and the flow / duration predictor convs that
 //! were slow in candle), in the same run so the ratios are not skewed by machine load. The
 //! `routes` group times the kernels' own CPU paths against each other on the same shapes: the
-//! measurements behind the routing rules in `src/vits/kernels/dispatch.rs`.
+//! measurements behind the routing rules in `src/vits/kernels/dispatch.rs`. The `precisions`
+//! group times the direct kernel in `f32`, `bf16` and `int8` on the model's dominant shapes.
 //!
 //! Throughput is reported in elements per second where one element is one multiply-accumulate,
 //! so criterion's "Gelem/s" reads as GMAC/s. Both sides run on one thread: `RAYON_NUM_THREADS`
@@ -284,6 +285,41 @@ fn bench_routes<M: Measurement>(c: &mut Criterion<M>) {
     group.finish();
 }
 
+/// The direct kernel in each precision (weights packed once, outside the timing, as a loaded
+/// model holds them): decoder resblocks, the flow's WaveNet and the text encoder's FFN.
+/// `cargo bench --bench conv -- precisions`.
+fn bench_precisions<M: Measurement>(c: &mut Criterion<M>) {
+    let mut group = c.benchmark_group("precisions");
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(2));
+    // (c_in, c_out, length, kernel, dilation)
+    let convs = [
+        (32usize, 32usize, 64256usize, 7usize, 12usize),
+        (64, 64, 16064, 5, 3),
+        (128, 128, 2008, 3, 1),
+        (192, 384, 251, 5, 1),
+        (192, 384, 251, 1, 1),
+        (768, 192, 103, 3, 1),
+    ];
+    for (c_in, c_out, len, k, d) in convs {
+        let x = randn(&[1, c_in, len]);
+        let w = (randn(&[c_out, c_in, k]) * 0.1).unwrap();
+        let b = randn(&[c_out]);
+        let p = d * (k - 1) / 2;
+        let name = format!("{c_in}-{c_out} k{k} d{d} x{len}");
+        group.throughput(Throughput::Elements((c_in * c_out * k * len) as u64));
+        for precision in ["f32", "bf16", "int8"] {
+            let conv = routes::conv1d_direct_at(&w, Some(&b), p, d, precision).unwrap();
+            conv(&x).unwrap();
+            group.bench_function(BenchmarkId::new(precision, &name), |bench| {
+                bench.iter(|| black_box(conv(&x).unwrap()))
+            });
+        }
+    }
+    group.finish();
+}
+
 /// A large square matrix product through candle (the same `gemm` crate the convolutions use):
 /// the ceiling a convolution built on it can approach on this machine.
 fn bench_matmul_ceiling<M: Measurement>(c: &mut Criterion<M>) {
@@ -345,6 +381,7 @@ fn run_all<M: Measurement>(mut c: Criterion<M>) {
     bench_conv_transpose1d(&mut c);
     bench_decoder_sequence(&mut c);
     bench_routes(&mut c);
+    bench_precisions(&mut c);
     c.final_summary();
 }
 

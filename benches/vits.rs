@@ -1,9 +1,14 @@
 //! Whole-model speed of the native VITS against onnxruntime, measured in the same run, and
 //! windowed synthesis against whole-utterance synthesis.
 //!
-//! One thread, noise 0, the default voice: one sentence, and a padded batch of 8. onnxruntime
-//! runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python with
+//! One thread, noise 0, the default voice: one sentence, and a padded batch of 8, in each
+//! precision (`f32`, the reference; `bf16`; `int8`, measured but not offered by the server; a
+//! row says when this CPU only emulates its precision), with each precision's distance from
+//! the `f32` audio (worst item: SNR and log-mel distance, as in `tests/vits_precision.rs`).
+//! onnxruntime runs through the reference tool when `OMNIVOICE_REF_PYTHON` names a Python with
 //! onnxruntime (see `../shared/tools/piper_reference_setup.sh`); otherwise only candle runs.
+//! Each case times onnxruntime once, right after candle's precisions, so every ratio compares
+//! runs seconds apart.
 //! The windowed cases (`-- windowed`) time the first chunk and the whole windowed run of a long
 //! sentence without clause breaks (phonemized once with espeak-ng, untimed) and of a short one.
 //!
@@ -16,7 +21,10 @@ use std::time::Instant;
 use candle_core::Device;
 use omnivoice_server::params::SynthesisParams;
 use omnivoice_server::text::phonemize::{phonemize, PhonemeIdMap};
-use omnivoice_server::vits::{Vits, VitsInput};
+use omnivoice_server::vits::{Precision, Vits, VitsInput};
+
+#[path = "../tests/audio_quality/mod.rs"]
+mod audio_quality;
 
 const RUNS: usize = 5;
 /// The sentences of the reference fixtures; ids are read from the fixture files.
@@ -175,6 +183,21 @@ fn time_onnxruntime(python: &str, voice: &Path, args: &[&str]) -> Option<f64> {
     Some(ms / 1000.0)
 }
 
+/// The worst item's SNR and log-mel distance from the reference, as table cells.
+fn distance(reference: &[Vec<f32>], audio: &[Vec<f32>]) -> (String, String) {
+    let pairs = || reference.iter().zip(audio);
+    if pairs().all(|(r, a)| r == a) {
+        return ("=".into(), "=".into());
+    }
+    let snr = pairs()
+        .map(|(r, a)| audio_quality::snr_db(r, a))
+        .fold(f64::INFINITY, f64::min);
+    let mel = pairs()
+        .map(|(r, a)| audio_quality::log_mel_distance_db(r, a))
+        .fold(0.0, f64::max);
+    (format!("{snr:.1} dB"), format!("{mel:.2} dB"))
+}
+
 fn main() {
     // One thread for candle, as for onnxruntime: the server runs one batch per worker thread.
     std::env::set_var("RAYON_NUM_THREADS", "1");
@@ -210,8 +233,15 @@ fn main() {
         .collect::<Vec<_>>()
         .join(",");
 
-    println!("| case | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime |");
-    println!("|---|---|---|---|---|---|");
+    let reduced = |p| {
+        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu)
+            .and_then(|m| m.with_precision(p))
+            .expect("voice")
+    };
+    let (bf16_model, int8_model) = (reduced(Precision::Bf16), reduced(Precision::Int8));
+    let models = [&model, &bf16_model, &int8_model];
+    println!("| case | precision | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime | SNR vs f32 | log-mel vs f32 |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     let cases: [(&str, &[VitsInput], Vec<&str>); 2] = [
         ("one sentence", &single, vec!["--ids", &single_ids]),
         (
@@ -220,50 +250,53 @@ fn main() {
             vec!["--batch-file", batch_file.to_str().unwrap()],
         ),
     ];
-    // The same 8 sentences one at a time: what a CPU worker does when it skips padding.
-    let samples: usize = batch
-        .iter()
-        .map(|item| {
-            model
-                .synthesize(std::slice::from_ref(item))
-                .expect("synthesis")[0]
-                .len()
-        })
-        .sum();
-    let sequential_audio = samples as f64 / model.sample_rate() as f64;
-    let walls: Vec<f64> = (0..RUNS)
-        .map(|_| {
-            let started = Instant::now();
-            for item in &batch {
-                model
-                    .synthesize(std::slice::from_ref(item))
-                    .expect("synthesis");
-            }
-            started.elapsed().as_secs_f64()
-        })
-        .collect();
-    let sequential = median(walls);
     for (name, inputs, ort_args) in cases {
         if filter.as_deref().is_some_and(|f| !name.contains(f)) {
             continue;
         }
-        let (wall, audio) = time_candle(&model, inputs);
+        let timed: Vec<(f64, f64)> = models.iter().map(|m| time_candle(m, inputs)).collect();
         let ort = python
             .as_deref()
             .and_then(|py| time_onnxruntime(py, &voice, &ort_args));
-        let (ort_text, ratio) = match ort {
-            Some(o) => (format!("{o:.3}"), format!("{:.2}×", wall / o)),
-            None => ("not run".into(), "-".into()),
-        };
-        println!(
-            "| {name} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} |",
-            wall / audio
-        );
+        let reference = model.synthesize(inputs).expect("synthesis");
+        for (m, (wall, audio)) in models.iter().zip(timed) {
+            let (ort_text, ratio) = match ort {
+                Some(o) => (format!("{o:.3}"), format!("{:.2}×", wall / o)),
+                None => ("not run".into(), "-".into()),
+            };
+            let (snr, mel) = distance(&reference, &m.synthesize(inputs).expect("synthesis"));
+            println!(
+                "| {name} | {} | {audio:.2} | {wall:.3} | {:.3} | {ort_text} | {ratio} | {snr} | {mel} |",
+                m.precision().describe(),
+                wall / audio
+            );
+        }
     }
-    println!(
-        "| the same 8, one at a time | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - |",
-        sequential / sequential_audio
-    );
+    // The same 8 sentences one at a time: what a CPU worker does when it skips padding.
+    if filter.is_none() {
+        for m in models {
+            let samples: usize = batch
+                .iter()
+                .map(|item| m.synthesize(std::slice::from_ref(item)).expect("synthesis")[0].len())
+                .sum();
+            let sequential_audio = samples as f64 / m.sample_rate() as f64;
+            let walls: Vec<f64> = (0..RUNS)
+                .map(|_| {
+                    let started = Instant::now();
+                    for item in &batch {
+                        m.synthesize(std::slice::from_ref(item)).expect("synthesis");
+                    }
+                    started.elapsed().as_secs_f64()
+                })
+                .collect();
+            let sequential = median(walls);
+            println!(
+                "| the same 8, one at a time | {} | {sequential_audio:.2} | {sequential:.3} | {:.3} | - | - | | |",
+                m.precision().describe(),
+                sequential / sequential_audio
+            );
+        }
+    }
     if filter.is_none() {
         windowed_cases(&model, &config);
     }

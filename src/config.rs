@@ -62,6 +62,29 @@ pub enum DeviceChoice {
     Metal,
 }
 
+/// The arithmetic of the Piper voices' convolutions on the CPU ([`crate::vits::Precision`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrecisionChoice {
+    /// bf16 where the CPU computes it faster than f32 (AMX tiles), else f32.
+    Auto,
+    /// The reference: what onnxruntime computes.
+    F32,
+    /// bfloat16 products with f32 sums, on any CPU (slowly without bf16 hardware).
+    Bf16,
+}
+
+impl PrecisionChoice {
+    /// The precision asked for; `None` = whatever is fast on this CPU.
+    pub fn requested(self) -> Option<crate::vits::Precision> {
+        match self {
+            PrecisionChoice::Auto => None,
+            PrecisionChoice::F32 => Some(crate::vits::Precision::F32),
+            PrecisionChoice::Bf16 => Some(crate::vits::Precision::Bf16),
+        }
+    }
+}
+
 /// The defaults, for clap's `default_value_t`; serde's come from the same `Default`.
 static DEFAULTS: LazyLock<Options> = LazyLock::new(Options::default);
 
@@ -87,6 +110,9 @@ struct Options {
     /// Compute device for neural engines (cuda and metal need the cargo feature of that name)
     #[arg(long, env = "OMNIVOICE_DEVICE", value_enum, default_value_t = DEFAULTS.device)]
     device: DeviceChoice,
+    /// Arithmetic of Piper voices on the CPU: auto = bf16 where the CPU runs it faster (AMX), else f32; only f32 is held to onnxruntime
+    #[arg(long, env = "OMNIVOICE_PRECISION", value_enum, default_value_t = DEFAULTS.precision)]
+    precision: PrecisionChoice,
     /// Directory scanned for Piper voices: <name>.onnx + <name>.onnx.json (+ <name>.safetensors)
     #[arg(long, env = "OMNIVOICE_VOICES_DIR", default_value_os_t = DEFAULTS.voices_dir.clone())]
     voices_dir: PathBuf,
@@ -222,6 +248,7 @@ impl Default for Options {
             log_level: "info".into(),
             log_format: LogFormat::Text,
             device: DeviceChoice::Auto,
+            precision: PrecisionChoice::Auto,
             voices_dir: "voices".into(),
             default_engine: "piper".into(),
             default_voice: "en_US-joe-medium".into(),
@@ -395,6 +422,8 @@ pub struct Settings {
     pub log_level: String,
     pub log_format: LogFormat,
     pub device: DeviceChoice,
+    /// Arithmetic of the Piper voices on the CPU; what `auto` became is logged per voice.
+    pub precision: PrecisionChoice,
     pub voices_dir: PathBuf,
     pub default_engine: String,
     pub default_voice: String,
@@ -482,6 +511,7 @@ impl Settings {
             log_level: o.log_level,
             log_format: o.log_format,
             device: o.device,
+            precision: o.precision,
             voices_dir: o.voices_dir,
             default_engine: o.default_engine,
             default_voice: o.default_voice,

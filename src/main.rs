@@ -55,7 +55,8 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let device_name = describe(&device);
-    let piper = PiperEngine::new(&settings.voices_dir, device);
+    let piper = PiperEngine::new(&settings.voices_dir, device)
+        .with_precision(settings.precision.requested());
     let engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
 
     let runtime = tokio::runtime::Builder::new_multi_thread()

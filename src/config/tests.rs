@@ -112,6 +112,24 @@ fn wyoming_port_and_public_discovery_come_from_flags_and_file() {
 }
 
 #[test]
+fn precision_comes_from_flag_file_or_default() {
+    use crate::vits::Precision;
+    let s = Settings::resolve(&parse(&[])).unwrap();
+    assert_eq!(s.precision, PrecisionChoice::Auto);
+    assert_eq!(s.precision.requested(), None);
+    let s = Settings::resolve(&parse(&["--precision", "bf16"])).unwrap();
+    assert_eq!(s.precision.requested(), Some(Precision::Bf16));
+    let s = with_file("precision = \"f32\"\n", &[]).unwrap();
+    assert_eq!(s.precision.requested(), Some(Precision::F32));
+    let s = with_file("precision = \"f32\"\n", &["--precision", "auto"]).unwrap();
+    assert_eq!(s.precision, PrecisionChoice::Auto);
+    assert!(with_file("precision = \"fp8\"\n", &[])
+        .unwrap_err()
+        .to_string()
+        .contains("precision"));
+}
+
+#[test]
 fn wyoming_port_must_differ_from_port() {
     let err = Settings::resolve(&parse(&["--port", "9000", "--wyoming-port", "9000"])).unwrap_err();
     assert!(err.to_string().contains("wyoming-port"), "{err}");
@@ -152,7 +170,11 @@ fn zero_workers_are_rejected() {
 
 #[test]
 fn bad_values_fail_in_clap() {
-    for args in [["--port", "70000"], ["--device", "tpu"]] {
+    for args in [
+        ["--port", "70000"],
+        ["--device", "tpu"],
+        ["--precision", "int8"],
+    ] {
         let mut argv = vec!["omnivoice-server"];
         argv.extend_from_slice(&args);
         let err = Cli::try_parse_from(argv).unwrap_err();

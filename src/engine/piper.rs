@@ -3,7 +3,9 @@
 //! A Piper voice is `<name>.onnx` (weights) plus `<name>.onnx.json` (phonemes, audio and
 //! inference settings). A `<name>.safetensors` written by `convert-voice` beside them loads
 //! faster and is preferred. Voices are found by scanning the directory, so a client's voice
-//! name is only ever looked up in that list — never joined into a path.
+//! name is only ever looked up in that list — never joined into a path. Every voice is loaded
+//! in the engine's [`Precision`] (on a CPU: f32 or bf16; `auto` picks the one this CPU runs
+//! fastest), and the audio cache tells precisions apart through the voice fingerprint.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,11 +19,14 @@ use crate::metrics as m;
 use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize, PhonemeIdMap};
 use crate::text::words::spoken_words;
-use crate::vits::{Vits, VitsInput};
+use crate::vits::{Precision, Vits, VitsInput};
 
 pub struct PiperEngine {
     dir: PathBuf,
     device: Device,
+    /// What voices are loaded in: the setting resolved once (`auto` by this CPU, and `f32`
+    /// on other devices, which have no reduced-precision kernels).
+    precision: Precision,
     voices: RwLock<BTreeMap<String, Arc<VoiceFiles>>>,
 }
 
@@ -62,8 +67,25 @@ impl PiperEngine {
         Self {
             dir,
             device,
+            precision: Precision::F32,
             voices,
         }
+    }
+
+    /// Loads voices in `requested` (`None`: the precision this CPU runs fastest).
+    pub fn with_precision(self, requested: Option<Precision>) -> Self {
+        let precision = match (&self.device, requested) {
+            (Device::Cpu, Some(p)) => p,
+            (Device::Cpu, None) => Precision::auto(),
+            (_, _) => Precision::F32,
+        };
+        if requested.is_some_and(|r| r != precision) {
+            tracing::warn!(requested = %requested.unwrap_or_default(), "reduced precision is a CPU feature; this device runs f32");
+        } else if !precision.has_hardware() {
+            tracing::warn!(%precision, "this CPU has no hardware for it: emulated, slower than f32");
+        }
+        tracing::info!(precision = %precision.describe(), requested = %requested.map_or("auto", Precision::as_str), "Piper voices' precision");
+        Self { precision, ..self }
     }
 
     fn files(&self, voice: &str) -> Option<Arc<VoiceFiles>> {
@@ -87,7 +109,9 @@ impl PiperEngine {
             Some(path) => Vits::from_safetensors(path, &config, &self.device),
             None => Vits::from_onnx(&files.onnx, &config, &self.device),
         }
+        .and_then(|model| model.with_precision(self.precision))
         .map_err(|e| load_error(e.to_string()))?;
+        tracing::info!(voice, precision = %model.precision().describe(), "Piper voice loaded");
         let phonemes = PhonemeIdMap::from_voice_json(&config).map_err(load_error)?;
         let length_scale = model.config().length_scale;
         let espeak_voice = config["espeak"]["voice"]
@@ -214,8 +238,13 @@ impl Engine for PiperEngine {
     }
 
     fn fingerprint(&self, voice: &str) -> String {
+        // Another precision is other audio (f32 keeps the plain file hash).
+        let precision = match self.precision {
+            Precision::F32 => String::new(),
+            p => format!("+{p}"),
+        };
         self.files(voice)
-            .map(|f| f.fingerprint().to_string())
+            .map(|f| format!("{}{precision}", f.fingerprint()))
             .unwrap_or_default()
     }
 

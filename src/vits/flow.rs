@@ -11,7 +11,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use super::kernels::gated_tanh;
+use super::kernels::{gated_tanh, Precision};
 use super::layers::{flip_channels, split_channels, Conv1d, ConvSpec, Reach};
 
 /// Non-causal WaveNet: gated dilated convs with residual and skip paths (`modules.WN`).
@@ -24,7 +24,7 @@ struct WaveNet {
 }
 
 impl WaveNet {
-    fn load(vb: VarBuilder, cfg: &VitsConfig) -> Result<Self> {
+    fn load(vb: VarBuilder, cfg: &VitsConfig, precision: Precision) -> Result<Self> {
         let f = &cfg.flow;
         let h = f.hidden_channels;
         let n = f.wavenet_layers;
@@ -32,16 +32,22 @@ impl WaveNet {
         let mut res_skip_layers = Vec::with_capacity(n);
         for i in 0..n {
             let dilation = f.dilation_rate.pow(i as u32);
-            in_layers.push(Conv1d::load(
-                vb.pp(format!("in_layers.{i}")),
-                ConvSpec::same(h, 2 * h, f.kernel_size, dilation),
-            )?);
+            in_layers.push(
+                Conv1d::load(
+                    vb.pp(format!("in_layers.{i}")),
+                    ConvSpec::same(h, 2 * h, f.kernel_size, dilation),
+                )?
+                .with_precision(precision),
+            );
             // The last layer only feeds the skip path.
             let out = if i + 1 < n { 2 * h } else { h };
-            res_skip_layers.push(Conv1d::load(
-                vb.pp(format!("res_skip_layers.{i}")),
-                ConvSpec::pointwise(h, out),
-            )?);
+            res_skip_layers.push(
+                Conv1d::load(
+                    vb.pp(format!("res_skip_layers.{i}")),
+                    ConvSpec::pointwise(h, out),
+                )?
+                .with_precision(precision),
+            );
         }
         let cond_layer = if cfg.gin_channels > 0 {
             Some(Conv1d::load(
@@ -145,7 +151,12 @@ pub struct Flow {
 }
 
 impl Flow {
-    pub fn load(vb: VarBuilder, cfg: &VitsConfig) -> Result<Self> {
+    /// Loads `flow.*`; the WaveNets' convolutions run in `precision` on the CPU. Each
+    /// coupling's `pre` and `post` stay `f32`: `post` computes the mean subtracted from the
+    /// latent itself, so its rounding would pass straight into the audio, and both are tiny
+    /// pointwise layers (measured on the default voice: the worst sentence's SNR against
+    /// `f32` rises from 22 to 26 dB for under 1 % of the time).
+    pub fn load(vb: VarBuilder, cfg: &VitsConfig, precision: Precision) -> Result<Self> {
         let f = &cfg.flow;
         let half = cfg.inter_channels / 2;
         let post_out = if f.mean_only { half } else { 2 * half };
@@ -157,7 +168,7 @@ impl Flow {
                 let vb = vb.pp(format!("flows.{i}"));
                 Ok(ResidualCoupling {
                     pre: Conv1d::load(vb.pp("pre"), ConvSpec::pointwise(half, f.hidden_channels))?,
-                    enc: WaveNet::load(vb.pp("enc"), cfg)?,
+                    enc: WaveNet::load(vb.pp("enc"), cfg, precision)?,
                     post: Conv1d::load(
                         vb.pp("post"),
                         ConvSpec::pointwise(f.hidden_channels, post_out),

@@ -16,7 +16,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::{ResBlockKind, VitsConfig};
-use super::kernels::{self, InputMap};
+use super::kernels::{self, InputMap, Precision};
 use super::layers::{apply_mask, Conv1d, ConvSpec, Reach};
 
 /// LeakyReLU slope inside HiFi-GAN.
@@ -39,7 +39,11 @@ impl ResBlock {
         channels: usize,
         kernel: usize,
         dilations: &[usize],
+        precision: Precision,
     ) -> Result<Self> {
+        let conv = |name: String, spec| -> Result<Conv1d> {
+            Ok(Conv1d::load(vb.pp(name), spec)?.with_precision(precision))
+        };
         let steps = dilations
             .iter()
             .enumerate()
@@ -48,12 +52,10 @@ impl ResBlock {
                 let plain = ConvSpec::same(channels, channels, kernel, 1);
                 Ok(match kind {
                     ResBlockKind::One => (
-                        Conv1d::load(vb.pp(format!("convs1.{n}")), dilated)?,
-                        Some(Conv1d::load(vb.pp(format!("convs2.{n}")), plain)?),
+                        conv(format!("convs1.{n}"), dilated)?,
+                        Some(conv(format!("convs2.{n}"), plain)?),
                     ),
-                    ResBlockKind::Two => {
-                        (Conv1d::load(vb.pp(format!("convs.{n}")), dilated)?, None)
-                    }
+                    ResBlockKind::Two => (conv(format!("convs.{n}"), dilated)?, None),
                 })
             })
             .collect::<Result<_>>()?;
@@ -118,6 +120,8 @@ struct Upsample {
     stride: usize,
     padding: usize,
     kernel: usize,
+    /// The direct kernel's per-phase layout of `weight` in the decoder's precision.
+    packed: kernels::PackedPhaseCache,
 }
 
 /// The mean of a stage's resblocks, kept as their sum until the next convolution reads it:
@@ -190,6 +194,7 @@ impl Stage {
             up.stride,
             up.padding,
             &x.leaky_relu(LRELU_SLOPE, mask_in),
+            Some(&up.packed),
         )?;
         Ok(Mean {
             sum: self.resblock_sum(&y, mask_out)?,
@@ -222,13 +227,16 @@ pub struct Generator {
 }
 
 impl Generator {
-    pub fn load(vb: VarBuilder, cfg: &VitsConfig) -> Result<Self> {
+    /// Loads `dec.*`; its convolutions run in `precision` on the CPU (a layer too narrow for
+    /// it, like the single-channel `conv_post`, keeps `f32`).
+    pub fn load(vb: VarBuilder, cfg: &VitsConfig, precision: Precision) -> Result<Self> {
         let d = &cfg.decoder;
         let c0 = d.initial_channels;
         let conv_pre = Conv1d::load(
             vb.pp("conv_pre"),
             ConvSpec::same(cfg.inter_channels, c0, d.pre_kernel_size, 1),
-        )?;
+        )?
+        .with_precision(precision);
         let cond = if cfg.gin_channels > 0 {
             Some(Conv1d::load(
                 vb.pp("cond"),
@@ -252,6 +260,7 @@ impl Generator {
                     stride: u,
                     padding: (k - u) / 2,
                     kernel: k,
+                    packed: kernels::PackedPhaseCache::new(precision),
                 };
                 let resblocks = d
                     .resblock_kernel_sizes
@@ -265,6 +274,7 @@ impl Generator {
                             c_out,
                             kernel,
                             dilations,
+                            precision,
                         )
                     })
                     .collect::<Result<_>>()?;
@@ -281,7 +291,8 @@ impl Generator {
                 bias: d.post_bias,
                 ..ConvSpec::same(last, 1, d.post_kernel_size, 1)
             },
-        )?;
+        )?
+        .with_precision(precision);
         Ok(Self {
             conv_pre,
             cond,

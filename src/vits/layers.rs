@@ -20,7 +20,7 @@ pub struct Conv1d {
     padding: usize,
     dilation: usize,
     groups: usize,
-    /// The direct kernel's layout of `weight`, made on first use.
+    /// The direct kernel's layout of `weight` in the layer's precision, made on first use.
     packed: kernels::PackedWeightCache,
 }
 
@@ -111,11 +111,22 @@ impl Conv1d {
         })
     }
 
+    /// The same layer with its convolution run in `precision` on the CPU (other devices
+    /// always run `f32`).
+    pub fn with_precision(self, precision: kernels::Precision) -> Self {
+        Self {
+            packed: kernels::PackedWeightCache::new(precision),
+            ..self
+        }
+    }
+
     /// `x` [B, C_in, T] → [B, C_out, T].
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        // Convolutions that take the direct kernel anyway (groups 1, 3+ taps) go through the
-        // fused entry point to reuse the packed weights.
-        if self.groups == 1 && self.weight.dim(2)? >= 3 {
+        // Convolutions that take the direct kernel anyway (groups 1, 3+ taps, or any reduced
+        // precision, which only the direct kernel has) go through the fused entry point to
+        // reuse the packed weights.
+        let reduced = self.packed.precision() != kernels::Precision::F32;
+        if self.groups == 1 && (self.weight.dim(2)? >= 3 || reduced) {
             return self.forward_fused(x, &kernels::InputMap::IDENTITY, &[]);
         }
         kernels::conv1d(

@@ -35,6 +35,7 @@ pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKin
 use duration::DurationPredictor;
 use flow::Flow;
 use generator::Generator;
+pub use kernels::Precision;
 use layers::sequence_mask;
 pub use layers::Reach;
 pub use streaming::{ReceptiveField, Windowed};
@@ -128,6 +129,8 @@ pub struct Vits {
     decoder: Generator,
     speaker_embedding: Option<Tensor>,
     device: Device,
+    /// What the flow's and decoder's convolutions run in.
+    precision: Precision,
 }
 
 impl Vits {
@@ -175,8 +178,8 @@ impl Vits {
         let text_encoder = TextEncoder::load(vb.pp("enc_p"), &config).map_err(load_error)?;
         let duration_predictor =
             DurationPredictor::load(vb.pp("dp"), &config).map_err(load_error)?;
-        let flow = Flow::load(vb.pp("flow"), &config).map_err(load_error)?;
-        let decoder = Generator::load(vb.pp("dec"), &config).map_err(load_error)?;
+        let flow = Flow::load(vb.pp("flow"), &config, Precision::F32).map_err(load_error)?;
+        let decoder = Generator::load(vb.pp("dec"), &config, Precision::F32).map_err(load_error)?;
         let speaker_embedding = if config.gin_channels > 0 {
             Some(
                 vb.get((config.num_speakers, config.gin_channels), "emb_g.weight")
@@ -194,7 +197,36 @@ impl Vits {
             decoder,
             speaker_embedding,
             device: device.clone(),
+            precision: Precision::F32,
         })
+    }
+
+    /// The same voice with the flow's and decoder's convolutions in `precision` — where the
+    /// time goes; the text encoder and duration predictor stay `f32`. Reduced precisions are
+    /// CPU kernels: on other devices the model stays `f32` (see [`Vits::precision`]). Which
+    /// precision a CPU runs well is [`Precision::auto`]'s question, not this one's: a bf16
+    /// model runs on any CPU, slowly where it lacks bf16 hardware.
+    pub fn with_precision(self, precision: Precision) -> Result<Self, VitsError> {
+        let precision = if matches!(self.device, Device::Cpu) {
+            precision
+        } else {
+            Precision::F32
+        };
+        if precision == self.precision {
+            return Ok(self);
+        }
+        let vb = VarBuilder::from_tensors(self.weights.clone(), DType::F32, &self.device);
+        Ok(Self {
+            flow: Flow::load(vb.pp("flow"), &self.config, precision)?,
+            decoder: Generator::load(vb.pp("dec"), &self.config, precision)?,
+            precision,
+            ..self
+        })
+    }
+
+    /// What the flow's and decoder's convolutions run in.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     pub fn save_safetensors(&self, path: &Path) -> Result<(), VitsError> {

@@ -16,7 +16,8 @@
 
 use std::mem::MaybeUninit;
 
-use super::block;
+use super::precision::PackedConv;
+use super::{bf16, block, int8};
 
 /// Floats of weights (all output channels, a chunk of input channels) used per input pass
 /// (~512 KiB, inside a 1 MiB L2; 128 KiB measured up to 10 % slower on the flow's 192 → 384).
@@ -46,7 +47,7 @@ impl SampleMap<'_> {
 
     /// `dst[j] = map(src[j])` for the samples starting at `t0`, one loop per case so each
     /// vectorizes.
-    fn apply_slice(&self, dst: &mut [f32], src: &[f32], t0: usize) {
+    pub(super) fn apply_slice(&self, dst: &mut [f32], src: &[f32], t0: usize) {
         let scale = self.scale;
         match (self.leaky_slope, self.mask) {
             (None, None) => dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v * scale),
@@ -111,7 +112,7 @@ impl<'a> Rows<'a> {
     }
 
     /// Whether `channels` rows of `len` values fit in `data`.
-    fn holds(&self, channels: usize) -> bool {
+    pub(super) fn holds(&self, channels: usize) -> bool {
         channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
     }
 }
@@ -119,9 +120,9 @@ impl<'a> Rows<'a> {
 /// The output of a convolution: [channels, len] with rows `stride` floats apart. Values may be
 /// uninitialized unless the convolution accumulates into them.
 pub(super) struct RowsMut<'a> {
-    data: &'a mut [MaybeUninit<f32>],
-    stride: usize,
-    len: usize,
+    pub(super) data: &'a mut [MaybeUninit<f32>],
+    pub(super) stride: usize,
+    pub(super) len: usize,
 }
 
 impl<'a> RowsMut<'a> {
@@ -138,7 +139,7 @@ impl<'a> RowsMut<'a> {
         Self { data, stride, len }
     }
 
-    fn holds(&self, channels: usize) -> bool {
+    pub(super) fn holds(&self, channels: usize) -> bool {
         channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
     }
 }
@@ -208,7 +209,7 @@ impl PackedWeights {
 /// A convolution layer as the kernel runs it.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Conv<'a> {
-    pub weights: &'a PackedWeights,
+    pub weights: &'a PackedConv,
     pub bias: &'a [f32],
     pub dilation: usize,
     pub map: SampleMap<'a>,
@@ -220,11 +221,11 @@ pub(super) struct Conv<'a> {
 /// `x` is [C_in, l_in], `out` and each residual are [C_out, l_out], all row-major.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv1d(
-    out: &mut [f32],
+    out: &mut [MaybeUninit<f32>],
     l_out: usize,
     x: &[f32],
     l_in: usize,
-    w: &PackedWeights,
+    w: &PackedConv,
     bias: &[f32],
     residuals: &[&[f32]],
     padding: isize,
@@ -236,7 +237,7 @@ pub(super) fn conv1d(
         .map(|r| Rows::contiguous(r, l_out))
         .collect();
     conv1d_rows(
-        RowsMut::new(out, l_out, l_out),
+        RowsMut::uninit(out, l_out, l_out),
         false,
         Rows::contiguous(x, l_in),
         -padding,
@@ -261,7 +262,21 @@ pub(super) fn conv1d_rows(
     conv: &Conv<'_>,
     residuals: &[Rows<'_>],
 ) {
-    let w = conv.weights;
+    let w = match conv.weights {
+        PackedConv::F32(w) => w,
+        PackedConv::Bf16(w) => {
+            let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
+            return bf16::conv1d_rows(
+                out, accumulate, x, offset, w, bias, dilation, map, residuals,
+            );
+        }
+        PackedConv::Int8(w) => {
+            let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
+            return int8::conv1d_rows(
+                out, accumulate, x, offset, w, bias, dilation, map, residuals,
+            );
+        }
+    };
     let (c_in, c_out, taps, rows_per) = (w.c_in, w.c_out, w.taps, w.rows);
     let (l_in, l_out, dilation) = (x.len, out.len, conv.dilation);
     assert!(x.holds(c_in) && x.len <= x.stride);
@@ -495,8 +510,8 @@ mod tests {
                 let want = reference(
                     &x, l_in, &w, c_out, c_in, taps, &bias, res, padding, dilation, map,
                 );
-                let packed = PackedWeights::new(&w, c_out, c_in, taps);
-                let mut got = vec![0f32; c_out * l_out];
+                let packed = PackedConv::F32(PackedWeights::new(&w, c_out, c_in, taps));
+                let mut got = vec![MaybeUninit::new(0f32); c_out * l_out];
                 conv1d(
                     &mut got,
                     l_out,
@@ -509,6 +524,8 @@ mod tests {
                     dilation,
                     map,
                 );
+                // SAFETY: initialized above (and the kernel writes only floats).
+                let got: Vec<f32> = got.iter().map(|v| unsafe { v.assume_init() }).collect();
                 let worst = worst(&got, &want);
                 assert!(worst < 1e-4, "case {i}: max |diff| {worst}");
             }
@@ -545,7 +562,7 @@ mod tests {
             dilation,
             &map,
         );
-        let packed = PackedWeights::new(&w, c, c, taps);
+        let packed = PackedConv::F32(PackedWeights::new(&w, c, c, taps));
         let conv = Conv {
             weights: &packed,
             bias: &bias,

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 
 use candle_core::{DType, Device, Result, Tensor};
 
-use super::direct::PackedWeights;
+use super::precision::{PackedConv, Precision};
 use super::{cpu, gemm, strips};
 
 /// `x` [B, C_in, L], `weight` [C_out, C_in / groups, K], `bias` [C_out]; stride 1.
@@ -84,11 +84,46 @@ impl InputMap<'_> {
     }
 }
 
-/// The direct kernel's copy of a layer's convolution weights, made on first CPU use and kept
-/// with the layer: the weights never change after loading, so repacking them on every call
-/// (megabytes per utterance in the flow) is wasted work. Clones share the copy.
+/// The direct kernel's copy of a layer's convolution weights in the layer's precision, made
+/// on first CPU use and kept with the layer: the weights never change after loading, so
+/// repacking (and for bf16, converting) them on every call (megabytes per utterance in the
+/// flow) is wasted work. Clones share the copy.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct PackedWeightCache(pub(super) Arc<OnceLock<PackedWeights>>);
+pub(crate) struct PackedWeightCache {
+    pub(super) packed: Arc<OnceLock<PackedConv>>,
+    pub(super) precision: Precision,
+}
+
+impl PackedWeightCache {
+    /// An empty cache whose weights will be packed for `precision`.
+    pub(crate) fn new(precision: Precision) -> Self {
+        Self {
+            packed: Arc::default(),
+            precision,
+        }
+    }
+
+    pub(crate) fn precision(&self) -> Precision {
+        self.precision
+    }
+}
+
+/// [`PackedWeightCache`] for a transposed convolution: one packed weight per phase (`None` for
+/// a phase without taps).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PackedPhaseCache {
+    pub(super) phases: Arc<OnceLock<Vec<Option<PackedConv>>>>,
+    pub(super) precision: Precision,
+}
+
+impl PackedPhaseCache {
+    pub(crate) fn new(precision: Precision) -> Self {
+        Self {
+            phases: Arc::default(),
+            precision,
+        }
+    }
+}
 
 /// `Σ residuals + conv1d(map(x))` (stride 1, groups 1): the decoder's residual step, which can
 /// also add a running sum. On the CPU in `f32` the map, bias and residuals are fused into one
@@ -125,6 +160,7 @@ pub(crate) fn conv1d_fused(
 }
 
 /// `conv_transpose1d(map(x))`, with the map fused into the CPU kernel's input packing.
+/// `cache`, if given, must only ever be used with this `weight`; its precision applies.
 pub(crate) fn conv_transpose1d_fused(
     x: &Tensor,
     weight: &Tensor,
@@ -132,6 +168,7 @@ pub(crate) fn conv_transpose1d_fused(
     stride: usize,
     padding: usize,
     map: &InputMap<'_>,
+    cache: Option<&PackedPhaseCache>,
 ) -> Result<Tensor> {
     if let Some(shape) = ConvTranspose1dShape::for_fast_path(x, weight, bias, stride, padding) {
         let mask_ok = map
@@ -139,9 +176,11 @@ pub(crate) fn conv_transpose1d_fused(
             .is_none_or(|m| is_cpu_f32(m, m, None) && m.dims() == [shape.batch, 1, shape.l_in]);
         // Measured on one core (`benches/conv.rs`, group `routes`): 128→64 k16 s8 over 2008 columns 14.0 → 11.3 ms,
         // 64→32 k8 s4 over 16064 columns 16.4 → 14.0 ms, but 256→128 k16 s8 over 251 columns
-        // 6.1–6.4 → 6.1–7.3 ms, so short inputs keep the per-tap products.
-        if mask_ok && shape.l_in >= 1024 {
-            return cpu::conv_transpose1d_direct(x, weight, bias, &shape, map);
+        // 6.1–6.4 → 6.1–7.3 ms, so short inputs keep the per-tap products in f32. Reduced
+        // precisions exist only in the direct kernel.
+        let reduced = cache.is_some_and(|c| c.precision != Precision::F32);
+        if mask_ok && (shape.l_in >= 1024 || reduced) {
+            return cpu::conv_transpose1d_direct(x, weight, bias, &shape, map, cache);
         }
     }
     conv_transpose1d(&map.apply(x)?, weight, bias, stride, padding)
@@ -321,7 +360,9 @@ impl ConvTranspose1dShape {
 pub mod routes {
     use candle_core::{Result, Tensor};
 
-    use super::{cpu, gemm, Conv1dShape, ConvTranspose1dShape, InputMap};
+    use super::{
+        cpu, gemm, Conv1dShape, ConvTranspose1dShape, InputMap, PackedWeightCache, Precision,
+    };
 
     fn conv1d_shape(
         x: &Tensor,
@@ -396,6 +437,36 @@ pub mod routes {
         padding: usize,
     ) -> Result<Tensor> {
         let shape = conv_transpose1d_shape(x, weight, bias, stride, padding)?;
-        cpu::conv_transpose1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY)
+        cpu::conv_transpose1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, None)
+    }
+
+    /// [`conv1d_direct`] with the weights in `precision` (`"f32"`, `"bf16"` or `"int8"`),
+    /// packed on the first run of the returned closure and reused by the others.
+    pub fn conv1d_direct_at<'w>(
+        weight: &'w Tensor,
+        bias: Option<&'w Tensor>,
+        padding: usize,
+        dilation: usize,
+        precision: &str,
+    ) -> Result<impl Fn(&Tensor) -> Result<Tensor> + 'w> {
+        let precision = match precision {
+            "f32" => Precision::F32,
+            "bf16" => Precision::Bf16,
+            "int8" => Precision::Int8,
+            other => candle_core::bail!("unknown precision {other}"),
+        };
+        let cache = PackedWeightCache::new(precision);
+        Ok(move |x: &Tensor| {
+            let shape = conv1d_shape(x, weight, bias, padding, dilation, 1)?;
+            cpu::conv1d_direct(
+                x,
+                weight,
+                bias,
+                &shape,
+                &InputMap::IDENTITY,
+                &[],
+                Some(&cache),
+            )
+        })
     }
 }

@@ -19,28 +19,39 @@
 //!   ([`strips`]);
 //! - compute `tanh` and the WaveNet gate with a vectorizable `exp` ([`fast_math`]).
 //!
+//! A layer can also be loaded in a reduced [`Precision`] ([`precision`]): its weights are
+//! then packed in bfloat16 and its direct convolutions run through [`bf16`] (AVX-512) or
+//! [`amx`] (AMX tiles), with `f32` sums, bias, residuals and activations.
+//!
 //! [`dispatch`] routes each call; [`cpu`] turns tensors into the slices the kernels work on.
 //! Other devices and dtypes keep candle's implementation (the fused entry points then run the
 //! map and adds as tensor ops). Everything runs on the caller's thread, whatever
 //! `RAYON_NUM_THREADS` says: the server runs several inference workers side by side, so each
 //! convolution must not also fan out over all cores.
 
+mod amx;
+mod bf16;
+#[cfg(test)]
+mod bf16_tests;
 mod block;
 mod cpu;
 mod direct;
 mod dispatch;
 mod fast_math;
 mod gemm;
+mod int8;
+mod precision;
 mod strips;
 #[cfg(test)]
 mod tests;
 
 pub use dispatch::{conv1d, conv_transpose1d};
 pub(crate) use dispatch::{
-    conv1d_fused, conv_transpose1d_fused, residual_stack_sum, InputMap, PackedWeightCache,
-    StackConv,
+    conv1d_fused, conv_transpose1d_fused, residual_stack_sum, InputMap, PackedPhaseCache,
+    PackedWeightCache, StackConv,
 };
 pub(crate) use fast_math::{gated_tanh, tanh};
+pub use precision::Precision;
 
 /// The CPU paths forced one by one, for `benches/conv.rs`; not part of the model's interface.
 #[doc(hidden)]

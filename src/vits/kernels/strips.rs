@@ -42,9 +42,10 @@ struct Signal {
 
 /// `out = Σ_blocks block(y)` for one batch item, where each block is a chain of residual units.
 /// `y` and `out` are [channels, len]; `mask` (one value per column) applies to every
-/// convolution's input.
+/// convolution's input. The first block writes every value of `out` (which may start
+/// uninitialized), later blocks add to it.
 pub(super) fn stage_sum(
-    out: &mut [f32],
+    out: &mut [std::mem::MaybeUninit<f32>],
     y: &[f32],
     channels: usize,
     len: usize,
@@ -53,6 +54,10 @@ pub(super) fn stage_sum(
 ) {
     assert_eq!(y.len(), channels * len);
     assert_eq!(out.len(), channels * len);
+    // The first block's last convolution is what initializes `out`.
+    assert!(blocks
+        .first()
+        .is_some_and(|b| b.last().is_some_and(|u| !u.is_empty())));
     let halo_of = |block: &Vec<Unit>| -> usize { block.iter().flatten().map(|l| l.padding).sum() };
     let halo = blocks.iter().map(halo_of).max().unwrap_or(0);
     let strip = (STRIP_FLOATS / channels).saturating_sub(2 * halo).max(256);
@@ -113,7 +118,7 @@ pub(super) fn stage_sum(
                     let residuals = residual.as_slice();
                     if closes_block {
                         debug_assert_eq!((r0, r1), (s0, s1));
-                        let target = RowsMut::new(&mut out[s0..], len, s1 - s0);
+                        let target = RowsMut::uninit(&mut out[s0..], len, s1 - s0);
                         conv1d_rows(target, j > 0, input, offset, &conv, residuals);
                     } else {
                         let rows = RowsMut::new(write, capacity, r1 - r0);

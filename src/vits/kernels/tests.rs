@@ -417,7 +417,7 @@ fn conv_transpose1d_fused_matches_separate_ops() {
             })
             .collect();
         let want = Tensor::cat(&items, 0).unwrap();
-        let got = conv_transpose1d_fused(&x, &w, b.as_ref(), stride, padding, &map).unwrap();
+        let got = conv_transpose1d_fused(&x, &w, b.as_ref(), stride, padding, &map, None).unwrap();
         let err = relative_error(&got, &want);
         assert!(
             err <= 1e-4,
@@ -425,7 +425,7 @@ fn conv_transpose1d_fused_matches_separate_ops() {
         );
         let shape =
             ConvTranspose1dShape::for_fast_path(&x, &w, b.as_ref(), stride, padding).unwrap();
-        let direct = cpu::conv_transpose1d_direct(&x, &w, b.as_ref(), &shape, &map).unwrap();
+        let direct = cpu::conv_transpose1d_direct(&x, &w, b.as_ref(), &shape, &map, None).unwrap();
         let err = relative_error(&direct, &want);
         assert!(
             err <= 1e-4,

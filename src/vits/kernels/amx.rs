@@ -1,0 +1,228 @@
+//! AMX tiles for the bf16 convolutions: a 32 × 32 block of outputs per call.
+//!
+//! Intel's Advanced Matrix Extensions multiply whole 16 × 32 bf16 tiles into 16 × 16 `f32`
+//! accumulators in one instruction (`tdpbf16ps`, 8192 multiply-adds); measured on one core of
+//! the build machine at ≈ 700 GMAC/s, against ≈ 128 for AVX-512 `f32` FMA and ≈ 50 for the
+//! `f32` direct kernel on the decoder's shapes. A convolution maps onto it as the bf16
+//! kernel's other blocks do ([`super::bf16`]): output channels are the tile rows, output
+//! columns the tile columns, and the reduction runs over pairs of input channels at one tap,
+//! which is exactly the pair-interleaved layout of the packed input tile, so each tap's input
+//! tile is a strided load at a shifted column.
+//!
+//! Rust exposes no stable AMX intrinsics, so the few instructions are inline assembly. The
+//! tile registers are not known to the compiler, which never emits AMX code itself: the tile
+//! state lives from [`Tiles::configure`] to its drop (which releases it, so the OS need not
+//! save 8 KiB of tiles on every context switch) on one thread, and only this module touches it.
+
+/// Output rows (channels) of one block.
+pub(super) const ROWS: usize = 32;
+/// Output columns of one block.
+pub(super) const COLS: usize = 32;
+/// Input channel pairs one tile holds (its 16 rows of 64 bytes).
+pub(super) const PAIRS_PER_TILE: usize = 16;
+/// `u32`s (channel pairs) of one 16 × 16 weight tile.
+pub(super) const TILE_WORDS: usize = 16 * 16;
+
+/// Whether this CPU has AMX-BF16 and the OS lets this process use its tiles (Linux asks each
+/// process to request them first). Decided once.
+pub(super) fn usable() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *USABLE.get_or_init(|| x86::has_amx_bf16() && x86::request_tiles())
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        false
+    }
+}
+
+/// The tile configuration, loaded for the lifetime of the value on the current thread.
+pub(super) struct Tiles {
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl Tiles {
+    /// Configures the eight tiles as 16 rows × 64 bytes.
+    ///
+    /// # Safety
+    /// [`usable`] must have returned true.
+    pub(super) unsafe fn configure() -> Self {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        x86::configure();
+        Tiles {
+            _not_send: std::marker::PhantomData,
+        }
+    }
+
+    /// `out[r·COLS + j] = Σ_k Σ_c Σ_p A(k, c)[r][p] · B(k, c)[p][j]` for a [`ROWS`] × [`COLS`]
+    /// block: `w0` and `w1` are the packed weights of the two 16-channel halves (for each tap
+    /// `k < taps`, then each chunk `c < chunks` of 16 channel pairs, one 16 × 16 tile of `u32`
+    /// pairs), `x` the packed input at the block's first column, rows of channel pairs
+    /// `x_stride` `u32`s apart, tap `k` read `k·dilation` columns further.
+    ///
+    /// # Safety
+    /// `w0` and `w1` must hold `taps · chunks` tiles; `x` must be readable for
+    /// `16·chunks` rows of `COLS + (taps − 1)·dilation` values; `out` must hold `ROWS·COLS`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn block(
+        &self,
+        w0: *const u32,
+        w1: *const u32,
+        x: *const u32,
+        x_stride: usize,
+        chunks: usize,
+        taps: usize,
+        dilation: usize,
+        out: *mut f32,
+    ) {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        x86::block(w0, w1, x, x_stride, chunks, taps, dilation, out);
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        {
+            let _ = (w0, w1, x, x_stride, chunks, taps, dilation, out);
+            unreachable!("AMX is never usable here");
+        }
+    }
+}
+
+impl Drop for Tiles {
+    fn drop(&mut self) {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        // SAFETY: releasing the tile state is always allowed once configured.
+        unsafe {
+            x86::release()
+        };
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod x86 {
+    use super::{COLS, TILE_WORDS};
+    use std::arch::asm;
+    use std::arch::x86_64::{__cpuid_count, _xgetbv};
+
+    /// CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE; XCR0 bits 17–18 tile state.
+    pub(super) fn has_amx_bf16() -> bool {
+        // SAFETY: CPUID leaf 0 exists on every x86-64 CPU; higher leaves only after checking
+        // the maximum, and XGETBV only when CPUID reports OSXSAVE.
+        unsafe {
+            if __cpuid_count(0, 0).eax < 7 {
+                return false;
+            }
+            let leaf7 = __cpuid_count(7, 0);
+            let amx = leaf7.edx & (1 << 22) != 0 && leaf7.edx & (1 << 24) != 0;
+            let osxsave = __cpuid_count(1, 0).ecx & (1 << 27) != 0;
+            amx && osxsave && {
+                let xcr0 = xgetbv0();
+                xcr0 & (0b11 << 17) == (0b11 << 17)
+            }
+        }
+    }
+
+    #[target_feature(enable = "xsave")]
+    unsafe fn xgetbv0() -> u64 {
+        _xgetbv(0)
+    }
+
+    /// Linux hands out the tile state only on request (`arch_prctl(ARCH_REQ_XCOMP_PERM,
+    /// XFEATURE_XTILEDATA)`), once per process.
+    pub(super) fn request_tiles() -> bool {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: a plain system call with integer arguments.
+        unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            ) == 0
+        }
+    }
+
+    /// `ldtilecfg`'s 64-byte operand: palette 1, then bytes per row and rows of each tile.
+    #[repr(C, align(64))]
+    struct Config {
+        palette: u8,
+        start_row: u8,
+        reserved: [u8; 14],
+        bytes_per_row: [u16; 16],
+        rows: [u8; 16],
+    }
+
+    pub(super) unsafe fn configure() {
+        let mut config = Config {
+            palette: 1,
+            start_row: 0,
+            reserved: [0; 14],
+            bytes_per_row: [0; 16],
+            rows: [0; 16],
+        };
+        for t in 0..8 {
+            config.bytes_per_row[t] = 64;
+            config.rows[t] = 16;
+        }
+        asm!("ldtilecfg [{}]", in(reg) &config, options(nostack, readonly));
+    }
+
+    pub(super) unsafe fn release() {
+        asm!("tilerelease", options(nostack, nomem));
+    }
+
+    /// tmm0..3 accumulate the four 16 × 16 quarters (rows 0–15 / 16–31 × columns 0–15 /
+    /// 16–31), tmm4–5 hold the two weight tiles and tmm6–7 the two input tiles of a step.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn block(
+        w0: *const u32,
+        w1: *const u32,
+        x: *const u32,
+        x_stride: usize,
+        chunks: usize,
+        taps: usize,
+        dilation: usize,
+        out: *mut f32,
+    ) {
+        asm!(
+            "tilezero tmm0",
+            "tilezero tmm1",
+            "tilezero tmm2",
+            "tilezero tmm3",
+            options(nostack, nomem)
+        );
+        let x_bytes = x_stride * 4;
+        for k in 0..taps {
+            let xk = x.add(k * dilation);
+            for c in 0..chunks {
+                let step = (k * chunks + c) * TILE_WORDS;
+                let b = xk.add(c * 16 * x_stride);
+                asm!(
+                    "tileloadd tmm4, [{a0} + {s64}*1]",
+                    "tileloadd tmm5, [{a1} + {s64}*1]",
+                    "tileloadd tmm6, [{b} + {xs}*1]",
+                    "tileloadd tmm7, [{b} + {xs}*1 + 64]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    a0 = in(reg) w0.add(step),
+                    a1 = in(reg) w1.add(step),
+                    b = in(reg) b,
+                    s64 = in(reg) 64usize,
+                    xs = in(reg) x_bytes,
+                    options(nostack, readonly)
+                );
+            }
+        }
+        let row = COLS * 4;
+        asm!(
+            "tilestored [{o} + {s}*1], tmm0",
+            "tilestored [{o} + {s}*1 + 64], tmm1",
+            "tilestored [{h} + {s}*1], tmm2",
+            "tilestored [{h} + {s}*1 + 64], tmm3",
+            o = in(reg) out,
+            h = in(reg) out.add(16 * COLS),
+            s = in(reg) row,
+            options(nostack)
+        );
+    }
+}
