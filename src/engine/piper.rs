@@ -84,7 +84,9 @@ impl PiperEngine {
         } else if !precision.has_hardware() {
             tracing::warn!(%precision, "this CPU has no hardware for it: emulated, slower than f32");
         }
-        tracing::info!(precision = %precision.describe(), requested = %requested.map_or("auto", Precision::as_str), "Piper voices' precision");
+        // Debug only: startup may still fail on another setting, and that must stay its one
+        // line; each voice's load logs the precision it runs at info.
+        tracing::debug!(precision = %precision.describe(), requested = %requested.map_or("auto", Precision::as_str), "Piper voices' precision");
         Self { precision, ..self }
     }
 
