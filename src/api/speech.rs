@@ -359,10 +359,14 @@ fn sse(
         let events = match chunk {
             Err(e) => vec![Err(e)],
             Ok(TimedChunk { audio, words }) => {
-                let mut events = vec![event(&SpeechAudioDelta {
-                    kind: DeltaType::SpeechAudioDelta,
-                    audio: b64.encode(&audio),
-                })];
+                let mut events = Vec::with_capacity(2);
+                // Words can complete with no new bytes (a codec holding samples back).
+                if !audio.is_empty() || words.is_empty() {
+                    events.push(event(&SpeechAudioDelta {
+                        kind: DeltaType::SpeechAudioDelta,
+                        audio: b64.encode(&audio),
+                    }));
+                }
                 if !words.is_empty() {
                     events.push(event(&SpeechAudioTimestamps {
                         kind: TimestampsType::SpeechAudioTimestamps,

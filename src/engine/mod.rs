@@ -155,8 +155,8 @@ pub trait Voice: Send + Sync {
     /// Synthesizes one item and hands its audio to `piece` in consecutive pieces as they are
     /// computed, so that a listener hears the start of a long utterance before its end
     /// exists. The pieces joined are the audio [`synthesize_each`](Self::synthesize_each)
-    /// gives; the last one carries the item's [`Pcm::words`] (sample positions from the
-    /// item's start). `piece` returns false once nobody listens any more: the engine may
+    /// gives; one of them, as early as they are known, carries the item's [`Pcm::words`]
+    /// (sample positions from the item's start). `piece` returns false once nobody listens any more: the engine may
     /// stop there. Engines that cannot do better hand the whole audio over as one piece.
     fn synthesize_in_pieces(
         &self,

@@ -7,6 +7,7 @@
 //! in the engine's [`Precision`] (on a CPU: f32 or bf16; `auto` picks the one this CPU runs
 //! fastest), and the audio cache tells precisions apart through the voice fingerprint.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock, RwLock};
@@ -360,18 +361,38 @@ impl Voice for PiperVoice {
         let (inputs, ipa) = self.model_inputs(item)?;
         let rate = self.model.sample_rate();
         let hop = self.model.config().hop_length;
+        let passes = inputs.len();
         let mut spans: Vec<Option<(usize, usize)>> = Vec::new();
+        // The words, once the last pass's durations are known: they go out with its first
+        // chunk, so that a listener can show each word as its audio plays.
+        let words: RefCell<Option<Result<Vec<WordTiming>, EngineError>>> = RefCell::new(None);
         let mut offset = 0;
-        for (input, trace) in inputs {
+        for (pass, (input, trace)) in inputs.into_iter().enumerate() {
             let mut listening = true;
             let done = self
                 .model
-                .synthesize_windowed(
+                .synthesize_windowed_timed(
                     &input,
                     FIRST_WINDOW_FRAMES,
                     LATER_WINDOW_FRAMES,
+                    &mut |frames_per_id| {
+                        if !item.word_timings {
+                            return;
+                        }
+                        spans.resize(ipa.chars().count(), None);
+                        trace_chars(&mut spans, &trace, frames_per_id, hop, offset);
+                        if pass + 1 == passes {
+                            *words.borrow_mut() = Some(self.word_timings(&item.text, &ipa, &spans));
+                        }
+                    },
                     &mut |chunk| {
-                        listening = piece(Pcm::new(chunk.to_vec(), rate));
+                        let mut pcm = Pcm::new(chunk.to_vec(), rate);
+                        let mut known = words.borrow_mut();
+                        if matches!(*known, Some(Ok(_))) {
+                            pcm.words = known.take().and_then(Result::ok);
+                        }
+                        drop(known);
+                        listening = piece(pcm);
                         listening
                     },
                 )
@@ -379,20 +400,10 @@ impl Voice for PiperVoice {
             if !listening {
                 return Ok(());
             }
-            if item.word_timings {
-                spans.resize(ipa.chars().count(), None);
-                trace_chars(&mut spans, &trace, &done.frames_per_id, hop, offset);
-            }
             offset += done.samples;
         }
-        if item.word_timings {
-            // Known once the last piece is: handed over after it, with no samples of its own.
-            let words = self.word_timings(&item.text, &ipa, &spans)?;
-            piece(Pcm {
-                samples: Vec::new(),
-                sample_rate: rate,
-                words: Some(words),
-            });
+        if let Some(Err(e)) = words.into_inner() {
+            return Err(e);
         }
         Ok(())
     }
@@ -582,10 +593,23 @@ mod tests {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0f32, f32::max);
             assert!(diff < 1e-4, "largest difference {diff}");
-            let words = pieces.last().unwrap().words.clone();
+            // One piece carries the words, as soon as the last pass's durations are known:
+            // with the very first audio when the item is one pass.
+            let carriers: Vec<usize> = (0..pieces.len())
+                .filter(|&i| pieces[i].words.is_some())
+                .collect();
+            assert_eq!(carriers.len(), 1, "words on pieces {carriers:?}");
+            let words = pieces[carriers[0]].words.clone();
             assert!(words.as_ref().is_some_and(|w| !w.is_empty()));
             assert_eq!(words, whole.words);
-            assert!(pieces[..pieces.len() - 1].iter().all(|p| p.words.is_none()));
+            if text == long {
+                assert_eq!(carriers, [0]);
+            } else {
+                assert!(
+                    carriers[0] > 0,
+                    "a split item's words wait for its last pass"
+                );
+            }
         }
         // A listener that goes away stops the computation after its answer.
         let mut calls = 0;

@@ -217,7 +217,9 @@ impl StreamState {
                         Delivery::Piece(pcm) => {
                             let start = self.joiner.push(&pcm.samples, &mut samples);
                             if let Some(track) = self.words.as_mut() {
-                                track.piece(start, pcm.words.as_deref(), self.rate);
+                                let emitted = self.joiner.position();
+                                words =
+                                    track.piece(start, pcm.words.as_deref(), self.rate, emitted);
                             }
                         }
                         Delivery::SentenceEnd => {
@@ -286,8 +288,15 @@ impl StreamState {
 
 impl WordTrack {
     /// A piece of the current sentence arrived; `start` says where the sentence starts when
-    /// this piece starts it, and `timings` come with its last piece.
-    fn piece(&mut self, start: Option<usize>, timings: Option<&[WordTiming]>, rate: u32) {
+    /// this piece starts it, and `timings` come with one of its pieces. Returns the words whose
+    /// audio is complete once `emitted` samples of the stream are out.
+    fn piece(
+        &mut self,
+        start: Option<usize>,
+        timings: Option<&[WordTiming]>,
+        rate: u32,
+        emitted: usize,
+    ) -> Vec<WordStamp> {
         if let Some(start) = start {
             self.sentence_start = start;
         }
@@ -297,9 +306,12 @@ impl WordTrack {
                 .place(text, timings, self.sentence_start, rate, self.sentence);
             self.placed.extend(placed);
         }
+        let heard = emitted as f64 / f64::from(rate);
+        let complete = self.placed.partition_point(|word| word.end_s <= heard);
+        self.placed.drain(..complete).collect()
     }
 
-    /// The current sentence is complete: its words.
+    /// The current sentence is complete: its words not handed out yet.
     fn end_sentence(&mut self) -> Vec<WordStamp> {
         self.sentences.pop_front();
         self.sentence += 1;

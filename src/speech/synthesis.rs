@@ -79,7 +79,9 @@ impl Synthesis {
                     None => whole = Some(pcm),
                     Some(sentence) => {
                         sentence.samples.extend_from_slice(&pcm.samples);
-                        sentence.words = pcm.words;
+                        if pcm.words.is_some() {
+                            sentence.words = pcm.words;
+                        }
                     }
                 },
                 Ok(Delivery::SentenceEnd) => break,
@@ -144,7 +146,7 @@ impl Synthesis {
 
 /// What [`Synthesis::next_piece`] hands on.
 pub(super) enum Delivery {
-    /// The next stretch of the current sentence's audio; the last one carries its words.
+    /// The next stretch of the current sentence's audio; one of them carries its words.
     Piece(Pcm),
     /// The current sentence is complete.
     SentenceEnd,

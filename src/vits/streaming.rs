@@ -51,6 +51,20 @@ impl Vits {
         later_frames: usize,
         on_chunk: &mut dyn FnMut(&[f32]) -> bool,
     ) -> Result<Windowed, VitsError> {
+        self.synthesize_windowed_timed(item, first_frames, later_frames, &mut |_| {}, on_chunk)
+    }
+
+    /// [`synthesize_windowed`](Self::synthesize_windowed), telling `on_durations` how many
+    /// frames each phoneme id got as soon as that is known, before the first chunk: word
+    /// timings can then go out with the audio instead of after it.
+    pub fn synthesize_windowed_timed(
+        &self,
+        item: &VitsInput,
+        first_frames: usize,
+        later_frames: usize,
+        on_durations: &mut dyn FnMut(&[usize]),
+        on_chunk: &mut dyn FnMut(&[f32]) -> bool,
+    ) -> Result<Windowed, VitsError> {
         if first_frames == 0 || later_frames == 0 {
             return Err(VitsError::Input(format!(
                 "windows need at least one frame, got {first_frames} and {later_frames}"
@@ -62,6 +76,7 @@ impl Vits {
             mut durations,
             ..
         } = self.prior(std::slice::from_ref(item))?;
+        on_durations(durations.first().map_or(&[], Vec::as_slice));
         let chain = self.chain(z_p, g.as_ref(), self.piece_shapes())?;
         let hop = self.config.hop_length;
         let samples = chain.stream(first_frames * hop, later_frames * hop, on_chunk)?;
