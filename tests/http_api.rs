@@ -394,7 +394,18 @@ async fn off_flags_beat_the_environment() {
         .unwrap();
     let url = line.trim().strip_prefix("omnivoice-server listening on ");
     let health = match url {
-        Some(url) => Some(get_json(format!("{url}/health")).await),
+        // The settings are in the body once startup is over ("starting" has none yet).
+        Some(url) => {
+            let mut health = get_json(format!("{url}/health")).await;
+            for _ in 0..200 {
+                if health["status"] != "starting" {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                health = get_json(format!("{url}/health")).await;
+            }
+            Some(health)
+        }
         None => None,
     };
     let _ = child.kill();
