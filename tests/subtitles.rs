@@ -8,7 +8,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{openai_error, post_speech, read_wav, Binary};
+use common::{openai_error, post, post_speech, read_wav, Binary};
 use serde_json::{json, Value};
 
 const VOICE: &str = "en_US-joe-medium";
@@ -29,15 +29,6 @@ fn request(extra: Value) -> Value {
         body[key] = value.clone();
     }
     body
-}
-
-async fn post(url: &str, path: &str, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{url}{path}"))
-        .json(body)
-        .send()
-        .await
-        .unwrap()
 }
 
 /// The file and the answer's headers that matter, after checking its media type.

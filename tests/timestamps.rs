@@ -6,7 +6,7 @@
 mod common;
 
 use base64::Engine as _;
-use common::{openai_error, post_speech, read_wav, Binary};
+use common::{openai_error, post, post_speech, read_wav, Binary};
 use serde_json::{json, Value};
 
 const VOICE: &str = "en_US-joe-medium";
@@ -20,15 +20,6 @@ const WORDS: [&str; 18] = [
 fn request(input: &str, speed: f64) -> Value {
     json!({"model": "piper", "voice": VOICE, "input": input, "response_format": "wav",
            "seed": 3, "speed": speed})
-}
-
-async fn post(url: &str, path: &str, body: &Value) -> reqwest::Response {
-    reqwest::Client::new()
-        .post(format!("{url}{path}"))
-        .json(body)
-        .send()
-        .await
-        .unwrap()
 }
 
 async fn timestamps(url: &str, body: &Value) -> Value {

@@ -238,6 +238,16 @@ pub async fn get_text(url: impl AsRef<str>) -> String {
 }
 
 /// POSTs a speech request body to `/v1/audio/speech`.
+/// POSTs `body` as JSON to `path` on the server at `url`.
+pub async fn post(url: &str, path: &str, body: &serde_json::Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{url}{path}"))
+        .json(body)
+        .send()
+        .await
+        .expect("POST")
+}
+
 pub async fn post_speech(url: &str, body: &serde_json::Value) -> reqwest::Response {
     reqwest::Client::new()
         .post(format!("{url}/v1/audio/speech"))
