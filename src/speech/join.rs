@@ -1,7 +1,6 @@
 //! Sentence audio joined into one utterance: short pauses between sentences, and faded edges so
-//! joins never click. Whole bodies and streams join the same way, so both sound identical: a
-//! [`Joiner`] does to sentences that arrive in pieces exactly what [`join_sentences`] does to
-//! whole ones.
+//! joins never click. Whole bodies ([`join_sentences`]) and streams join through the same
+//! [`Joiner`], whole sentences or pieces of them, so both sound identical.
 
 use crate::engine::Pcm;
 
@@ -12,12 +11,13 @@ const EDGE_FADE_S: f32 = 0.005;
 
 /// Joins sentence audio with short pauses; returns the samples and their duration in seconds.
 pub(super) fn join_sentences(pieces: &[Pcm], rate: u32) -> (Vec<f32>, f64) {
-    let pause = (SENTENCE_PAUSE_S * rate as f32) as usize;
     let total: usize = pieces.iter().map(|p| p.samples.len()).sum::<usize>()
-        + pause * pieces.len().saturating_sub(1);
+        + pause_samples(rate) * pieces.len().saturating_sub(1);
     let mut out = Vec::with_capacity(total);
-    for (i, piece) in pieces.iter().enumerate() {
-        append_sentence(&mut out, &piece.samples, rate, i > 0);
+    let mut joiner = Joiner::new(rate);
+    for piece in pieces {
+        joiner.push(&piece.samples, &mut out);
+        joiner.end_sentence(&mut out);
     }
     let duration = out.len() as f64 / rate as f64;
     (out, duration)
@@ -25,7 +25,7 @@ pub(super) fn join_sentences(pieces: &[Pcm], rate: u32) -> (Vec<f32>, f64) {
 
 /// Where each sentence starts in the audio [`join_sentences`] makes of them, in samples.
 pub(super) fn sentence_starts(pieces: &[Pcm], rate: u32) -> Vec<usize> {
-    let pause = (SENTENCE_PAUSE_S * rate as f32) as usize;
+    let pause = pause_samples(rate);
     let mut at = 0;
     pieces
         .iter()
@@ -41,19 +41,8 @@ pub(super) fn sentence_starts(pieces: &[Pcm], rate: u32) -> Vec<usize> {
         .collect()
 }
 
-/// Appends one sentence's audio, faded at both ends and, after another sentence, behind a pause.
-pub(super) fn append_sentence(
-    out: &mut Vec<f32>,
-    sentence: &[f32],
-    rate: u32,
-    after_another: bool,
-) {
-    if after_another {
-        out.resize(out.len() + (SENTENCE_PAUSE_S * rate as f32) as usize, 0.0);
-    }
-    let start = out.len();
-    out.extend_from_slice(sentence);
-    fade_edges(&mut out[start..], rate);
+fn pause_samples(rate: u32) -> usize {
+    (SENTENCE_PAUSE_S * rate as f32) as usize
 }
 
 /// Joins sentences that arrive in pieces, handing out every sample as soon as its fade is
@@ -107,10 +96,7 @@ impl Joiner {
         }
         self.held.extend_from_slice(piece);
         if !self.started && self.held.len() > 2 * self.fade {
-            let n = self.fade;
-            for i in 0..n {
-                self.held[i] *= i as f32 / n as f32;
-            }
+            fade_in(&mut self.held, self.fade);
             self.started = true;
         }
         if self.started {
@@ -123,13 +109,10 @@ impl Joiner {
     /// The current sentence is complete: its faded end.
     pub fn end_sentence(&mut self, out: &mut Vec<f32>) {
         if self.started {
-            let n = self.fade.min(self.held.len());
-            let len = self.held.len();
-            for i in 0..n {
-                self.held[len - 1 - i] *= i as f32 / n as f32;
-            }
+            // At least one fade's worth is held back.
+            fade_out(&mut self.held, self.fade);
         } else {
-            // Never longer than both fades: faded as a whole, as `append_sentence` would.
+            // Never longer than both fades: the fades shrink to half of it each.
             fade_edges(&mut self.held, self.rate);
         }
         let all = self.held.len();
@@ -144,7 +127,7 @@ impl Joiner {
     }
 
     fn emit_silence(&mut self, out: &mut Vec<f32>) {
-        let pause = (SENTENCE_PAUSE_S * self.rate as f32) as usize;
+        let pause = pause_samples(self.rate);
         out.resize(out.len() + pause, 0.0);
         self.position += pause;
     }
@@ -154,11 +137,21 @@ impl Joiner {
 /// zero, so joining it to silence or to the next sentence never makes a step.
 fn fade_edges(samples: &mut [f32], rate: u32) {
     let n = ((EDGE_FADE_S * rate as f32) as usize).min(samples.len() / 2);
-    let len = samples.len();
-    for i in 0..n {
-        let gain = i as f32 / n as f32;
-        samples[i] *= gain;
-        samples[len - 1 - i] *= gain;
+    fade_in(samples, n);
+    fade_out(samples, n);
+}
+
+/// Gains 0, 1/n, … on the first `n` samples.
+fn fade_in(samples: &mut [f32], n: usize) {
+    for (i, sample) in samples.iter_mut().take(n).enumerate() {
+        *sample *= i as f32 / n as f32;
+    }
+}
+
+/// Gains …, 1/n, 0 on the last `n` samples.
+fn fade_out(samples: &mut [f32], n: usize) {
+    for (i, sample) in samples.iter_mut().rev().take(n).enumerate() {
+        *sample *= i as f32 / n as f32;
     }
 }
 

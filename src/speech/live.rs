@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::synthesis::Delivery;
 use super::{join, utterances, Job, Request, SpeechError, SpeechService, Utterances};
-use crate::audio::{self, StreamEncoder};
+use crate::audio::StreamEncoder;
 use crate::metrics as m;
 
 /// One stream of speech fed sentence by sentence. Each sentence handed in is synthesized at
@@ -71,10 +71,7 @@ impl SpeechService {
             &self.inner.limits,
         )?;
         let rate = job.voice().sample_rate;
-        let format = job.format();
-        let encoder = audio::stream_encoder(format, rate).map_err(|e| {
-            SpeechError::Encoding(format!("encoder for {} failed: {e}", format.as_str()))
-        })?;
+        let encoder = super::stream_encoder(&job)?;
         Ok(LiveSpeech {
             service: self.clone(),
             base_seed: job.params().seed.unwrap_or_else(rand::random),

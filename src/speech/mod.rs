@@ -233,12 +233,7 @@ impl SpeechService {
     /// comes (a stream), so the first sentence starts on its own and sentences are computed
     /// in pieces.
     async fn start(&self, job: &Job, listening: bool) -> Result<synthesis::Synthesis, SpeechError> {
-        let utterances = Utterances {
-            sentences: spoken_sentences(job)?,
-            base_seed: job.params().seed.unwrap_or_else(rand::random),
-            first_index: 0,
-            word_timings: false,
-        };
+        let utterances = Utterances::of_input(job, false)?;
         self.start_utterances(job, utterances, listening).await
     }
 
@@ -299,17 +294,32 @@ struct Utterances {
     word_timings: bool,
 }
 
-/// The utterances of a job's input; an error if there are none.
-fn spoken_sentences(job: &Job) -> Result<Vec<String>, SpeechError> {
-    let sentences = utterances(job.input());
-    if sentences.is_empty() {
-        return Err(SpeechError::invalid(
-            "input",
-            InvalidReason::Empty,
-            "input contains nothing that can be spoken",
-        ));
+impl Utterances {
+    /// The whole input of `job` as one request, seeded by the job; an error if nothing in it
+    /// can be spoken.
+    fn of_input(job: &Job, word_timings: bool) -> Result<Self, SpeechError> {
+        let sentences = utterances(job.input());
+        if sentences.is_empty() {
+            return Err(SpeechError::invalid(
+                "input",
+                InvalidReason::Empty,
+                "input contains nothing that can be spoken",
+            ));
+        }
+        Ok(Self {
+            sentences,
+            base_seed: job.params().seed.unwrap_or_else(rand::random),
+            first_index: 0,
+            word_timings,
+        })
     }
-    Ok(sentences)
+}
+
+/// The stream encoder for a job's format at the voice's rate.
+fn stream_encoder(job: &Job) -> Result<Box<dyn audio::StreamEncoder>, SpeechError> {
+    let format = job.format();
+    audio::stream_encoder(format, job.voice().sample_rate)
+        .map_err(|e| SpeechError::Encoding(format!("encoder for {} failed: {e}", format.as_str())))
 }
 
 /// The utterances an engine is given for `input`: normalized, split into sentences, long

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::synthesis::{Delivery, Synthesis};
 use super::timed::{Finder, WordStamp};
-use super::{join, spoken_sentences, Job, SpeechError, SpeechService, Utterances};
+use super::{join, stream_encoder, Job, SpeechError, SpeechService, Utterances};
 use crate::audio;
 use crate::cache::{CacheLayer, CacheStatus, CachedAudio, StreamLease, StreamRole};
 use crate::engine::WordTiming;
@@ -80,13 +80,9 @@ impl SpeechService {
         };
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let started = self.start(&job, true).await.and_then(|pending| {
-            audio::stream_encoder(format, rate)
-                .map(|encoder| (pending, encoder))
-                .map_err(|e| {
-                    SpeechError::Encoding(format!("encoder for {} failed: {e}", format.as_str()))
-                })
+            stream_encoder(&job).map(|encoder| StreamState::new(pending, encoder, &job))
         });
-        let (pending, encoder) = match started {
+        let mut state = match started {
             Ok(started) => started,
             Err(e) => {
                 if let Some(lease) = lease {
@@ -95,17 +91,9 @@ impl SpeechService {
                 return Err(e);
             }
         };
-        let state = StreamState {
-            pending,
-            encoder: Some(encoder),
-            body: lease.is_some().then(Vec::new),
-            lease,
-            joiner: join::Joiner::new(rate),
-            words: None,
-            rate,
-            sample_rate,
-            samples: samples.clone(),
-        };
+        state.body = lease.is_some().then(Vec::new);
+        state.lease = lease;
+        state.samples = samples.clone();
         let chunks = state
             .into_stream()
             .map(|chunk| chunk.map(|chunk| chunk.audio))
@@ -122,45 +110,23 @@ impl SpeechService {
             samples,
         })
     }
-}
 
-impl SpeechService {
     /// Streams the encoded audio as [`stream`](Self::stream) does, with the words each chunk
     /// completes. Never cached: the timings are not kept with the audio.
     pub async fn stream_with_words(&self, job: Job) -> Result<TimedStream, SpeechError> {
-        let rate = job.voice().sample_rate;
-        let format = job.format();
-        let sample_rate = format.output_sample_rate(rate);
-        let sentences = spoken_sentences(&job)?;
+        let request = Utterances::of_input(&job, true)?;
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let request = Utterances {
-            sentences: sentences.clone(),
-            base_seed: job.params().seed.unwrap_or_else(rand::random),
-            first_index: 0,
-            word_timings: true,
-        };
+        let sentences = request.sentences.clone();
         let pending = self.start_utterances(&job, request, true).await?;
-        let encoder = audio::stream_encoder(format, rate).map_err(|e| {
-            SpeechError::Encoding(format!("encoder for {} failed: {e}", format.as_str()))
-        })?;
-        let samples = Arc::new(AtomicU64::new(0));
-        let state = StreamState {
-            pending,
-            encoder: Some(encoder),
-            body: None,
-            lease: None,
-            joiner: join::Joiner::new(rate),
-            words: Some(WordTrack {
-                finder: Finder::new(job.input()),
-                sentences: sentences.into(),
-                sentence_start: 0,
-                sentence: 0,
-                placed: Vec::new(),
-            }),
-            rate,
-            sample_rate,
-            samples: samples.clone(),
-        };
+        let mut state = StreamState::new(pending, stream_encoder(&job)?, &job);
+        state.words = Some(WordTrack {
+            finder: Finder::new(job.input()),
+            sentences: sentences.into(),
+            sentence_start: 0,
+            sentence: 0,
+            placed: Vec::new(),
+        });
+        let (sample_rate, samples) = (state.sample_rate, state.samples.clone());
         Ok(TimedStream {
             sample_rate,
             chunks: state.into_stream().boxed(),
@@ -177,7 +143,7 @@ struct WordTrack {
     /// Where the current sentence starts in the stream, in samples, and its number.
     sentence_start: usize,
     sentence: usize,
-    /// Words of the current sentence, placed, waiting for its end.
+    /// Words of the current sentence, placed, waiting for their audio to be out.
     placed: Vec<WordStamp>,
 }
 
@@ -199,6 +165,22 @@ struct StreamState {
 }
 
 impl StreamState {
+    /// A stream of `pending`'s audio without cache or words (the callers add those).
+    fn new(pending: Synthesis, encoder: Box<dyn audio::StreamEncoder>, job: &Job) -> Self {
+        let rate = job.voice().sample_rate;
+        Self {
+            pending,
+            encoder: Some(encoder),
+            body: None,
+            lease: None,
+            joiner: join::Joiner::new(rate),
+            words: None,
+            rate,
+            sample_rate: job.format().output_sample_rate(rate),
+            samples: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     fn into_stream(self) -> impl futures::Stream<Item = Result<TimedChunk, SpeechError>> {
         stream::unfold(self, |mut state| async move {
             let next = state.next_chunk().await;

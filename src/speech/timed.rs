@@ -9,10 +9,7 @@
 
 use bytes::Bytes;
 
-use super::{
-    encode_joined, join, spoken_sentences, InvalidReason, Job, SpeechError, SpeechService,
-    Utterances,
-};
+use super::{encode_joined, join, InvalidReason, Job, SpeechError, SpeechService, Utterances};
 use crate::engine::{Pcm, WordTiming};
 use crate::metrics as m;
 
@@ -60,15 +57,9 @@ impl SpeechService {
     /// Synthesizes the job's sentences with word timings, and places its words on the body
     /// they join into; encoding that body is left to the caller, which may not need it.
     pub(super) async fn timed_words(&self, job: &Job) -> Result<TimedWords, SpeechError> {
-        let sentences = spoken_sentences(job)?;
+        let request = Utterances::of_input(job, true)?;
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let texts = sentences.clone();
-        let request = Utterances {
-            sentences,
-            base_seed: job.params().seed.unwrap_or_else(rand::random),
-            first_index: 0,
-            word_timings: true,
-        };
+        let texts = request.sentences.clone();
         let pieces = self
             .start_utterances(job, request, false)
             .await?
