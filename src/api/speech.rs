@@ -19,7 +19,6 @@ use super::extract::ApiJson;
 use super::timestamps::TimedWord;
 use super::{openapi, ApiError, AppState};
 use crate::audio::AudioFormat;
-use crate::cache::CacheStatus;
 use crate::metrics as m;
 use crate::speech::{Request, SpeechError, SpeechStream, TimedChunk};
 
@@ -188,50 +187,37 @@ pub async fn create_speech(
             );
             Ok(response)
         }
-        Delivery::Sse if with_words => {
-            let deadline = tokio::time::Instant::now() + timeout;
-            let input_chars = job.input().chars().count();
-            let stream = tokio::time::timeout_at(deadline, speech.stream_with_words(job))
-                .await
-                .map_err(|_| timed_out(state.settings.request_timeout_s))??;
-            let seconds = state.settings.request_timeout_s;
-            let chunks = chunks_until(stream.chunks, deadline, seconds);
-            let mut response = sse(chunks, input_chars, stream.samples).into_response();
-            let headers = response.headers_mut();
-            set(headers, X_CACHE, CacheStatus::Bypass.as_str().to_string());
-            set(headers, X_SAMPLE_RATE, stream.sample_rate.to_string());
-            set(
-                headers,
-                X_LATENCY,
-                format!("{:.3}", started.elapsed().as_secs_f64()),
-            );
-            Ok(response)
-        }
         Delivery::Chunked | Delivery::Sse => {
             let deadline = tokio::time::Instant::now() + timeout;
             let input_chars = job.input().chars().count();
-            let stream = tokio::time::timeout_at(deadline, speech.stream(job))
-                .await
-                .map_err(|_| timed_out(state.settings.request_timeout_s))??;
+            // Both streams as timed chunks; without timestamps their word lists stay empty.
+            let opened = async {
+                if with_words {
+                    speech.stream_with_words(job).await
+                } else {
+                    let stream = speech.stream(job).await?;
+                    Ok(stream.map_chunks(|audio| TimedChunk {
+                        audio,
+                        words: Vec::new(),
+                    }))
+                }
+            };
             let SpeechStream {
                 sample_rate,
                 cache,
                 layer,
                 chunks,
                 samples,
-            } = stream;
+            } = tokio::time::timeout_at(deadline, opened)
+                .await
+                .map_err(|_| timed_out(state.settings.request_timeout_s))??;
             let seconds = state.settings.request_timeout_s;
+            let chunks = chunks_until(chunks, deadline, seconds);
             let mut response = if delivery == Delivery::Sse {
-                let chunks = chunks.map(|chunk| {
-                    chunk.map(|audio| TimedChunk {
-                        audio,
-                        words: Vec::new(),
-                    })
-                });
-                let chunks = chunks_until(chunks.boxed(), deadline, seconds);
                 sse(chunks, input_chars, samples).into_response()
             } else {
-                Response::new(Body::from_stream(chunks_until(chunks, deadline, seconds)))
+                let audio = chunks.map(|chunk| chunk.map(|chunk| chunk.audio));
+                Response::new(Body::from_stream(audio))
             };
             let headers = response.headers_mut();
             if delivery == Delivery::Chunked {

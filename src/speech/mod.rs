@@ -31,7 +31,7 @@ use crate::text;
 pub use error::{InvalidReason, SpeechError};
 pub use live::{LiveSpeech, SentenceAudio, SentencePart, SpokenSentence};
 pub use request::{Job, Request};
-pub use stream::{SpeechStream, TimedChunk, TimedStream};
+pub use stream::{SpeechStream, TimedChunk};
 pub use subtitles::{SubtitleFormat, Subtitles};
 pub use timed::{TimedSpeech, WordStamp};
 

@@ -19,25 +19,29 @@ use crate::metrics as m;
 use bytes::Bytes;
 use futures::stream::{self, BoxStream, StreamExt};
 
-/// A streamed response body.
-pub struct SpeechStream {
+/// A streamed response body: encoded bytes, or with word timestamps [`TimedChunk`]s.
+pub struct SpeechStream<C = Bytes> {
     pub sample_rate: u32,
     pub cache: CacheStatus,
     /// The cache the bytes came from; `None` when they are synthesized for this request.
     pub layer: Option<CacheLayer>,
-    /// Encoded bytes; an error ends the stream.
-    pub chunks: BoxStream<'static, Result<Bytes, SpeechError>>,
+    /// The encoded audio in order; an error ends the stream.
+    pub chunks: BoxStream<'static, Result<C, SpeechError>>,
     /// Samples produced so far, at `sample_rate` (for usage reports once the stream ends).
     pub samples: Arc<AtomicU64>,
 }
 
-/// A streamed response with word timestamps.
-pub struct TimedStream {
-    pub sample_rate: u32,
-    /// Encoded audio with the words each piece completes; an error ends the stream.
-    pub chunks: BoxStream<'static, Result<TimedChunk, SpeechError>>,
-    /// Samples produced so far, at `sample_rate`.
-    pub samples: Arc<AtomicU64>,
+impl<C: Send + 'static> SpeechStream<C> {
+    /// The same stream with each chunk turned into another.
+    pub fn map_chunks<D>(self, f: impl Fn(C) -> D + Send + 'static) -> SpeechStream<D> {
+        SpeechStream {
+            sample_rate: self.sample_rate,
+            cache: self.cache,
+            layer: self.layer,
+            chunks: self.chunks.map(move |chunk| chunk.map(&f)).boxed(),
+            samples: self.samples,
+        }
+    }
 }
 
 /// The next bytes of a stream and the words whose audio they complete (times from the start
@@ -113,7 +117,10 @@ impl SpeechService {
 
     /// Streams the encoded audio as [`stream`](Self::stream) does, with the words each chunk
     /// completes. Never cached: the timings are not kept with the audio.
-    pub async fn stream_with_words(&self, job: Job) -> Result<TimedStream, SpeechError> {
+    pub async fn stream_with_words(
+        &self,
+        job: Job,
+    ) -> Result<SpeechStream<TimedChunk>, SpeechError> {
         let request = Utterances::of_input(&job, true)?;
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let sentences = request.sentences.clone();
@@ -127,8 +134,10 @@ impl SpeechService {
             placed: Vec::new(),
         });
         let (sample_rate, samples) = (state.sample_rate, state.samples.clone());
-        Ok(TimedStream {
+        Ok(SpeechStream {
             sample_rate,
+            cache: CacheStatus::Bypass,
+            layer: None,
             chunks: state.into_stream().boxed(),
             samples,
         })
