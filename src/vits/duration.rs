@@ -53,9 +53,9 @@ impl DdsConv {
         };
         for (sep, norm_1, pointwise, norm_2) in &self.layers {
             let y = sep.forward(&x.broadcast_mul(mask)?)?;
-            let y = norm_1.forward(&y)?.gelu_erf()?;
+            let y = norm_1.forward_gelu(&y)?;
             let y = pointwise.forward(&y)?;
-            let y = norm_2.forward(&y)?.gelu_erf()?;
+            let y = norm_2.forward_gelu(&y)?;
             x = (x + y)?;
         }
         x.broadcast_mul(mask)

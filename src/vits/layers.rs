@@ -207,8 +207,36 @@ impl ChannelNorm {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        self.run(x, None, false)
+    }
+
+    /// `LN(x + residual)`: the post-norm after a residual block.
+    pub fn forward_sum(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        self.run(x, Some(residual), false)
+    }
+
+    /// `GELU(LN(x))`.
+    pub fn forward_gelu(&self, x: &Tensor) -> Result<Tensor> {
+        self.run(x, None, true)
+    }
+
+    fn run(&self, x: &Tensor, residual: Option<&Tensor>, gelu: bool) -> Result<Tensor> {
+        let fused = kernels::channel_norm(x, residual, &self.gamma, &self.beta, Self::EPS, gelu)?;
+        if let Some(y) = fused {
+            return Ok(y);
+        }
+        let x = match residual {
+            Some(r) => (x + r)?,
+            None => x.clone(),
+        };
         let x = x.transpose(1, 2)?.contiguous()?;
-        candle_nn::ops::layer_norm(&x, &self.gamma, &self.beta, Self::EPS)?.transpose(1, 2)
+        let y =
+            candle_nn::ops::layer_norm(&x, &self.gamma, &self.beta, Self::EPS)?.transpose(1, 2)?;
+        if gelu {
+            y.gelu_erf()
+        } else {
+            Ok(y)
+        }
     }
 }
 

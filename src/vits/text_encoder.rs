@@ -11,7 +11,8 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use super::layers::{ChannelNorm, Conv1d, ConvSpec};
+use super::kernels::{self, InputMap};
+use super::layers::{sequence_mask, ChannelNorm, Conv1d, ConvSpec};
 
 /// Fill value for masked attention logits (VITS uses -1e4, not -inf).
 const MASKED_LOGIT: f64 = -1e4;
@@ -48,46 +49,72 @@ impl RelativeAttention {
         })
     }
 
-    /// `x` [B, H, T], `attn_mask` [B, 1, T, T] (1 = may attend; `None`: everywhere) → [B, H, T].
-    fn forward(&self, x: &Tensor, attn_mask: Option<&Tensor>) -> Result<Tensor> {
-        let (b, h, t) = x.dims3()?;
+    /// `x` [B, H, T]; item b fills its first `lengths[b]` positions → [B, H, T].
+    fn forward(&self, x: &Tensor, lengths: &[usize]) -> Result<Tensor> {
+        let (_, h, t) = x.dims3()?;
         let head_dim = h / self.n_heads;
-        // [B, H, T] → [B, heads, T, head_dim]
-        let heads = |y: Tensor| -> Result<Tensor> {
-            y.reshape((b, self.n_heads, head_dim, t))?
-                .transpose(2, 3)?
-                .contiguous()
-        };
-        let q = (heads(self.conv_q.forward(x)?)? / (head_dim as f64).sqrt())?;
-        let k = heads(self.conv_k.forward(x)?)?;
-        let v = heads(self.conv_v.forward(x)?)?;
+        let q = (self.conv_q.forward(x)? / (head_dim as f64).sqrt())?;
+        let k = self.conv_k.forward(x)?;
+        let v = self.conv_v.forward(x)?;
 
         // Only offsets within the window have embeddings: −r..=r (r < window once the
         // sequence is shorter than the window).
         let r = self.window.min(t - 1);
         let band_k = self.emb_rel_k.narrow(0, self.window - r, 2 * r + 1)?;
         let band_v = self.emb_rel_v.narrow(0, self.window - r, 2 * r + 1)?;
-
-        // logits_ij = q_i·k_j + q_i·e^K_(j−i)
-        let rel_logits = q.broadcast_matmul(&band_k.t()?)?; // [B, heads, T, 2r + 1]
-        let scores = (q.matmul(&k.t()?)? + band_to_absolute(&rel_logits)?)?;
-        let scores = match attn_mask {
-            Some(attn_mask) => {
-                let masked = Tensor::full(MASKED_LOGIT as f32, scores.shape(), x.device())?;
-                attn_mask
-                    .broadcast_as(scores.shape())?
-                    .ne(0f32)?
-                    .where_cond(&scores, &masked)?
-            }
-            None => scores,
-        };
-        let p = candle_nn::ops::softmax_last_dim(&scores)?;
-
-        // out_i = Σ_j p_ij (v_j + e^V_(j−i))
-        let out = (p.matmul(&v)? + absolute_to_band(&p, r)?.broadcast_matmul(&band_v)?)?;
-        let out = out.transpose(2, 3)?.reshape((b, h, t))?;
+        let out =
+            match kernels::relative_attention(&q, &k, &v, &band_k, &band_v, self.n_heads, lengths)?
+            {
+                Some(out) => out,
+                None => attend(&q, &k, &v, &band_k, &band_v, self.n_heads, lengths)?,
+            };
         self.conv_o.forward(&out)
     }
+}
+
+/// The attention itself as tensor ops, where [`kernels::relative_attention`] does not run
+/// (other devices): `q`, `k`, `v` [B, H, T] (q scaled), bands [2r + 1, head_dim].
+fn attend(
+    q: &Tensor,
+    k: &Tensor,
+    v: &Tensor,
+    band_k: &Tensor,
+    band_v: &Tensor,
+    n_heads: usize,
+    lengths: &[usize],
+) -> Result<Tensor> {
+    let (b, h, t) = q.dims3()?;
+    let head_dim = h / n_heads;
+    // [B, H, T] → [B, heads, T, head_dim]
+    let heads = |y: &Tensor| -> Result<Tensor> {
+        y.reshape((b, n_heads, head_dim, t))?
+            .transpose(2, 3)?
+            .contiguous()
+    };
+    let (q, k, v) = (heads(q)?, heads(k)?, heads(v)?);
+    let r = (band_k.dim(0)? - 1) / 2;
+
+    // logits_ij = q_i·k_j + q_i·e^K_(j−i)
+    let rel_logits = q.broadcast_matmul(&band_k.t()?)?; // [B, heads, T, 2r + 1]
+    let scores = (q.matmul(&k.t()?)? + band_to_absolute(&rel_logits)?)?;
+    // Query i may attend key j when both are inside the item; a single item (or a batch of
+    // equal lengths) needs no mask.
+    let scores = if lengths.iter().all(|&l| l >= t) {
+        scores
+    } else {
+        let mask = sequence_mask(lengths, t, q.device())?;
+        let attn_mask = mask.transpose(1, 2)?.broadcast_mul(&mask)?.unsqueeze(1)?;
+        let masked = Tensor::full(MASKED_LOGIT as f32, scores.shape(), q.device())?;
+        attn_mask
+            .broadcast_as(scores.shape())?
+            .ne(0f32)?
+            .where_cond(&scores, &masked)?
+    };
+    let p = candle_nn::ops::softmax_last_dim(&scores)?;
+
+    // out_i = Σ_j p_ij (v_j + e^V_(j−i))
+    let out = (p.matmul(&v)? + absolute_to_band(&p, r)?.broadcast_matmul(band_v)?)?;
+    out.transpose(2, 3)?.reshape((b, h, t))
 }
 
 /// `[B, heads, T, 2r + 1]` indexed by offset −r..=r → `[B, heads, T, T]` indexed by key, zero
@@ -135,9 +162,16 @@ impl FeedForward {
     }
 
     fn forward(&self, x: &Tensor, mask: &Tensor) -> Result<Tensor> {
-        let y = self.conv_1.forward(&x.broadcast_mul(mask)?)?.relu()?;
+        // conv_2(ReLU(conv_1(x·mask))·mask)·mask, the masks and the ReLU fused into the
+        // convolutions' input (a LeakyReLU of slope 0 is the ReLU).
+        let masked = |leaky_slope| InputMap {
+            scale: 1.0,
+            leaky_slope,
+            mask: Some(mask),
+        };
+        let y = self.conv_1.forward_fused(x, &masked(None), &[])?;
         self.conv_2
-            .forward(&y.broadcast_mul(mask)?)?
+            .forward_fused(&y, &masked(Some(0.0)), &[])?
             .broadcast_mul(mask)
     }
 }
@@ -198,7 +232,7 @@ impl TextEncoder {
         })
     }
 
-    /// `ids` [B, T] (u32), `mask` [B, 1, T].
+    /// `ids` [B, T] (u32), `mask` [B, 1, T] with ones before each item's length.
     pub fn forward(&self, ids: &Tensor, mask: &Tensor) -> Result<EncodedText> {
         let (b, t) = ids.dims2()?;
         // x = emb(ids)·√H, as [B, H, T]
@@ -209,18 +243,17 @@ impl TextEncoder {
             .transpose(1, 2)?;
         let mut x = (x * (self.hidden_channels as f64).sqrt())?.broadcast_mul(mask)?;
 
-        // [B, 1, T, T]: query i may attend key j when both are inside the item; not needed
-        // when every item fills the batch (a single item always does).
-        let attn_mask = if mask.min_all()?.to_scalar::<f32>()? > 0.0 {
-            None
-        } else {
-            Some(mask.transpose(1, 2)?.broadcast_mul(mask)?.unsqueeze(1)?)
-        };
+        let lengths: Vec<usize> = mask
+            .sum((1, 2))?
+            .to_vec1::<f32>()?
+            .into_iter()
+            .map(|l| l as usize)
+            .collect();
         for layer in &self.layers {
-            let y = layer.attention.forward(&x, attn_mask.as_ref())?;
-            x = layer.norm_1.forward(&(x + y)?)?;
+            let y = layer.attention.forward(&x, &lengths)?;
+            x = layer.norm_1.forward_sum(&x, &y)?;
             let y = layer.ffn.forward(&x, mask)?;
-            x = layer.norm_2.forward(&(x + y)?)?;
+            x = layer.norm_2.forward_sum(&x, &y)?;
         }
         let hidden = x.broadcast_mul(mask)?;
         let stats = self.proj.forward(&hidden)?.broadcast_mul(mask)?;
@@ -275,6 +308,35 @@ mod tests {
                     assert_eq!(*v, expected, "t {t} r {r} back at ({i}, {c})");
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// The CPU kernel and the tensor formulation agree, masked batches included.
+    #[test]
+    fn attention_kernel_matches_the_tensor_ops() -> Result<()> {
+        let dev = Device::Cpu;
+        // (lengths, T, heads, head_dim, r)
+        for (lengths, t, n_heads, head_dim, r) in [
+            (vec![1], 1, 2, 3, 0),
+            (vec![7, 4], 7, 2, 3, 2),
+            (vec![20], 20, 2, 8, 4),
+            (vec![3, 37, 30], 37, 1, 5, 4),
+        ] {
+            let b = lengths.len();
+            let h = n_heads * head_dim;
+            let rand = |dims: &[usize]| Tensor::randn(0f32, 1.0, dims, &dev);
+            let (q, k, v) = (rand(&[b, h, t])?, rand(&[b, h, t])?, rand(&[b, h, t])?);
+            let (band_k, band_v) = (rand(&[2 * r + 1, head_dim])?, rand(&[2 * r + 1, head_dim])?);
+            let want = attend(&q, &k, &v, &band_k, &band_v, n_heads, &lengths)?;
+            let got = kernels::relative_attention(&q, &k, &v, &band_k, &band_v, n_heads, &lengths)?
+                .expect("a CPU f32 kernel");
+            let diff = (got - &want)?.abs()?.max_all()?.to_scalar::<f32>()?;
+            let scale = want.abs()?.max_all()?.to_scalar::<f32>()?;
+            assert!(
+                diff <= 1e-5 * scale.max(1.0),
+                "lengths {lengths:?} r {r}: differs by {diff} (values up to {scale})"
+            );
         }
         Ok(())
     }

@@ -57,6 +57,92 @@ fn tanh_slice(xs: &mut [f32]) {
     }
 }
 
+/// Folds `row` with `f` over 16 independent lanes, so that the reduction vectorizes (a single
+/// running float accumulator cannot be reordered).
+#[inline(always)]
+fn fold_lanes(row: &[f32], init: f32, f: impl Fn(f32, f32) -> f32 + Copy) -> f32 {
+    const LANES: usize = 16;
+    let mut acc = [init; LANES];
+    let mut chunks = row.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (a, &x) in acc.iter_mut().zip(chunk) {
+            *a = f(*a, x);
+        }
+    }
+    let tail = chunks.remainder().iter().fold(init, |a, &x| f(a, x));
+    acc.iter().fold(tail, |a, &x| f(a, x))
+}
+
+/// `row ← softmax(row)`, the maximum subtracted first.
+#[inline(always)]
+fn softmax_slice(row: &mut [f32]) {
+    let max = fold_lanes(row, f32::NEG_INFINITY, |a, x| if x > a { x } else { a });
+    for x in row.iter_mut() {
+        *x = exp(*x - max);
+    }
+    let scale = 1.0 / fold_lanes(row, 0.0, |a, x| a + x);
+    for x in row {
+        *x *= scale;
+    }
+}
+
+/// `erf(x)`, absolute error < 2e-7 (Abramowitz and Stegun 7.1.26, with this module's `exp`).
+#[inline(always)]
+fn erf(x: f32) -> f32 {
+    const P: f32 = 0.327_591_1;
+    const A: [f32; 5] = [
+        0.254_829_6,
+        -0.284_496_74,
+        1.421_413_8,
+        -1.453_152,
+        1.061_405_4,
+    ];
+    let z = x.abs();
+    let t = 1.0 / (1.0 + P * z);
+    let poly = t * (A[0] + t * (A[1] + t * (A[2] + t * (A[3] + t * A[4]))));
+    (1.0 - poly * exp(-z * z)).copysign(x)
+}
+
+/// GELU in its exact form, `x·Φ(x) = x·(1 + erf(x/√2))/2`.
+#[inline(always)]
+fn gelu_slice(xs: &mut [f32]) {
+    for x in xs {
+        *x *= 0.5 * (1.0 + erf(*x * std::f32::consts::FRAC_1_SQRT_2));
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn gelu_slice_avx2(xs: &mut [f32]) {
+    gelu_slice(xs)
+}
+
+/// [`gelu_slice`] with the widest vectors this CPU has.
+pub(super) fn gelu_in_place(xs: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { gelu_slice_avx2(xs) };
+    }
+    gelu_slice(xs)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn softmax_slice_avx2(row: &mut [f32]) {
+    softmax_slice(row)
+}
+
+/// [`softmax_slice`] with the widest vectors this CPU has.
+pub(super) fn softmax_in_place(row: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: the CPU has AVX2 and FMA.
+        return unsafe { softmax_slice_avx2(row) };
+    }
+    softmax_slice(row)
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 fn gate_slices_avx2(out: &mut [f32], t: &[f32], s: &[f32]) {
@@ -161,6 +247,37 @@ mod tests {
             .max_all()?
             .to_scalar::<f32>()?;
         assert!(diff < 1e-6, "tanh differs by {diff}");
+        Ok(())
+    }
+
+    #[test]
+    fn gelu_and_softmax_match_candle() -> Result<()> {
+        let x: Vec<f32> = (-60_000..=60_000).map(|i| i as f32 * 1e-4).collect(); // −6 … 6
+        let want = Tensor::new(x.as_slice(), &Device::Cpu)?
+            .gelu_erf()?
+            .to_vec1::<f32>()?;
+        let mut got = x.clone();
+        gelu_in_place(&mut got);
+        for ((&x, &g), &w) in x.iter().zip(&got).zip(&want) {
+            assert!(
+                (g - w).abs() <= 3e-7 * x.abs().max(1.0),
+                "gelu({x}) = {g}, want {w}"
+            );
+        }
+        for len in [1, 15, 16, 17, 100] {
+            let row = Tensor::randn(0f32, 4.0, (1, len), &Device::Cpu)?;
+            let want = candle_nn::ops::softmax_last_dim(&row)?
+                .flatten_all()?
+                .to_vec1::<f32>()?;
+            let mut got = row.flatten_all()?.to_vec1::<f32>()?;
+            softmax_in_place(&mut got);
+            let worst = got
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| (g - w).abs())
+                .fold(0f32, f32::max);
+            assert!(worst < 1e-6, "softmax of {len} differs by {worst}");
+        }
         Ok(())
     }
 }

@@ -17,7 +17,11 @@
 //! - split transposed convolutions into `stride` phases, each an ordinary small convolution;
 //! - run a decoder stage's multi-receptive-field sum strip by strip while it is in cache
 //!   ([`strips`]);
-//! - compute `tanh` and the WaveNet gate with a vectorizable `exp` ([`fast_math`]).
+//! - compute `tanh` and the WaveNet gate with a vectorizable `exp` ([`fast_math`]);
+//! - run the text encoder's relative attention as strided products over the convolutions'
+//!   layout, without the [T, T] copies the tensor formulation makes ([`attention`]);
+//! - normalize over channels in place, with the residual add before and the GELU after
+//!   fused in ([`norm`]).
 //!
 //! A layer can also be loaded in a reduced [`Precision`] ([`precision`]): its weights are
 //! then packed in bfloat16 and its direct convolutions run through [`bf16`] (AVX-512) or
@@ -30,6 +34,7 @@
 //! convolution must not also fan out over all cores.
 
 mod amx;
+mod attention;
 mod bf16;
 #[cfg(test)]
 mod bf16_tests;
@@ -40,17 +45,20 @@ mod dispatch;
 mod fast_math;
 mod gemm;
 mod int8;
+mod norm;
 mod precision;
 mod strips;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use attention::relative_attention;
 pub use dispatch::{conv1d, conv_transpose1d};
 pub(crate) use dispatch::{
     conv1d_fused, conv_transpose1d_fused, residual_stack_sum, InputMap, PackedPhaseCache,
     PackedWeightCache, StackConv,
 };
 pub(crate) use fast_math::{gated_tanh, tanh};
+pub(crate) use norm::channel_norm;
 pub use precision::Precision;
 
 /// The CPU paths forced one by one, for `benches/conv.rs`; not part of the model's interface.
