@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::api::{self, AppState};
@@ -51,6 +52,13 @@ pub async fn run(
     }
 
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // Streamed audio goes out as it is made: with Nagle's algorithm on, a first chunk written
+    // right after the headers waited for the client's delayed ACK (≈ 17 ms on loopback).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, app).with_graceful_shutdown(async {
         let _ = stop_rx.await;
     });
