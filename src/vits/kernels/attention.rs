@@ -9,9 +9,10 @@
 //! relative terms are added along the diagonal in place; and the output product writes
 //! [B, H, T] directly. One [T, T] buffer serves every head.
 
+use super::cpu::is_cpu_f32;
 use super::fast_math::softmax_in_place;
 use ::gemm::{gemm, Parallelism};
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{Device, Result, Tensor};
 
 /// `out_i = Σ_j p_ij (v_j + e^V_(j−i))` with `p_i = softmax_j(q_i·k_j + q_i·e^K_(j−i))` per head.
 ///
@@ -29,10 +30,7 @@ pub(crate) fn relative_attention(
     n_heads: usize,
     lengths: &[usize],
 ) -> Result<Option<Tensor>> {
-    let on_cpu_f32 = [q, k, v, band_k, band_v]
-        .iter()
-        .all(|t| matches!(t.device(), Device::Cpu) && t.dtype() == DType::F32);
-    if !on_cpu_f32 {
+    if ![q, k, v, band_k, band_v].into_iter().all(is_cpu_f32) {
         return Ok(None);
     }
     let (b, h, t) = q.dims3()?;

@@ -29,6 +29,11 @@ unsafe fn written_by(
     Ok(v)
 }
 
+/// Whether the kernels can take `t`: a CPU tensor of `f32`s (anything else stays with candle).
+pub(super) fn is_cpu_f32(t: &Tensor) -> bool {
+    matches!(t.device(), candle_core::Device::Cpu) && t.dtype() == candle_core::DType::F32
+}
+
 /// Runs `f` on the tensor's elements in row-major order, without a copy when the tensor is
 /// already contiguous.
 pub(super) fn with_contiguous_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {

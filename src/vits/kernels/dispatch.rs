@@ -8,7 +8,7 @@
 
 use std::sync::{Arc, OnceLock};
 
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{Result, Tensor};
 
 use super::precision::{PackedConv, Precision};
 use super::{cpu, gemm, strips};
@@ -240,8 +240,7 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 
 /// True when all operands are `f32` tensors in CPU memory, the only case with a fast path.
 fn is_cpu_f32(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> bool {
-    let cpu_f32 = |t: &Tensor| matches!(t.device(), Device::Cpu) && t.dtype() == DType::F32;
-    cpu_f32(x) && cpu_f32(weight) && bias.is_none_or(cpu_f32)
+    cpu::is_cpu_f32(x) && cpu::is_cpu_f32(weight) && bias.is_none_or(cpu::is_cpu_f32)
 }
 
 /// Validated dimensions of a stride-1 grouped convolution. Inputs that fail validation are left to

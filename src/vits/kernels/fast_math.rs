@@ -8,7 +8,8 @@
 //! Hand-written rather than a crate: the few math crates with vector `exp` bring whole SIMD
 //! abstraction layers for these twenty lines.
 
-use candle_core::{DType, Device, Result, Tensor};
+use super::cpu::is_cpu_f32;
+use candle_core::{Device, Result, Tensor};
 
 /// `e^x` for x in [−87, 88] (inputs are clamped there), relative error < 2e-7.
 #[inline(always)]
@@ -112,76 +113,47 @@ fn gelu_slice(xs: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn gelu_slice_avx2(xs: &mut [f32]) {
-    gelu_slice(xs)
-}
-
-/// [`gelu_slice`] with the widest vectors this CPU has.
-pub(super) fn gelu_in_place(xs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { gelu_slice_avx2(xs) };
-    }
-    gelu_slice(xs)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn softmax_slice_avx2(row: &mut [f32]) {
-    softmax_slice(row)
-}
-
-/// [`softmax_slice`] with the widest vectors this CPU has.
-pub(super) fn softmax_in_place(row: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { softmax_slice_avx2(row) };
-    }
-    softmax_slice(row)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn gate_slices_avx2(out: &mut [f32], t: &[f32], s: &[f32]) {
-    gate_slices(out, t, s)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn tanh_slice_avx2(xs: &mut [f32]) {
-    tanh_slice(xs)
-}
-
-#[cfg(target_arch = "x86_64")]
 fn has_avx2() -> bool {
     is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
 }
 
-/// [`gate_slices`] with the widest vectors this CPU has.
-fn gate(out: &mut [f32], t: &[f32], s: &[f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { gate_slices_avx2(out, t, s) };
-    }
-    gate_slices(out, t, s)
+/// `$vis fn $name(args)`: the plain-arithmetic `$body` compiled once more with AVX2 + FMA
+/// enabled, which is what vectorizes it, and that copy taken when the CPU has them.
+macro_rules! widest_vectors {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) => $body:ident) => {
+        $(#[$doc])*
+        $vis fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                fn wide($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
+                if has_avx2() {
+                    // SAFETY: the CPU has AVX2 and FMA.
+                    return unsafe { wide($($arg),*) };
+                }
+            }
+            $body($($arg),*)
+        }
+    };
 }
 
-/// [`tanh_slice`] with the widest vectors this CPU has.
-fn tanh_in_place(xs: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY: the CPU has AVX2 and FMA.
-        return unsafe { tanh_slice_avx2(xs) };
-    }
-    tanh_slice(xs)
+widest_vectors! {
+    /// [`gate_slices`] with the widest vectors this CPU has.
+    fn gate(out: &mut [f32], t: &[f32], s: &[f32]) => gate_slices
 }
-
-fn is_cpu_f32(x: &Tensor) -> bool {
-    matches!(x.device(), Device::Cpu) && x.dtype() == DType::F32
+widest_vectors! {
+    /// [`tanh_slice`] with the widest vectors this CPU has.
+    fn tanh_in_place(xs: &mut [f32]) => tanh_slice
+}
+widest_vectors! {
+    /// [`softmax_slice`] with the widest vectors this CPU has.
+    pub(super) fn softmax_in_place(row: &mut [f32]) => softmax_slice
+}
+widest_vectors! {
+    /// [`gelu_slice`] with the widest vectors this CPU has.
+    pub(super) fn gelu_in_place(xs: &mut [f32]) => gelu_slice
 }
 
 /// `tanh(a[:, :n]) · sigmoid(a[:, n:])` for `a` [B, 2n, T], the WaveNet gate.

@@ -8,8 +8,9 @@
 //! positions at a time, in the `[B, C, T]` layout as it is, and the add and the GELU happen in
 //! the same passes.
 
+use super::cpu::is_cpu_f32;
 use super::fast_math::gelu_in_place;
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{Device, Result, Tensor};
 
 /// Positions normalized together: their running sums stay in registers while every channel
 /// passes.
@@ -25,12 +26,11 @@ pub(crate) fn channel_norm(
     eps: f32,
     gelu: bool,
 ) -> Result<Option<Tensor>> {
-    let tensors = [Some(x), residual, Some(gamma), Some(beta)];
-    let on_cpu_f32 = tensors
-        .iter()
+    if ![Some(x), residual, Some(gamma), Some(beta)]
+        .into_iter()
         .flatten()
-        .all(|t| matches!(t.device(), Device::Cpu) && t.dtype() == DType::F32);
-    if !on_cpu_f32 {
+        .all(is_cpu_f32)
+    {
         return Ok(None);
     }
     let (b, c, t) = x.dims3()?;
