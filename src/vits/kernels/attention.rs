@@ -11,7 +11,7 @@
 
 use super::cpu::is_cpu_f32;
 use super::fast_math::softmax_in_place;
-use ::gemm::{gemm, Parallelism};
+use super::gemm::product;
 use candle_core::{Device, Result, Tensor};
 
 /// `out_i = Σ_j p_ij (v_j + e^V_(j−i))` with `p_i = softmax_j(q_i·k_j + q_i·e^K_(j−i))` per head.
@@ -169,43 +169,5 @@ impl Head<'_> {
                 (band.as_ptr(), width, 1),
             );
         }
-    }
-}
-
-/// `dst (+)= lhs · rhs` for an (m × n) destination and inner size k, each operand given as
-/// (pointer, column stride, row stride); `accumulate` keeps what `dst` holds.
-///
-/// # Safety
-/// Each view must lie inside its allocation, and `dst` must not overlap `lhs` or `rhs`.
-unsafe fn product(
-    (m, n, k): (usize, usize, usize),
-    (dst, dst_cs, dst_rs): (*mut f32, usize, usize),
-    accumulate: bool,
-    (lhs, lhs_cs, lhs_rs): (*const f32, usize, usize),
-    (rhs, rhs_cs, rhs_rs): (*const f32, usize, usize),
-) {
-    // SAFETY: the caller's promise.
-    unsafe {
-        gemm(
-            m,
-            n,
-            k,
-            dst,
-            dst_cs as isize,
-            dst_rs as isize,
-            accumulate,
-            lhs,
-            lhs_cs as isize,
-            lhs_rs as isize,
-            rhs,
-            rhs_cs as isize,
-            rhs_rs as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            Parallelism::None,
-        )
     }
 }

@@ -83,28 +83,52 @@ fn accumulate_taps(
         // (lo − t0 + n ≤ t1 − t0, checked against dst.len() above). The three
         // regions come from distinct borrows, so the destination aliases neither input.
         unsafe {
-            gemm(
-                rows,
-                n,
-                cols,
-                dst.as_mut_ptr().add(lo - t0),
-                1,
-                dst_stride as isize,
+            product(
+                (rows, n, cols),
+                (dst.as_mut_ptr().add(lo - t0), 1, dst_stride),
                 true,
-                tap.weights.as_ptr(),
-                tap.col_stride as isize,
-                tap.row_stride as isize,
-                x.as_ptr().add(x_start),
-                1,
-                x_len as isize,
-                1.0,
-                1.0,
-                false,
-                false,
-                false,
-                Parallelism::None,
+                (tap.weights.as_ptr(), tap.col_stride, tap.row_stride),
+                (x.as_ptr().add(x_start), 1, x_len),
             );
         }
+    }
+}
+
+/// `dst (+)= lhs · rhs` for an (m × n) destination and inner size k, each operand given as
+/// (pointer, column stride, row stride); `accumulate` keeps what `dst` holds.
+///
+/// # Safety
+/// Each view must lie inside its allocation, and `dst` must not overlap `lhs` or `rhs`.
+pub(super) unsafe fn product(
+    (m, n, k): (usize, usize, usize),
+    (dst, dst_cs, dst_rs): (*mut f32, usize, usize),
+    accumulate: bool,
+    (lhs, lhs_cs, lhs_rs): (*const f32, usize, usize),
+    (rhs, rhs_cs, rhs_rs): (*const f32, usize, usize),
+) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            dst,
+            dst_cs as isize,
+            dst_rs as isize,
+            accumulate,
+            lhs,
+            lhs_cs as isize,
+            lhs_rs as isize,
+            rhs,
+            rhs_cs as isize,
+            rhs_rs as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        )
     }
 }
 
