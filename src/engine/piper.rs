@@ -418,9 +418,10 @@ fn failed(e: crate::vits::VitsError) -> EngineError {
 /// soon, the later ones large so that halos recomputed at window edges cost little (4–10 %,
 /// docs/performance.md §9).
 const FIRST_WINDOW_FRAMES: usize = 16;
+const LATER_WINDOW_FRAMES: usize = 128;
+
 /// Which phoneme ids each traced phoneme character of a model input became.
 type CharTrace = Vec<(usize, std::ops::Range<usize>)>;
-const LATER_WINDOW_FRAMES: usize = 128;
 
 impl PiperVoice {
     /// The model inputs an item becomes (more than one when its phoneme ids exceed a pass),

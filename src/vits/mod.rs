@@ -288,6 +288,7 @@ impl Vits {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        let _computing = kernels::computing();
         let Prior {
             z_p,
             frames,
@@ -341,6 +342,8 @@ impl Vits {
     /// item's seeded generator, duration noise first, so every caller draws the same numbers.
     fn prior(&self, batch: &[VitsInput]) -> Result<Prior, VitsError> {
         self.validate(batch)?;
+        // Nothing can be sent before this is done: its kernels may use spare cores.
+        let _lending = self.device.is_cpu().then(kernels::lending);
         let dev = &self.device;
         let b = batch.len();
         let lengths: Vec<usize> = batch.iter().map(|item| item.ids.len()).collect();

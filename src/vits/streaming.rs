@@ -14,6 +14,7 @@
 
 use candle_core::{Result as CandleResult, Tensor};
 
+use super::kernels;
 use super::layers::Reach;
 use super::{Prior, Vits, VitsError, VitsInput};
 
@@ -70,6 +71,7 @@ impl Vits {
                 "windows need at least one frame, got {first_frames} and {later_frames}"
             )));
         }
+        let _computing = kernels::computing();
         let Prior {
             z_p,
             g,
@@ -265,7 +267,11 @@ impl Chain<'_> {
         let mut emitted = 0;
         let mut window_end = first;
         while emitted < total {
+            // The first window holds back the first audio, as the prior did: its kernels may
+            // use spare cores too. Later ones only need to stay ahead of the listener.
+            let lending = (emitted == 0).then(kernels::lending);
             let audio = self.next_output(window_end.min(total))?;
+            drop(lending);
             emitted += audio.len();
             if !on_chunk(&audio) {
                 break;

@@ -12,6 +12,7 @@
 use super::cpu::is_cpu_f32;
 use super::fast_math::softmax_in_place;
 use super::gemm::product;
+use super::spare::split_rows_in_two;
 use candle_core::{Device, Result, Tensor};
 
 /// `out_i = Σ_j p_ij (v_j + e^V_(j−i))` with `p_i = softmax_j(q_i·k_j + q_i·e^K_(j−i))` per head.
@@ -49,22 +50,26 @@ pub(crate) fn relative_attention(
     let (q, k, v) = (values(q)?, values(k)?, values(v)?);
     let (band_k, band_v) = (values(band_k)?, values(band_v)?);
     let mut out = vec![0f32; b * h * t];
-    let mut scratch = Scratch::new(t, width);
     let per_head = head_dim * t;
-    for (i, out) in out.chunks_exact_mut(per_head).enumerate() {
-        let at = i * per_head..(i + 1) * per_head;
-        let head = Head {
-            q: &q[at.clone()],
-            k: &k[at.clone()],
-            v: &v[at],
-            band_k: &band_k,
-            band_v: &band_v,
-            head_dim,
-            t,
-            length: lengths[i / n_heads].min(t),
-        };
-        head.attend(out, &mut scratch);
-    }
+    // Heads are independent: with a spare core, half of them are computed there.
+    let work = b * h * t * t * 2;
+    split_rows_in_two(&mut out, per_head, work, |heads, out| {
+        let mut scratch = Scratch::new(t, width);
+        for (i, out) in heads.zip(out.chunks_exact_mut(per_head)) {
+            let at = i * per_head..(i + 1) * per_head;
+            let head = Head {
+                q: &q[at.clone()],
+                k: &k[at.clone()],
+                v: &v[at],
+                band_k: &band_k,
+                band_v: &band_v,
+                head_dim,
+                t,
+                length: lengths[i / n_heads].min(t),
+            };
+            head.attend(out, &mut scratch);
+        }
+    });
     Ok(Some(Tensor::from_vec(out, (b, h, t), &Device::Cpu)?))
 }
 

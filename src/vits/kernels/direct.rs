@@ -15,9 +15,10 @@
 //! one per instruction set, are in [`super::block`].
 
 use std::mem::MaybeUninit;
+use std::ops::Range;
 
 use super::precision::PackedConv;
-use super::{bf16, block, int8};
+use super::{bf16, block, int8, spare};
 
 /// Floats of weights (all output channels, a chunk of input channels) used per input pass
 /// (~512 KiB, inside a 1 MiB L2; 128 KiB measured up to 10 % slower on the flow's 192 → 384).
@@ -296,125 +297,147 @@ pub(super) fn conv1d_rows(
     let tile = ((TILE_FLOATS / c_in).saturating_sub(span) / cols * cols).max(cols);
     // Packed input tile: C_in rows of the tile's columns rounded up to whole blocks, plus span.
     let row_len = tile + span;
-    let mut packed = vec![0f32; c_in * row_len];
     let blocks = c_out.div_ceil(rows_per);
     let ci_chunk = (WEIGHT_CHUNK_FLOATS / (blocks * rows_per * taps))
         .max(8)
         .min(c_in);
-    // The register block's starting values for a block that is cut short (last rows or columns).
-    let mut edge = vec![0f32; rows_per * cols];
     let out_len = out.data.len();
-    let out_ptr = out.data.as_mut_ptr().cast::<f32>();
-    for t0 in (0..l_out).step_by(tile) {
-        let width = tile.min(l_out - t0);
-        let padded_width = width.div_ceil(cols) * cols;
-        // Input column read by packed column j is t0 + j + offset: columns before the signal
-        // start and past its end are zero padding.
-        let first = t0 as isize + offset;
-        let j_lo = (-first).clamp(0, (padded_width + span) as isize) as usize;
-        let j_hi =
-            (l_in as isize - first).clamp(j_lo as isize, (padded_width + span) as isize) as usize;
-        for (ci, row) in packed.chunks_exact_mut(row_len).enumerate() {
-            row[..j_lo].fill(0.0);
-            row[j_hi..padded_width + span].fill(0.0);
-            let i_lo = (first + j_lo as isize) as usize;
-            let i_hi = i_lo + (j_hi - j_lo);
-            let src = &x.data[ci * x.stride..];
-            conv.map
-                .apply_slice(&mut row[j_lo..j_hi], &src[i_lo..i_hi], i_lo);
-        }
-        // Input channels in chunks whose weights (all output channels) stay in L2; per chunk,
-        // column blocks outside and channel blocks inside, so the input columns one block reads
-        // stay in L1 while the weights stream through in order.
-        for ci0 in (0..c_in).step_by(ci_chunk) {
-            let chunk = ci_chunk.min(c_in - ci0);
-            let first_chunk = ci0 == 0;
-            for j0 in (0..width).step_by(cols) {
-                let n_cols = cols.min(width - j0);
-                let xs = &packed[ci0 * row_len + j0..];
-                for block in 0..blocks {
-                    let co0 = block * rows_per;
-                    let n_rows = rows_per.min(c_out - co0);
-                    let weights = w.block_from(block, ci0);
-                    let at = |stride: usize| co0 * stride + t0 + j0;
-                    let args = block::Args {
-                        weights,
-                        x: xs,
-                        x_stride: row_len,
-                        c_in: chunk,
-                        taps,
-                        dilation,
-                    };
-                    if n_rows == rows_per && n_cols == cols {
-                        let mut res = [(std::ptr::null(), 0); block::MAX_RESIDUALS];
-                        let n_res = if first_chunk { residuals.len() } else { 0 };
-                        assert!(n_res <= block::MAX_RESIDUALS);
-                        for (dst, r) in res.iter_mut().zip(&residuals[..n_res]) {
-                            let start = at(r.stride);
-                            assert!(start + (rows_per - 1) * r.stride + cols <= r.data.len());
-                            *dst = (r.data[start..].as_ptr(), r.stride);
-                        }
-                        let start = at(out.stride);
-                        assert!(start + (rows_per - 1) * out.stride + cols <= out_len);
-                        let init = block::Init {
-                            bias: first_chunk.then(|| conv.bias[co0..].as_ptr()),
-                            residuals: &res[..n_res],
-                            load_out: accumulate || !first_chunk,
+    let out_ptr = SharedOut(out.data.as_mut_ptr().cast::<f32>());
+    // Each output column is computed from the input alone, so column ranges are independent:
+    // with a spare core, half of them are computed there.
+    let columns = |range: Range<usize>| {
+        let out_ptr = out_ptr.get();
+        let mut packed = vec![0f32; c_in * row_len];
+        // The register block's starting values for a block cut short (last rows or columns).
+        let mut edge = vec![0f32; rows_per * cols];
+        for t0 in range.clone().step_by(tile) {
+            let width = tile.min(range.end - t0);
+            let padded_width = width.div_ceil(cols) * cols;
+            // Input column read by packed column j is t0 + j + offset: columns before the signal
+            // start and past its end are zero padding.
+            let first = t0 as isize + offset;
+            let j_lo = (-first).clamp(0, (padded_width + span) as isize) as usize;
+            let j_hi = (l_in as isize - first).clamp(j_lo as isize, (padded_width + span) as isize)
+                as usize;
+            for (ci, row) in packed.chunks_exact_mut(row_len).enumerate() {
+                row[..j_lo].fill(0.0);
+                row[j_hi..padded_width + span].fill(0.0);
+                let i_lo = (first + j_lo as isize) as usize;
+                let i_hi = i_lo + (j_hi - j_lo);
+                let src = &x.data[ci * x.stride..];
+                conv.map
+                    .apply_slice(&mut row[j_lo..j_hi], &src[i_lo..i_hi], i_lo);
+            }
+            // Input channels in chunks whose weights (all output channels) stay in L2; per chunk,
+            // column blocks outside and channel blocks inside, so the input columns one block reads
+            // stay in L1 while the weights stream through in order.
+            for ci0 in (0..c_in).step_by(ci_chunk) {
+                let chunk = ci_chunk.min(c_in - ci0);
+                let first_chunk = ci0 == 0;
+                for j0 in (0..width).step_by(cols) {
+                    let n_cols = cols.min(width - j0);
+                    let xs = &packed[ci0 * row_len + j0..];
+                    for block in 0..blocks {
+                        let co0 = block * rows_per;
+                        let n_rows = rows_per.min(c_out - co0);
+                        let weights = w.block_from(block, ci0);
+                        let at = |stride: usize| co0 * stride + t0 + j0;
+                        let args = block::Args {
+                            weights,
+                            x: xs,
+                            x_stride: row_len,
+                            c_in: chunk,
+                            taps,
+                            dilation,
                         };
-                        // SAFETY: the block writes (and, with `load_out`, reads) rows_per rows
-                        // of `cols` values `out.stride` apart from `start`, and reads residual
-                        // rows likewise — all asserted in bounds above; `load_out` only reads
-                        // values this call or the caller initialized. The weight and input
-                        // bounds are asserted by `run` itself.
-                        unsafe { kernel.run(&args, out_ptr.add(start), out.stride, &init) };
-                    } else {
-                        // A cut block runs on `edge`, filled with its starting values.
-                        for r in 0..rows_per {
-                            for j in 0..cols {
-                                edge[r * cols + j] = if r >= n_rows || j >= n_cols {
-                                    0.0
-                                } else {
-                                    let mut v = if accumulate || !first_chunk {
-                                        let i = at(out.stride) + r * out.stride + j;
-                                        assert!(i < out_len);
-                                        // SAFETY: in bounds, and initialized as above.
-                                        unsafe { out_ptr.add(i).read() }
-                                    } else {
+                        if n_rows == rows_per && n_cols == cols {
+                            let mut res = [(std::ptr::null(), 0); block::MAX_RESIDUALS];
+                            let n_res = if first_chunk { residuals.len() } else { 0 };
+                            assert!(n_res <= block::MAX_RESIDUALS);
+                            for (dst, r) in res.iter_mut().zip(&residuals[..n_res]) {
+                                let start = at(r.stride);
+                                assert!(start + (rows_per - 1) * r.stride + cols <= r.data.len());
+                                *dst = (r.data[start..].as_ptr(), r.stride);
+                            }
+                            let start = at(out.stride);
+                            assert!(start + (rows_per - 1) * out.stride + cols <= out_len);
+                            let init = block::Init {
+                                bias: first_chunk.then(|| conv.bias[co0..].as_ptr()),
+                                residuals: &res[..n_res],
+                                load_out: accumulate || !first_chunk,
+                            };
+                            // SAFETY: the block writes (and, with `load_out`, reads) rows_per rows
+                            // of `cols` values `out.stride` apart from `start`, and reads residual
+                            // rows likewise — all asserted in bounds above; `load_out` only reads
+                            // values this call or the caller initialized. The weight and input
+                            // bounds are asserted by `run` itself.
+                            unsafe { kernel.run(&args, out_ptr.add(start), out.stride, &init) };
+                        } else {
+                            // A cut block runs on `edge`, filled with its starting values.
+                            for r in 0..rows_per {
+                                for j in 0..cols {
+                                    edge[r * cols + j] = if r >= n_rows || j >= n_cols {
                                         0.0
-                                    };
-                                    if first_chunk {
-                                        v += conv.bias[co0 + r];
-                                        for res in residuals {
-                                            v += res.data[at(res.stride) + r * res.stride + j];
+                                    } else {
+                                        let mut v = if accumulate || !first_chunk {
+                                            let i = at(out.stride) + r * out.stride + j;
+                                            assert!(i < out_len);
+                                            // SAFETY: in bounds, and initialized as above.
+                                            unsafe { out_ptr.add(i).read() }
+                                        } else {
+                                            0.0
+                                        };
+                                        if first_chunk {
+                                            v += conv.bias[co0 + r];
+                                            for res in residuals {
+                                                v += res.data[at(res.stride) + r * res.stride + j];
+                                            }
                                         }
-                                    }
-                                    v
+                                        v
+                                    };
+                                }
+                            }
+                            let init = block::Init {
+                                bias: None,
+                                residuals: &[],
+                                load_out: true,
+                            };
+                            // SAFETY: `edge` holds rows_per rows of `cols` values.
+                            unsafe { kernel.run(&args, edge.as_mut_ptr(), cols, &init) };
+                            for r in 0..n_rows {
+                                let start = at(out.stride) + r * out.stride;
+                                assert!(start + n_cols <= out_len);
+                                // SAFETY: in bounds; `edge` and `out` do not overlap.
+                                unsafe {
+                                    std::ptr::copy_nonoverlapping(
+                                        edge[r * cols..].as_ptr(),
+                                        out_ptr.add(start),
+                                        n_cols,
+                                    )
                                 };
                             }
-                        }
-                        let init = block::Init {
-                            bias: None,
-                            residuals: &[],
-                            load_out: true,
-                        };
-                        // SAFETY: `edge` holds rows_per rows of `cols` values.
-                        unsafe { kernel.run(&args, edge.as_mut_ptr(), cols, &init) };
-                        for r in 0..n_rows {
-                            let start = at(out.stride) + r * out.stride;
-                            assert!(start + n_cols <= out_len);
-                            // SAFETY: in bounds; `edge` and `out` do not overlap.
-                            unsafe {
-                                std::ptr::copy_nonoverlapping(
-                                    edge[r * cols..].as_ptr(),
-                                    out_ptr.add(start),
-                                    n_cols,
-                                )
-                            };
                         }
                     }
                 }
             }
         }
+    };
+    let work = c_out * c_in * taps * l_out;
+    spare::split_in_two(l_out, cols, work, columns);
+}
+
+/// The output's base pointer, shared by the threads that write disjoint columns of it.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+
+// SAFETY: the threads holding it write disjoint column ranges, and the caller's exclusive
+// borrow of the output outlives them (`spare::split_in_two` returns when both are done).
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    // A method, so that closures capture the whole (Sync) value rather than its field.
+    fn get(self) -> *mut f32 {
+        self.0
     }
 }
 

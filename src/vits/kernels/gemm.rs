@@ -9,6 +9,7 @@
 
 use super::cpu::{bias_or_zero, with_contiguous_f32};
 use super::dispatch::{Conv1dShape, ConvTranspose1dShape};
+use super::spare;
 use ::gemm::{gemm, Parallelism};
 use candle_core::{Result, Tensor};
 
@@ -39,6 +40,7 @@ fn taps_first(w: &[f32], a: usize, b: usize, taps: usize, swap: bool) -> Vec<f32
 
 /// One kernel tap of a convolution written as a matrix product: output column `t` receives
 /// `weights · x[:, t + shift]` where the input column exists.
+#[derive(Clone, Copy)]
 struct Tap<'a> {
     /// A (output channel × input channel) matrix starting at `weights[0]`, element (r, c) at
     /// `r · row_stride + c · col_stride` (see [`TapWeights`] for the two layouts used).
@@ -46,6 +48,16 @@ struct Tap<'a> {
     row_stride: usize,
     col_stride: usize,
     shift: isize,
+}
+
+impl<'a> Tap<'a> {
+    /// The same tap's matrix from output channel `row` on.
+    fn starting_at_row(&self, row: usize) -> Tap<'a> {
+        Tap {
+            weights: &self.weights[row * self.row_stride..],
+            ..*self
+        }
+    }
 }
 
 /// `dst[:, t - t0] += Σ_taps tap.weights · x[:, t + tap.shift]` for `t` in `t0..t1`, where
@@ -216,23 +228,32 @@ fn grouped_gemm(
                 }
             })
             .collect();
-        for t0 in (0..s.l_out).step_by(tile) {
-            let t1 = (t0 + tile).min(s.l_out);
-            for (row, &b) in out_g.chunks_exact_mut(s.l_out).zip(&bias[g * c_out_g..]) {
-                row[t0..t1].fill(b);
+        // Output channels are independent: with a spare core, half of them are computed there.
+        let work = c_out_g * c_in_g * s.taps * s.l_out;
+        spare::split_rows_in_two(out_g, s.l_out, work, |rows, out_rows| {
+            let taps: Vec<Tap> = taps
+                .iter()
+                .map(|tap| tap.starting_at_row(rows.start))
+                .collect();
+            let bias = &bias[g * c_out_g + rows.start..];
+            for t0 in (0..s.l_out).step_by(tile) {
+                let t1 = (t0 + tile).min(s.l_out);
+                for (row, &b) in out_rows.chunks_exact_mut(s.l_out).zip(bias) {
+                    row[t0..t1].fill(b);
+                }
+                accumulate_taps(
+                    &mut out_rows[t0..],
+                    s.l_out,
+                    t0,
+                    t1,
+                    x_g,
+                    s.l_in,
+                    rows.len(),
+                    c_in_g,
+                    &taps,
+                );
             }
-            accumulate_taps(
-                &mut out_g[t0..],
-                s.l_out,
-                t0,
-                t1,
-                x_g,
-                s.l_in,
-                c_out_g,
-                c_in_g,
-                &taps,
-            );
-        }
+        });
     }
 }
 

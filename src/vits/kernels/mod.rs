@@ -31,7 +31,10 @@
 //! Other devices and dtypes keep candle's implementation (the fused entry points then run the
 //! map and adds as tensor ops). Everything runs on the caller's thread, whatever
 //! `RAYON_NUM_THREADS` says: the server runs several inference workers side by side, so each
-//! convolution must not also fan out over all cores.
+//! convolution must not also fan out over all cores. The exception is [`spare`]: inside a
+//! [`lending`] scope (the stages before an utterance's first audio), the `f32` direct and
+//! matrix-product convolutions and the attention hand half their work to a core that no
+//! worker is computing on, when there is one.
 
 mod amx;
 mod attention;
@@ -47,6 +50,7 @@ mod gemm;
 mod int8;
 mod norm;
 mod precision;
+mod spare;
 mod strips;
 #[cfg(test)]
 mod tests;
@@ -60,6 +64,7 @@ pub(crate) use dispatch::{
 pub(crate) use fast_math::{gated_tanh, tanh};
 pub(crate) use norm::channel_norm;
 pub use precision::Precision;
+pub(crate) use spare::{computing, lending};
 
 /// The CPU paths forced one by one, for `benches/conv.rs`; not part of the model's interface.
 #[doc(hidden)]

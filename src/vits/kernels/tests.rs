@@ -452,3 +452,65 @@ fn other_dtypes_use_candle_and_bad_shapes_are_errors() {
     let wrong_transposed = random(&mut rng, &[5, 4, 3]);
     assert!(conv_transpose1d(&x, &wrong_transposed, None, 2, 0).is_err());
 }
+
+/// The stages before first audio split their kernels over a spare core: the direct
+/// convolution by output columns, the matrix-product one by output channels, the attention
+/// by heads. Each output value is computed by the same code either way, so the halves join
+/// into exactly the one-thread result (masks, residuals and padded batches included).
+#[test]
+fn kernels_split_over_a_spare_core_match_one_thread() {
+    let mut rng = StdRng::seed_from_u64(29);
+    let values = |y: &Tensor| y.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    // (c_in, c_out, length, kernel): the text encoder's FFN, its projections, a decoder conv.
+    for (c_in, c_out, len, k) in [
+        (192, 768, 527, 3),
+        (768, 192, 527, 3),
+        (192, 192, 527, 1),
+        (128, 128, 4500, 7),
+    ] {
+        let x = random(&mut rng, &[2, c_in, len]);
+        let w = (random(&mut rng, &[c_out, c_in, k]) * 0.1).unwrap();
+        let b = random(&mut rng, &[c_out]);
+        let residual = random(&mut rng, &[2, c_out, len]);
+        let mut mask = vec![1f32; 2 * len];
+        mask[len + len / 2..].fill(0.0);
+        let mask = Tensor::from_vec(mask, (2, 1, len), &Device::Cpu).unwrap();
+        let map = InputMap {
+            scale: 1.0,
+            leaky_slope: Some(0.0),
+            mask: Some(&mask),
+        };
+        let direct = || conv1d_fused(&x, &w, Some(&b), k / 2, 1, &map, &[&residual], None);
+        let products = || fast_conv1d(&x, &w, Some(&b), k / 2, 1, 1);
+        let (one_direct, one_products) = (direct().unwrap(), products());
+        let _lending = super::spare::lending_always();
+        let case = (c_in, c_out, len, k);
+        assert_eq!(
+            values(&direct().unwrap()),
+            values(&one_direct),
+            "direct {case:?}"
+        );
+        assert_eq!(
+            values(&products()),
+            values(&one_products),
+            "products {case:?}"
+        );
+    }
+
+    let (t, n_heads, head_dim, r) = (300, 2, 96, 4);
+    let h = n_heads * head_dim;
+    let q = random(&mut rng, &[2, h, t]);
+    let (k, v) = (random(&mut rng, &[2, h, t]), random(&mut rng, &[2, h, t]));
+    let (band_k, band_v) = (
+        random(&mut rng, &[2 * r + 1, head_dim]),
+        random(&mut rng, &[2 * r + 1, head_dim]),
+    );
+    let attend = || {
+        super::relative_attention(&q, &k, &v, &band_k, &band_v, n_heads, &[t, 211])
+            .unwrap()
+            .expect("a CPU f32 kernel")
+    };
+    let one = attend();
+    let _lending = super::spare::lending_always();
+    assert_eq!(values(&attend()), values(&one), "attention");
+}

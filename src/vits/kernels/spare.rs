@@ -1,0 +1,414 @@
+//! Spare cores, lent to the stages that hold back an utterance's first audio.
+//!
+//! Every kernel runs on its caller's thread (see the module docs): the server runs one
+//! inference worker per core, and a convolution that fanned out over all cores would slow
+//! the other workers down. But on a server with one request in flight the other cores idle
+//! while the text encoder, the duration predictor and the first window run, and nothing can
+//! be sent before they are done. So a thread computing a forward pass holds a [`Computing`]
+//! token, and inside a [`Lending`] scope a kernel may borrow a core that no token holds and
+//! run half its work on a helper thread there. The decision is made per kernel call and the
+//! core goes back when the call ends; between calls the helper polls for the next half for
+//! at most [`WARM_FOR`]. A worker that starts meanwhile therefore shares its core for at
+//! most one call and that much polling.
+//!
+//! The helpers are a rayon pool, but the decision to use one is ours: rayon's scheduling
+//! knows its own threads, not which cores the inference workers (plain blocking threads)
+//! are computing on, and a helper that had gone to sleep took 0.1–0.4 ms to wake here,
+//! as long as half of a small convolution.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The process's cores, counted by who holds them. A plain value, so that the policy can be
+/// tested without threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cores {
+    total: usize,
+    /// Threads computing a forward pass.
+    computing: usize,
+    /// Cores lent to helper threads.
+    lent: usize,
+}
+
+impl Cores {
+    /// Whether a core is free, and takes it if so.
+    fn try_lend(&mut self) -> bool {
+        let free = self.computing + self.lent < self.total;
+        if free {
+            self.lent += 1;
+        }
+        free
+    }
+}
+
+/// How long a helper keeps polling for the next half after its last one, while a lending
+/// scope is open. Waking a sleeping thread took 0.1–0.4 ms on the 2-core virtual machine of
+/// docs/performance.md (its idle virtual CPU has to be rescheduled by the host), as long as
+/// the half of a 1×1 convolution itself; the gaps between two split calls are shorter.
+const WARM_FOR: Duration = Duration::from_millis(2);
+
+/// The core counts and the helper threads that borrowed work runs on.
+struct Lender {
+    cores: Mutex<Cores>,
+    /// One thread per core but the caller's; `None` on one core.
+    helpers: Option<rayon::ThreadPool>,
+    /// Lending scopes open on any thread.
+    open_scopes: AtomicUsize,
+    /// Halves handed to the helpers and not yet started.
+    pending: AtomicUsize,
+    /// Whether a helper is polling (see [`Lender::warm_up`]).
+    warming: AtomicBool,
+}
+
+impl Lender {
+    fn new(total: usize) -> Self {
+        Self::with_helpers(total, total.saturating_sub(1))
+    }
+
+    fn with_helpers(total: usize, threads: usize) -> Self {
+        let helpers = match threads {
+            0 => None,
+            threads => rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("omnivoice-spare-{i}"))
+                .build()
+                .map_err(|e| tracing::warn!(error = %e, "no helper threads for spare cores"))
+                .ok(),
+        };
+        Self {
+            cores: Mutex::new(Cores {
+                total,
+                computing: 0,
+                lent: 0,
+            }),
+            helpers,
+            open_scopes: AtomicUsize::new(0),
+            pending: AtomicUsize::new(0),
+            warming: AtomicBool::new(false),
+        }
+    }
+
+    fn update<R>(&self, f: impl FnOnce(&mut Cores) -> R) -> R {
+        // Each change is one statement, so the counts stay consistent even if a holder of
+        // the lock panicked.
+        let mut cores = self.cores.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut cores)
+    }
+
+    /// Runs `here` on this thread and `there` on a borrowed core if one is spare, else both
+    /// here, one after the other.
+    fn join(&'static self, here: impl FnOnce(), there: impl FnOnce() + Send) {
+        match self
+            .helpers
+            .as_ref()
+            .filter(|_| self.update(Cores::try_lend))
+        {
+            Some(helpers) => {
+                let loan = Loan(self);
+                self.pending.fetch_add(1, Ordering::SeqCst);
+                helpers.in_place_scope(|scope| {
+                    scope.spawn(move |_| {
+                        self.pending.fetch_sub(1, Ordering::SeqCst);
+                        let _loan = loan;
+                        there();
+                    });
+                    here();
+                });
+                self.warm_up();
+            }
+            None => {
+                here();
+                there();
+            }
+        }
+    }
+
+    /// Has a helper poll for the next half for up to [`WARM_FOR`], while a lending scope is
+    /// open and a core is spare, so that handing it over does not wait for a wake-up.
+    fn warm_up(&'static self) {
+        let Some(helpers) = &self.helpers else { return };
+        let spare = self.update(|c| c.computing + c.lent < c.total);
+        if !spare || self.open_scopes.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        if self.warming.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        helpers.spawn(move || {
+            let since = Instant::now();
+            while self.pending.load(Ordering::SeqCst) == 0
+                && self.open_scopes.load(Ordering::SeqCst) > 0
+                && since.elapsed() < WARM_FOR
+            {
+                std::hint::spin_loop();
+            }
+            self.warming.store(false, Ordering::SeqCst);
+        });
+    }
+}
+
+/// The process's lender, over its physical cores (the workers' unit too).
+fn lender() -> &'static Lender {
+    static LENDER: OnceLock<Lender> = OnceLock::new();
+    LENDER.get_or_init(|| Lender::new(num_cpus::get_physical().max(1)))
+}
+
+/// Held by a thread while it computes a forward pass: its core is not spare.
+#[must_use = "the core counts as busy only while the token is held"]
+pub(crate) struct Computing(());
+
+/// Marks the current thread as computing until the token is dropped.
+pub(crate) fn computing() -> Computing {
+    lender().update(|c| c.computing += 1);
+    Computing(())
+}
+
+impl Drop for Computing {
+    fn drop(&mut self) {
+        lender().update(|c| c.computing -= 1);
+    }
+}
+
+thread_local! {
+    /// Who lends to kernels called on this thread: nobody outside a [`Lending`] scope.
+    static LENDING: Cell<Option<&'static Lender>> = const { Cell::new(None) };
+}
+
+/// While held, kernels called on this thread may borrow spare cores. Not `Send`: it
+/// restores its own thread's scope when dropped.
+#[must_use = "kernels may borrow cores only while the scope is held"]
+pub(crate) struct Lending {
+    lender: &'static Lender,
+    was: Option<&'static Lender>,
+    _this_thread: PhantomData<*const ()>,
+}
+
+/// Opens a lending scope on the current thread (scopes nest).
+pub(crate) fn lending() -> Lending {
+    Lending::open(lender())
+}
+
+/// A lending scope whose lender always has a core to spare, whatever else runs: tests of
+/// the kernels use it so that they take the split path on any machine.
+#[cfg(test)]
+pub(super) fn lending_always() -> Lending {
+    static ALWAYS: OnceLock<Lender> = OnceLock::new();
+    Lending::open(ALWAYS.get_or_init(|| Lender::with_helpers(usize::MAX / 2, 2)))
+}
+
+impl Lending {
+    fn open(lender: &'static Lender) -> Self {
+        lender.open_scopes.fetch_add(1, Ordering::SeqCst);
+        lender.warm_up();
+        Self {
+            lender,
+            was: LENDING.replace(Some(lender)),
+            _this_thread: PhantomData,
+        }
+    }
+}
+
+impl Drop for Lending {
+    fn drop(&mut self) {
+        LENDING.set(self.was);
+        self.lender.open_scopes.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A borrowed core, returned on drop (also when the work on it panics).
+struct Loan<'a>(&'a Lender);
+
+impl Drop for Loan<'_> {
+    fn drop(&mut self) {
+        self.0.update(|c| c.lent -= 1);
+    }
+}
+
+/// Below this much work (multiply-adds, about 60 µs on one core) a call is not split:
+/// handing half of it to a polling helper and joining costs about 10 µs (measured on the
+/// 2-core machine of docs/performance.md), so smaller calls would gain little or lose.
+pub(super) const MIN_SPLIT_WORK: usize = 4 << 20;
+
+/// Who to ask for a spare core for a call of `amount` multiply-adds, if anybody.
+fn lender_for(amount: usize) -> Option<&'static Lender> {
+    LENDING.get().filter(|_| amount >= MIN_SPLIT_WORK)
+}
+
+/// Runs `work` over `0..len`: as two halves (split at a multiple of `align`), the second on
+/// a spare core, when this thread is lending, `amount` (multiply-adds) is worth it and a
+/// core is spare; otherwise as one call here. `work` must give the same result for the
+/// whole range as for the two halves.
+pub(super) fn split_in_two(
+    len: usize,
+    align: usize,
+    amount: usize,
+    work: impl Fn(Range<usize>) + Sync,
+) {
+    let mid = (len / 2).div_ceil(align.max(1)) * align.max(1);
+    match lender_for(amount).filter(|_| 0 < mid && mid < len) {
+        Some(lender) => lender.join(|| work(0..mid), || work(mid..len)),
+        None => work(0..len),
+    }
+}
+
+/// [`split_in_two`] over the rows of `out` (`row_len` values each): `work` gets a range of
+/// rows and those rows of `out`.
+pub(super) fn split_rows_in_two<T: Send>(
+    out: &mut [T],
+    row_len: usize,
+    amount: usize,
+    work: impl Fn(Range<usize>, &mut [T]) + Sync,
+) {
+    let rows = out.len().checked_div(row_len).unwrap_or(0);
+    let mid = rows / 2;
+    match lender_for(amount).filter(|_| 0 < mid) {
+        Some(lender) => {
+            let (first, second) = out.split_at_mut(mid * row_len);
+            lender.join(|| work(0..mid, first), || work(mid..rows, second));
+        }
+        None => work(0..rows, out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lends_only_cores_nobody_computes_on() {
+        let mut cores = Cores {
+            total: 2,
+            computing: 1,
+            lent: 0,
+        };
+        assert!(cores.try_lend());
+        assert_eq!(cores.lent, 1);
+        // Both cores are now in use: one computing, one lent.
+        assert!(!cores.try_lend());
+        cores.lent = 0;
+        cores.computing = 2;
+        assert!(!cores.try_lend());
+        let mut single = Cores {
+            total: 1,
+            computing: 1,
+            lent: 0,
+        };
+        assert!(!single.try_lend());
+    }
+
+    /// How often each of `0..len` was visited, and on how many threads.
+    fn visits(lender: &'static Lender, len: usize, mid: usize) -> (Vec<usize>, usize) {
+        let hits: Vec<AtomicUsize> = (0..len).map(|_| AtomicUsize::new(0)).collect();
+        let threads = Mutex::new(std::collections::HashSet::new());
+        let visit = |range: Range<usize>| {
+            threads.lock().unwrap().insert(std::thread::current().id());
+            for i in range {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        lender.join(|| visit(0..mid), || visit(mid..len));
+        let hits = hits.iter().map(|h| h.load(Ordering::Relaxed)).collect();
+        (hits, threads.into_inner().unwrap().len())
+    }
+
+    #[test]
+    fn a_spare_core_takes_the_second_half_and_comes_back() {
+        let lender: &'static Lender = Box::leak(Box::new(Lender::new(2)));
+        lender.update(|c| c.computing = 1);
+        let (hits, threads) = visits(lender, 527, 272);
+        assert!(hits.iter().all(|&n| n == 1));
+        assert_eq!(threads, 2);
+        assert_eq!(lender.update(|c| c.lent), 0);
+
+        // No spare core: all of it on the caller's thread.
+        lender.update(|c| c.computing = 2);
+        let (hits, threads) = visits(lender, 527, 272);
+        assert!(hits.iter().all(|&n| n == 1));
+        assert_eq!(threads, 1);
+
+        // One core: no helper threads at all.
+        let single: &'static Lender = Box::leak(Box::new(Lender::new(1)));
+        assert!(single.helpers.is_none());
+        assert_eq!(visits(single, 10, 5).1, 1);
+    }
+
+    #[test]
+    fn a_panic_on_the_lent_core_returns_it() {
+        let lender: &'static Lender = Box::leak(Box::new(Lender::new(2)));
+        lender.update(|c| c.computing = 1);
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            lender.join(|| (), || panic!("the lent half failed"));
+        }));
+        assert!(result.is_err());
+        assert_eq!(lender.update(|c| c.lent), 0);
+    }
+
+    /// The ranges `split_in_two` handed out as (start, end), sorted, and on how many threads.
+    fn split_ranges(len: usize, align: usize, amount: usize) -> (Vec<(usize, usize)>, usize) {
+        let seen = Mutex::new(Vec::new());
+        split_in_two(len, align, amount, |range| {
+            seen.lock()
+                .unwrap()
+                .push((range, std::thread::current().id()));
+        });
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_by_key(|(range, _)| range.start);
+        let threads: std::collections::HashSet<_> = seen.iter().map(|(_, id)| *id).collect();
+        let ranges = seen.into_iter().map(|(r, _)| (r.start, r.end)).collect();
+        (ranges, threads.len())
+    }
+
+    #[test]
+    fn splits_only_inside_a_scope_with_enough_work_at_the_alignment() {
+        assert_eq!(split_ranges(527, 16, MIN_SPLIT_WORK), (vec![(0, 527)], 1));
+        let _lending = lending_always();
+        assert_eq!(
+            split_ranges(527, 16, MIN_SPLIT_WORK),
+            (vec![(0, 272), (272, 527)], 2)
+        );
+        assert_eq!(
+            split_ranges(527, 16, MIN_SPLIT_WORK - 1),
+            (vec![(0, 527)], 1)
+        );
+        // Too short to cut at the alignment.
+        assert_eq!(split_ranges(16, 16, MIN_SPLIT_WORK), (vec![(0, 16)], 1));
+        assert_eq!(
+            split_ranges(17, 16, MIN_SPLIT_WORK),
+            (vec![(0, 16), (16, 17)], 2)
+        );
+        assert_eq!(split_ranges(0, 16, MIN_SPLIT_WORK), (vec![(0, 0)], 1));
+    }
+
+    #[test]
+    fn rows_are_handed_out_with_their_slices() {
+        let _lending = lending_always();
+        for rows in [1, 2, 7] {
+            let mut out = vec![0usize; rows * 3];
+            split_rows_in_two(&mut out, 3, MIN_SPLIT_WORK, |range, out| {
+                assert_eq!(out.len(), range.len() * 3);
+                for (row, values) in range.zip(out.chunks_exact_mut(3)) {
+                    values.fill(row + 1);
+                }
+            });
+            let expected: Vec<usize> = (0..rows).flat_map(|r| [r + 1; 3]).collect();
+            assert_eq!(out, expected);
+        }
+    }
+
+    #[test]
+    fn scopes_nest() {
+        assert!(LENDING.get().is_none());
+        let outer = lending();
+        {
+            let _inner = lending_always();
+            assert!(!std::ptr::eq(LENDING.get().unwrap(), lender()));
+        }
+        assert!(std::ptr::eq(LENDING.get().unwrap(), lender()));
+        drop(outer);
+        assert!(LENDING.get().is_none());
+    }
+}
