@@ -289,6 +289,9 @@ impl Vits {
             return Ok(Vec::new());
         }
         let _computing = kernels::computing();
+        // The caller waits for the whole audio, so every stage may use spare cores (a
+        // stream's later windows do not: they only have to stay ahead of its listener).
+        let _lending = self.device.is_cpu().then(kernels::lending);
         let Prior {
             z_p,
             frames,

@@ -274,6 +274,33 @@ pub(super) fn split_rows_in_two<T: Send>(
     }
 }
 
+/// An output's base pointer, shared by the two halves of a split call, which write disjoint
+/// columns of the same rows (so neither can hold a `&mut` to its part). It borrows the
+/// output for as long as it lives.
+#[derive(Clone, Copy)]
+pub(super) struct SharedOut<'a> {
+    ptr: *mut f32,
+    _out: PhantomData<&'a mut [f32]>,
+}
+
+// SAFETY: the halves holding it write disjoint columns, and `split_in_two` returns only when
+// both are done, inside the borrow.
+unsafe impl Sync for SharedOut<'_> {}
+
+impl<'a> SharedOut<'a> {
+    pub(super) fn new(out: &'a mut [std::mem::MaybeUninit<f32>]) -> Self {
+        Self {
+            ptr: out.as_mut_ptr().cast(),
+            _out: PhantomData,
+        }
+    }
+
+    /// A method, so that closures capture the whole (`Sync`) value rather than its field.
+    pub(super) fn get(self) -> *mut f32 {
+        self.ptr
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
