@@ -279,6 +279,8 @@ impl Voice for PiperVoice {
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
+        // Phonemization is this thread's work too: no other worker may borrow its core.
+        let _computing = crate::vits::computing();
         // Every item becomes one or more model inputs ("pieces"), in item order.
         let mut inputs = Vec::with_capacity(batch.len());
         let mut owners = Vec::with_capacity(batch.len());
@@ -358,6 +360,7 @@ impl Voice for PiperVoice {
                 piece(pcm);
             });
         }
+        let _computing = crate::vits::computing();
         let (inputs, ipa) = self.model_inputs(item)?;
         let rate = self.model.sample_rate();
         let hop = self.model.config().hop_length;

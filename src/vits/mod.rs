@@ -35,6 +35,7 @@ pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKin
 use duration::DurationPredictor;
 use flow::Flow;
 use generator::Generator;
+pub(crate) use kernels::computing;
 pub use kernels::Precision;
 use layers::sequence_mask;
 pub use layers::Reach;

@@ -32,9 +32,9 @@
 //! map and adds as tensor ops). Everything runs on the caller's thread, whatever
 //! `RAYON_NUM_THREADS` says: the server runs several inference workers side by side, so each
 //! convolution must not also fan out over all cores. The exception is [`spare`]: inside a
-//! [`lending`] scope (the stages before an utterance's first audio), the `f32` direct and
-//! matrix-product convolutions and the attention hand half their work to a core that no
-//! worker is computing on, when there is one.
+//! [`lending`] scope (a whole-body synthesis, a stream's stages before its first audio), the
+//! `f32` direct and matrix-product convolutions and the attention hand half their work to a
+//! core that no worker is computing on, when there is one.
 
 mod amx;
 mod attention;

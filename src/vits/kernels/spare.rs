@@ -1,15 +1,17 @@
-//! Spare cores, lent to the stages that hold back an utterance's first audio.
+//! Spare cores, lent to the work that a listener is waiting on.
 //!
 //! Every kernel runs on its caller's thread (see the module docs): the server runs one
 //! inference worker per core, and a convolution that fanned out over all cores would slow
-//! the other workers down. But on a server with one request in flight the other cores idle
-//! while the text encoder, the duration predictor and the first window run, and nothing can
-//! be sent before they are done. So a thread computing a forward pass holds a [`Computing`]
-//! token, and inside a [`Lending`] scope a kernel may borrow a core that no token holds and
-//! run half its work on a helper thread there. The decision is made per kernel call and the
-//! core goes back when the call ends; between calls the helper polls for the next half for
-//! at most [`WARM_FOR`]. A worker that starts meanwhile therefore shares its core for at
-//! most one call and that much polling.
+//! the other workers down. But on a server with one request in flight the other cores idle.
+//! So a thread computing a forward pass holds a [`Computing`] token, and inside a [`Lending`]
+//! scope a kernel may borrow a core that no token holds and run half its work on a helper
+//! thread there. `Vits` opens the scope where the caller waits: for all of a whole-body
+//! synthesis, and for a stream's stages before its first audio (the text encoder, the
+//! duration predictor, the first window); a stream's later windows only have to stay ahead
+//! of its listener. The decision is made per kernel call and the core goes back when the
+//! call ends; between calls the helper polls for the next half for at most [`WARM_FOR`]. A
+//! worker that starts meanwhile therefore shares its core for at most one call and that much
+//! polling.
 //!
 //! The helpers are a rayon pool, but the decision to use one is ours: rayon's scheduling
 //! knows its own threads, not which cores the inference workers (plain blocking threads)
@@ -157,19 +159,35 @@ fn lender() -> &'static Lender {
     LENDER.get_or_init(|| Lender::new(num_cpus::get_physical().max(1)))
 }
 
-/// Held by a thread while it computes a forward pass: its core is not spare.
+/// Held by a thread while it computes for the model: its core is not spare. Tokens nest
+/// (an engine holds one over a whole batch, phonemization included, and `Vits` takes its
+/// own): only a thread's first one counts. Not `Send`: the count is per thread.
 #[must_use = "the core counts as busy only while the token is held"]
-pub(crate) struct Computing(());
+pub(crate) struct Computing {
+    _this_thread: PhantomData<*const ()>,
+}
+
+thread_local! {
+    /// Computing tokens this thread holds.
+    static HELD: Cell<usize> = const { Cell::new(0) };
+}
 
 /// Marks the current thread as computing until the token is dropped.
 pub(crate) fn computing() -> Computing {
-    lender().update(|c| c.computing += 1);
-    Computing(())
+    if HELD.replace(HELD.get() + 1) == 0 {
+        lender().update(|c| c.computing += 1);
+    }
+    Computing {
+        _this_thread: PhantomData,
+    }
 }
 
 impl Drop for Computing {
     fn drop(&mut self) {
-        lender().update(|c| c.computing -= 1);
+        HELD.set(HELD.get() - 1);
+        if HELD.get() == 0 {
+            lender().update(|c| c.computing -= 1);
+        }
     }
 }
 
@@ -424,6 +442,22 @@ mod tests {
             let expected: Vec<usize> = (0..rows).flat_map(|r| [r + 1; 3]).collect();
             assert_eq!(out, expected);
         }
+    }
+
+    #[test]
+    fn a_thread_counts_once_however_many_tokens_it_holds() {
+        let threads_computing = || lender().update(|c| c.computing);
+        let outer = computing();
+        let inner = computing();
+        assert_eq!(HELD.get(), 2);
+        // Other tests' threads may come and go meanwhile, but this one counts while it
+        // holds any token.
+        assert!(threads_computing() >= 1);
+        drop(inner);
+        assert_eq!(HELD.get(), 1);
+        assert!(threads_computing() >= 1);
+        drop(outer);
+        assert_eq!(HELD.get(), 0);
     }
 
     #[test]
