@@ -1,7 +1,7 @@
 //! Whole-model speed of the native VITS against onnxruntime, measured in the same run, and
 //! windowed synthesis against whole-utterance synthesis.
 //!
-//! One thread, noise 0, the default voice: one sentence, and a padded batch of 8, in each
+//! One thread on one core, noise 0, the default voice: one sentence, and a padded batch of 8, in each
 //! precision (`f32`, the reference; `bf16`; `int8`, measured but not offered by the server; a
 //! row says when this CPU only emulates its precision), with each precision's distance from
 //! the `f32` audio (worst item: SNR and log-mel distance, as in `tests/vits_precision.rs`).
@@ -198,9 +198,26 @@ fn distance(reference: &[Vec<f32>], audio: &[Vec<f32>]) -> (String, String) {
     (format!("{snr:.1} dB"), format!("{mel:.2} dB"))
 }
 
+/// Restricts this process to the CPU it runs on now.
+fn pin_to_one_cpu() {
+    // SAFETY: plain libc calls on a zeroed cpu_set_t that lives across them.
+    unsafe {
+        let cpu = libc::sched_getcpu().max(0) as usize;
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            eprintln!("could not pin to CPU {cpu}: the candle rows may use two cores");
+        }
+    }
+}
+
 fn main() {
     // One thread for candle, as for onnxruntime: the server runs one batch per worker thread.
     std::env::set_var("RAYON_NUM_THREADS", "1");
+    // And one core: on an idle server a request also borrows spare cores (`kernels::spare`),
+    // which would make this a comparison of two cores against one. onnxruntime's process
+    // inherits the mask.
+    pin_to_one_cpu();
     // The server's allocator settings, so the model is measured as the server runs it.
     omnivoice_server::allocator::tune();
     let voice = root().join("voices/en_US-joe-medium");

@@ -153,10 +153,15 @@ impl Lender {
     }
 }
 
-/// The process's lender, over its physical cores (the workers' unit too).
+/// The process's lender, over its physical cores (the workers' unit too), but no more than
+/// it may run on: a CPU affinity mask or a container's CPU quota leaves nothing to lend on
+/// the cores outside it.
 fn lender() -> &'static Lender {
     static LENDER: OnceLock<Lender> = OnceLock::new();
-    LENDER.get_or_init(|| Lender::new(num_cpus::get_physical().max(1)))
+    LENDER.get_or_init(|| {
+        let allowed = std::thread::available_parallelism().map_or(1, usize::from);
+        Lender::new(num_cpus::get_physical().min(allowed).max(1))
+    })
 }
 
 /// Held by a thread while it computes for the model: its core is not spare. Tokens nest
