@@ -129,12 +129,17 @@ impl Lender {
         }
     }
 
+    /// Whether a core is neither computing nor lent.
+    fn has_spare(&self) -> bool {
+        self.update(|c| c.computing + c.lent < c.total)
+    }
+
     /// Has a helper poll for the next half for up to [`WARM_FOR`], while a lending scope is
-    /// open and a core is spare, so that handing it over does not wait for a wake-up.
+    /// open and a core is spare, so that handing it over does not wait for a wake-up. It
+    /// stops as soon as a worker starts computing on that core.
     fn warm_up(&'static self) {
         let Some(helpers) = &self.helpers else { return };
-        let spare = self.update(|c| c.computing + c.lent < c.total);
-        if !spare || self.open_scopes.load(Ordering::SeqCst) == 0 {
+        if !self.has_spare() || self.open_scopes.load(Ordering::SeqCst) == 0 {
             return;
         }
         if self.warming.swap(true, Ordering::SeqCst) {
@@ -145,6 +150,7 @@ impl Lender {
             while self.pending.load(Ordering::SeqCst) == 0
                 && self.open_scopes.load(Ordering::SeqCst) > 0
                 && since.elapsed() < WARM_FOR
+                && self.has_spare()
             {
                 std::hint::spin_loop();
             }
