@@ -12,7 +12,7 @@
 use super::cpu::is_cpu_f32;
 use super::fast_math::softmax_in_place;
 use super::gemm::product;
-use super::spare::split_rows_in_two;
+use super::spare::rows_in_parts;
 use candle_core::{Device, Result, Tensor};
 
 /// `out_i = Σ_j p_ij (v_j + e^V_(j−i))` with `p_i = softmax_j(q_i·k_j + q_i·e^K_(j−i))` per head.
@@ -51,9 +51,9 @@ pub(crate) fn relative_attention(
     let (band_k, band_v) = (values(band_k)?, values(band_v)?);
     let mut out = vec![0f32; b * h * t];
     let per_head = head_dim * t;
-    // Heads are independent: with a spare core, half of them are computed there.
+    // Heads are independent: with a spare core, some of them are computed there.
     let work = b * h * t * t * 2;
-    split_rows_in_two(&mut out, per_head, work, |heads, out| {
+    rows_in_parts(&mut out, per_head, 1, work, |heads, out| {
         let mut scratch = Scratch::new(t, width);
         for (i, out) in heads.zip(out.chunks_exact_mut(per_head)) {
             let at = i * per_head..(i + 1) * per_head;

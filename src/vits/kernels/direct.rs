@@ -296,8 +296,6 @@ pub(super) fn conv1d_rows(
     let cols = kernel.cols;
     let span = dilation * (taps - 1);
     let tile = ((TILE_FLOATS / c_in).saturating_sub(span) / cols * cols).max(cols);
-    // Packed input tile: C_in rows of the tile's columns rounded up to whole blocks, plus span.
-    let row_len = tile + span;
     let blocks = c_out.div_ceil(rows_per);
     let ci_chunk = (WEIGHT_CHUNK_FLOATS / (blocks * rows_per * taps))
         .max(8)
@@ -305,8 +303,12 @@ pub(super) fn conv1d_rows(
     let out_len = out.data.len();
     let out_ptr = SharedOut::new(out.data);
     // Each output column is computed from the input alone, so column ranges are independent:
-    // with a spare core, half of them are computed there.
+    // with a spare core, some of them are computed there.
     let columns = |range: Range<usize>| {
+        // Packed input tile: C_in rows of the tile's columns rounded up to whole blocks, plus
+        // span; a part narrower than a tile packs only its own columns.
+        let tile = tile.min(range.len().div_ceil(cols) * cols);
+        let row_len = tile + span;
         let out_ptr = out_ptr.get();
         let mut packed = vec![0f32; c_in * row_len];
         // The register block's starting values for a block cut short (last rows or columns).
@@ -424,7 +426,7 @@ pub(super) fn conv1d_rows(
         }
     };
     let work = c_out * c_in * taps * l_out;
-    spare::split_in_two(l_out, cols, work, columns);
+    spare::in_parts(l_out, cols, work, columns);
 }
 
 #[cfg(test)]

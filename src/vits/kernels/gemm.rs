@@ -228,9 +228,12 @@ fn grouped_gemm(
                 }
             })
             .collect();
-        // Output channels are independent: with a spare core, half of them are computed there.
+        // Output channels are independent: with a spare core, some of them are computed there.
+        // In whole 64-row blocks (gemm's widest register block); gemm still picks its own
+        // blocking of the sums from the part's shape, so a part's values can differ from the
+        // whole call's in the last bits.
         let work = c_out_g * c_in_g * s.taps * s.l_out;
-        spare::split_rows_in_two(out_g, s.l_out, work, |rows, out_rows| {
+        spare::rows_in_parts(out_g, s.l_out, 64, work, |rows, out_rows| {
             let taps: Vec<Tap> = taps
                 .iter()
                 .map(|tap| tap.starting_at_row(rows.start))

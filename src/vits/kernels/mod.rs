@@ -33,7 +33,7 @@
 //! `RAYON_NUM_THREADS` says: the server runs several inference workers side by side, so each
 //! convolution must not also fan out over all cores. The exception is [`spare`]: inside a
 //! [`lending`] scope (a whole-body synthesis, a stream's stages before its first audio), the
-//! `f32` direct and matrix-product convolutions and the attention hand half their work to a
+//! `f32` direct and matrix-product convolutions and the attention share their work with a
 //! core that no worker is computing on, when there is one.
 
 mod amx;

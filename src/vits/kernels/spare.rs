@@ -4,19 +4,19 @@
 //! inference worker per core, and a convolution that fanned out over all cores would slow
 //! the other workers down. But on a server with one request in flight the other cores idle.
 //! So a thread computing a forward pass holds a [`Computing`] token, and inside a [`Lending`]
-//! scope a kernel may borrow a core that no token holds and run half its work on a helper
-//! thread there. `Vits` opens the scope where the caller waits: for all of a whole-body
+//! scope a kernel may borrow a core that no token holds and share its work, in parts, with a
+//! helper thread there. `Vits` opens the scope where the caller waits: for all of a whole-body
 //! synthesis, and for a stream's stages before its first audio (the text encoder, the
 //! duration predictor, the first window); a stream's later windows only have to stay ahead
-//! of its listener. The decision is made per kernel call and the core goes back when the
-//! call ends; between calls the helper polls for the next half for at most [`WARM_FOR`]. A
-//! worker that starts meanwhile therefore shares its core for at most one call and that much
-//! polling.
+//! of its listener. The decision is made per kernel call: the helper takes no further part
+//! once a worker needs its core, and between calls it polls for the next one for at most
+//! [`WARM_FOR`] and only while its core is spare. A worker that starts meanwhile therefore
+//! shares its core for one part of one call at most.
 //!
 //! The helpers are a rayon pool, but the decision to use one is ours: rayon's scheduling
 //! knows its own threads, not which cores the inference workers (plain blocking threads)
 //! are computing on, and a helper that had gone to sleep took 0.1–0.4 ms to wake here,
-//! as long as half of a small convolution.
+//! as long as a part of a small convolution.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -101,31 +101,38 @@ impl Lender {
         f(&mut cores)
     }
 
-    /// Runs `here` on this thread and `there` on a borrowed core if one is spare, else both
-    /// here, one after the other.
-    fn join(&'static self, here: impl FnOnce(), there: impl FnOnce() + Send) {
-        match self
+    /// Runs `work(part)` for every part in `0..parts`, each once. With a spare core, this
+    /// thread and a helper there both take the next part as they finish one; the helper
+    /// takes no more once a worker needs its core, which that worker then shares for one
+    /// part at most.
+    fn share(&'static self, parts: usize, work: &(dyn Fn(usize) + Sync)) {
+        let helpers = self
             .helpers
             .as_ref()
-            .filter(|_| self.update(Cores::try_lend))
-        {
+            .filter(|_| self.update(Cores::try_lend));
+        let next = AtomicUsize::new(0);
+        let take = || Some(next.fetch_add(1, Ordering::SeqCst)).filter(|&p| p < parts);
+        match helpers {
             Some(helpers) => {
                 let loan = Loan(self);
                 self.pending.fetch_add(1, Ordering::SeqCst);
                 helpers.in_place_scope(|scope| {
-                    scope.spawn(move |_| {
+                    scope.spawn(|_| {
                         self.pending.fetch_sub(1, Ordering::SeqCst);
                         let _loan = loan;
-                        there();
+                        // Its own loan is among the lent cores.
+                        while self.update(|c| c.computing + c.lent <= c.total) {
+                            let Some(part) = take() else { break };
+                            work(part);
+                        }
                     });
-                    here();
+                    while let Some(part) = take() {
+                        work(part);
+                    }
                 });
                 self.warm_up();
             }
-            None => {
-                here();
-                there();
-            }
+            None => (0..parts).for_each(work),
         }
     }
 
@@ -257,54 +264,70 @@ impl Drop for Loan<'_> {
     }
 }
 
-/// Below this much work (multiply-adds, about 60 µs on one core) a call is not split:
-/// handing half of it to a polling helper and joining costs about 10 µs (measured on the
+/// Below this much work (multiply-adds, about 60 µs on one core) a call is not shared:
+/// handing parts of it to a polling helper and joining costs about 10 µs (measured on the
 /// 2-core machine of docs/performance.md), so smaller calls would gain little or lose.
 pub(super) const MIN_SPLIT_WORK: usize = 4 << 20;
+
+/// The parts a shared call is cut into: enough that the two threads finish close together
+/// and that a worker needing the helper's core waits for a quarter of a call at most, few
+/// enough that each part's fixed cost (packing, buffers) stays small.
+const PARTS: usize = 4;
 
 /// Who to ask for a spare core for a call of `amount` multiply-adds, if anybody.
 fn lender_for(amount: usize) -> Option<&'static Lender> {
     LENDING.get().filter(|_| amount >= MIN_SPLIT_WORK)
 }
 
-/// Runs `work` over `0..len`: as two halves (split at a multiple of `align`), the second on
-/// a spare core, when this thread is lending, `amount` (multiply-adds) is worth it and a
-/// core is spare; otherwise as one call here. `work` must give the same result for the
-/// whole range as for the two halves.
-pub(super) fn split_in_two(
+/// Runs `work` over `0..len` in parts (cut at multiples of `align`) shared with a spare core,
+/// when this thread is lending, `amount` (multiply-adds) is worth it and a core is spare;
+/// otherwise as one call here. `work` must give the same result for the whole range as for
+/// its parts in any order.
+pub(super) fn in_parts(
     len: usize,
     align: usize,
     amount: usize,
     work: impl Fn(Range<usize>) + Sync,
 ) {
-    let mid = (len / 2).div_ceil(align.max(1)) * align.max(1);
-    match lender_for(amount).filter(|_| 0 < mid && mid < len) {
-        Some(lender) => lender.join(|| work(0..mid), || work(mid..len)),
+    let align = align.max(1);
+    let chunk = len.div_ceil(PARTS).div_ceil(align) * align;
+    let parts = len.checked_div(chunk).map_or(0, |_| len.div_ceil(chunk));
+    match lender_for(amount).filter(|_| parts > 1) {
+        Some(lender) => lender.share(parts, &|p| work(p * chunk..((p + 1) * chunk).min(len))),
         None => work(0..len),
     }
 }
 
-/// [`split_in_two`] over the rows of `out` (`row_len` values each): `work` gets a range of
-/// rows and those rows of `out`.
-pub(super) fn split_rows_in_two<T: Send>(
+/// [`in_parts`] over the rows of `out` (`row_len` values each), cut at multiples of `align`
+/// rows: `work` gets a range of rows and those rows of `out`.
+pub(super) fn rows_in_parts<T: Send>(
     out: &mut [T],
     row_len: usize,
+    align: usize,
     amount: usize,
     work: impl Fn(Range<usize>, &mut [T]) + Sync,
 ) {
     let rows = out.len().checked_div(row_len).unwrap_or(0);
-    let mid = rows / 2;
-    match lender_for(amount).filter(|_| 0 < mid) {
+    let align = align.max(1);
+    let chunk = rows.div_ceil(PARTS).div_ceil(align).max(1) * align;
+    match lender_for(amount).filter(|_| rows > chunk) {
         Some(lender) => {
-            let (first, second) = out.split_at_mut(mid * row_len);
-            lender.join(|| work(0..mid, first), || work(mid..rows, second));
+            let parts: Vec<Mutex<Option<&mut [T]>>> = out
+                .chunks_mut(chunk * row_len)
+                .map(|part| Mutex::new(Some(part)))
+                .collect();
+            lender.share(parts.len(), &|p| {
+                let part = parts[p].lock().unwrap_or_else(|e| e.into_inner()).take();
+                let part = part.expect("each part is taken once");
+                work(p * chunk..(p * chunk + chunk).min(rows), part);
+            });
         }
         None => work(0..rows, out),
     }
 }
 
-/// An output's base pointer, shared by the two halves of a split call, which write disjoint
-/// columns of the same rows (so neither can hold a `&mut` to its part). It borrows the
+/// An output's base pointer, shared by the parts of a call run [`in_parts`], which write
+/// disjoint columns of the same rows (so none can hold a `&mut` to its own). It borrows the
 /// output for as long as it lives.
 #[derive(Clone, Copy)]
 pub(super) struct SharedOut<'a> {
@@ -312,8 +335,8 @@ pub(super) struct SharedOut<'a> {
     _out: PhantomData<&'a mut [f32]>,
 }
 
-// SAFETY: the halves holding it write disjoint columns, and `split_in_two` returns only when
-// both are done, inside the borrow.
+// SAFETY: the parts holding it write disjoint columns, and `in_parts` returns only when all
+// are done, inside the borrow.
 unsafe impl Sync for SharedOut<'_> {}
 
 impl<'a> SharedOut<'a> {
@@ -356,95 +379,125 @@ mod tests {
         assert!(!single.try_lend());
     }
 
-    /// How often each of `0..len` was visited, and on how many threads.
-    fn visits(lender: &'static Lender, len: usize, mid: usize) -> (Vec<usize>, usize) {
-        let hits: Vec<AtomicUsize> = (0..len).map(|_| AtomicUsize::new(0)).collect();
-        let threads = Mutex::new(std::collections::HashSet::new());
-        let visit = |range: Range<usize>| {
-            threads.lock().unwrap().insert(std::thread::current().id());
-            for i in range {
-                hits[i].fetch_add(1, Ordering::Relaxed);
-            }
-        };
-        lender.join(|| visit(0..mid), || visit(mid..len));
-        let hits = hits.iter().map(|h| h.load(Ordering::Relaxed)).collect();
-        (hits, threads.into_inner().unwrap().len())
+    /// Runs `parts` parts of `pause` each through `lender.share`; returns how often each
+    /// part ran and the thread each ran on (the first run's).
+    fn shared(
+        lender: &'static Lender,
+        parts: usize,
+        pause: std::time::Duration,
+        on_part: impl Fn(usize) + Sync,
+    ) -> (Vec<usize>, Vec<std::thread::ThreadId>) {
+        let runs: Vec<AtomicUsize> = (0..parts).map(|_| AtomicUsize::new(0)).collect();
+        let threads = Mutex::new(vec![None; parts]);
+        lender.share(parts, &|p| {
+            runs[p].fetch_add(1, Ordering::SeqCst);
+            threads.lock().unwrap()[p].get_or_insert(std::thread::current().id());
+            on_part(p);
+            std::thread::sleep(pause);
+        });
+        let runs = runs.iter().map(|r| r.load(Ordering::SeqCst)).collect();
+        let threads = threads
+            .into_inner()
+            .unwrap()
+            .into_iter()
+            .flatten()
+            .collect();
+        (runs, threads)
+    }
+
+    fn distinct(threads: &[std::thread::ThreadId]) -> usize {
+        threads
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len()
     }
 
     #[test]
-    fn a_spare_core_takes_the_second_half_and_comes_back() {
+    fn a_spare_core_shares_the_parts_and_comes_back() {
         let lender: &'static Lender = Box::leak(Box::new(Lender::new(2)));
+        let pause = std::time::Duration::from_millis(5);
         lender.update(|c| c.computing = 1);
-        let (hits, threads) = visits(lender, 527, 272);
-        assert!(hits.iter().all(|&n| n == 1));
-        assert_eq!(threads, 2);
+        let (runs, threads) = shared(lender, 8, pause, |_| {});
+        assert_eq!(runs, [1; 8]);
+        assert_eq!(distinct(&threads), 2);
         assert_eq!(lender.update(|c| c.lent), 0);
 
         // No spare core: all of it on the caller's thread.
         lender.update(|c| c.computing = 2);
-        let (hits, threads) = visits(lender, 527, 272);
-        assert!(hits.iter().all(|&n| n == 1));
-        assert_eq!(threads, 1);
+        let (runs, threads) = shared(lender, 8, std::time::Duration::ZERO, |_| {});
+        assert_eq!(runs, [1; 8]);
+        assert_eq!(distinct(&threads), 1);
 
         // One core: no helper threads at all.
         let single: &'static Lender = Box::leak(Box::new(Lender::new(1)));
         assert!(single.helpers.is_none());
-        assert_eq!(visits(single, 10, 5).1, 1);
+        assert_eq!(distinct(&shared(single, 4, pause, |_| {}).1), 1);
+    }
+
+    #[test]
+    fn the_helper_takes_no_more_parts_once_a_worker_needs_its_core() {
+        let lender: &'static Lender = Box::leak(Box::new(Lender::new(2)));
+        lender.update(|c| c.computing = 1);
+        let caller = std::thread::current().id();
+        let pause = std::time::Duration::from_millis(5);
+        // The helper's first part is when a second worker starts computing.
+        let (runs, threads) = shared(lender, 12, pause, |_| {
+            if std::thread::current().id() != caller {
+                lender.update(|c| c.computing = 2);
+            }
+        });
+        assert_eq!(runs, [1; 12]);
+        let on_helper = threads.iter().filter(|&&t| t != caller).count();
+        assert_eq!(on_helper, 1, "{threads:?}");
+        assert_eq!(lender.update(|c| c.lent), 0);
     }
 
     #[test]
     fn a_panic_on_the_lent_core_returns_it() {
         let lender: &'static Lender = Box::leak(Box::new(Lender::new(2)));
         lender.update(|c| c.computing = 1);
+        let caller = std::thread::current().id();
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            lender.join(|| (), || panic!("the lent half failed"));
+            lender.share(8, &|_| {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                assert_eq!(std::thread::current().id(), caller, "the lent part failed");
+            });
         }));
         assert!(result.is_err());
         assert_eq!(lender.update(|c| c.lent), 0);
     }
 
-    /// The ranges `split_in_two` handed out as (start, end), sorted, and on how many threads.
-    fn split_ranges(len: usize, align: usize, amount: usize) -> (Vec<(usize, usize)>, usize) {
+    /// The ranges `in_parts` handed out as (start, end), sorted.
+    fn ranges(len: usize, align: usize, amount: usize) -> Vec<(usize, usize)> {
         let seen = Mutex::new(Vec::new());
-        split_in_two(len, align, amount, |range| {
-            seen.lock()
-                .unwrap()
-                .push((range, std::thread::current().id()));
+        in_parts(len, align, amount, |range| {
+            seen.lock().unwrap().push((range.start, range.end));
         });
         let mut seen = seen.into_inner().unwrap();
-        seen.sort_by_key(|(range, _)| range.start);
-        let threads: std::collections::HashSet<_> = seen.iter().map(|(_, id)| *id).collect();
-        let ranges = seen.into_iter().map(|(r, _)| (r.start, r.end)).collect();
-        (ranges, threads.len())
+        seen.sort();
+        seen
     }
 
     #[test]
-    fn splits_only_inside_a_scope_with_enough_work_at_the_alignment() {
-        assert_eq!(split_ranges(527, 16, MIN_SPLIT_WORK), (vec![(0, 527)], 1));
+    fn parts_only_inside_a_scope_with_enough_work_at_the_alignment() {
+        let work = MIN_SPLIT_WORK;
+        assert_eq!(ranges(527, 16, work), [(0, 527)]);
         let _lending = lending_always();
-        assert_eq!(
-            split_ranges(527, 16, MIN_SPLIT_WORK),
-            (vec![(0, 272), (272, 527)], 2)
-        );
-        assert_eq!(
-            split_ranges(527, 16, MIN_SPLIT_WORK - 1),
-            (vec![(0, 527)], 1)
-        );
+        let quarters = [(0, 144), (144, 288), (288, 432), (432, 527)];
+        assert_eq!(ranges(527, 16, work), quarters);
+        assert_eq!(ranges(527, 16, work - 1), [(0, 527)]);
         // Too short to cut at the alignment.
-        assert_eq!(split_ranges(16, 16, MIN_SPLIT_WORK), (vec![(0, 16)], 1));
-        assert_eq!(
-            split_ranges(17, 16, MIN_SPLIT_WORK),
-            (vec![(0, 16), (16, 17)], 2)
-        );
-        assert_eq!(split_ranges(0, 16, MIN_SPLIT_WORK), (vec![(0, 0)], 1));
+        assert_eq!(ranges(16, 16, work), [(0, 16)]);
+        assert_eq!(ranges(17, 16, work), [(0, 16), (16, 17)]);
+        assert_eq!(ranges(0, 16, work), [(0, 0)]);
     }
 
     #[test]
     fn rows_are_handed_out_with_their_slices() {
         let _lending = lending_always();
-        for rows in [1, 2, 7] {
+        for rows in [1, 2, 7, 9] {
             let mut out = vec![0usize; rows * 3];
-            split_rows_in_two(&mut out, 3, MIN_SPLIT_WORK, |range, out| {
+            rows_in_parts(&mut out, 3, 2, MIN_SPLIT_WORK, |range, out| {
                 assert_eq!(out.len(), range.len() * 3);
                 for (row, values) in range.zip(out.chunks_exact_mut(3)) {
                     values.fill(row + 1);

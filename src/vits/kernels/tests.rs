@@ -453,12 +453,13 @@ fn other_dtypes_use_candle_and_bad_shapes_are_errors() {
     assert!(conv_transpose1d(&x, &wrong_transposed, None, 2, 0).is_err());
 }
 
-/// The stages before first audio split their kernels over a spare core: the direct
-/// convolution by output columns, the matrix-product one by output channels, the attention
-/// by heads. Each output value is computed by the same code either way, so the halves join
-/// into exactly the one-thread result (masks, residuals and padded batches included).
+/// With a spare core, kernels share their work in parts: the direct convolution by output
+/// columns and the attention by heads, where each output value is computed by the same
+/// code either way, so the parts join into exactly the one-thread result; the 1×1
+/// (matrix-product) convolution by output channels, where gemm blocks each part's sums by
+/// its own shape, within float rounding. Masks, residuals and padded batches included.
 #[test]
-fn kernels_split_over_a_spare_core_match_one_thread() {
+fn kernels_shared_with_a_spare_core_match_one_thread() {
     let mut rng = StdRng::seed_from_u64(29);
     let values = |y: &Tensor| y.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     // (c_in, c_out, length, kernel): the text encoder's FFN, its projections, a decoder conv.
@@ -490,11 +491,8 @@ fn kernels_split_over_a_spare_core_match_one_thread() {
             values(&one_direct),
             "direct {case:?}"
         );
-        assert_eq!(
-            values(&products()),
-            values(&one_products),
-            "products {case:?}"
-        );
+        let err = relative_error(&products(), &one_products);
+        assert!(err <= 1e-6, "products {case:?}: relative error {err}");
     }
 
     let (t, n_heads, head_dim, r) = (300, 2, 96, 4);
