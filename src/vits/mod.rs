@@ -346,8 +346,6 @@ impl Vits {
     /// item's seeded generator, duration noise first, so every caller draws the same numbers.
     fn prior(&self, batch: &[VitsInput]) -> Result<Prior, VitsError> {
         self.validate(batch)?;
-        // Nothing can be sent before this is done: its kernels may use spare cores.
-        let _lending = self.device.is_cpu().then(kernels::lending);
         let dev = &self.device;
         let b = batch.len();
         let lengths: Vec<usize> = batch.iter().map(|item| item.ids.len()).collect();

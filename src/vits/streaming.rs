@@ -72,12 +72,15 @@ impl Vits {
             )));
         }
         let _computing = kernels::computing();
+        // Nothing can be sent before the prior is done: its kernels may use spare cores.
+        let lending = self.device.is_cpu().then(kernels::lending);
         let Prior {
             z_p,
             g,
             mut durations,
             ..
         } = self.prior(std::slice::from_ref(item))?;
+        drop(lending);
         on_durations(durations.first().map_or(&[], Vec::as_slice));
         let chain = self.chain(z_p, g.as_ref(), self.piece_shapes())?;
         let hop = self.config.hop_length;

@@ -8,7 +8,7 @@
 //! positions at a time, in the `[B, C, T]` layout as it is, and the add and the GELU happen in
 //! the same passes.
 
-use super::cpu::is_cpu_f32;
+use super::cpu::{is_cpu_f32, with_contiguous_f32};
 use super::fast_math::gelu_in_place;
 use candle_core::{Device, Result, Tensor};
 
@@ -39,12 +39,11 @@ pub(crate) fn channel_norm(
     }
     let mut data = x.flatten_all()?.to_vec1::<f32>()?;
     if let Some(residual) = residual {
-        for (d, r) in data
-            .iter_mut()
-            .zip(residual.flatten_all()?.to_vec1::<f32>()?)
-        {
-            *d += r;
-        }
+        with_contiguous_f32(residual, |residual| {
+            for (d, r) in data.iter_mut().zip(residual) {
+                *d += r;
+            }
+        })?;
     }
     let gamma = gamma.to_vec1::<f32>()?;
     let beta = beta.to_vec1::<f32>()?;

@@ -37,9 +37,14 @@ struct Cores {
 }
 
 impl Cores {
+    /// Cores computing or lent.
+    fn busy(&self) -> usize {
+        self.computing + self.lent
+    }
+
     /// Whether a core is free, and takes it if so.
     fn try_lend(&mut self) -> bool {
-        let free = self.computing + self.lent < self.total;
+        let free = self.busy() < self.total;
         if free {
             self.lent += 1;
         }
@@ -47,10 +52,11 @@ impl Cores {
     }
 }
 
-/// How long a helper keeps polling for the next half after its last one, while a lending
-/// scope is open. Waking a sleeping thread took 0.1–0.4 ms on the 2-core virtual machine of
-/// docs/performance.md (its idle virtual CPU has to be rescheduled by the host), as long as
-/// the half of a 1×1 convolution itself; the gaps between two split calls are shorter.
+/// How long a helper keeps polling for the next shared call after its last one, while a
+/// lending scope is open. Waking a sleeping thread took 0.1–0.4 ms on the 2-core virtual
+/// machine of docs/performance.md (its idle virtual CPU has to be rescheduled by the host),
+/// as long as a part of a 1×1 convolution itself; the gaps between two shared calls are
+/// shorter.
 const WARM_FOR: Duration = Duration::from_millis(2);
 
 /// The core counts and the helper threads that borrowed work runs on.
@@ -60,7 +66,7 @@ struct Lender {
     helpers: Option<rayon::ThreadPool>,
     /// Lending scopes open on any thread.
     open_scopes: AtomicUsize,
-    /// Halves handed to the helpers and not yet started.
+    /// Shared calls handed to the helpers and not yet started.
     pending: AtomicUsize,
     /// Whether a helper is polling (see [`Lender::warm_up`]).
     warming: AtomicBool,
@@ -120,8 +126,8 @@ impl Lender {
                     scope.spawn(|_| {
                         self.pending.fetch_sub(1, Ordering::SeqCst);
                         let _loan = loan;
-                        // Its own loan is among the lent cores.
-                        while self.update(|c| c.computing + c.lent <= c.total) {
+                        // Its own loan is among the busy cores.
+                        while self.update(|c| c.busy() <= c.total) {
                             let Some(part) = take() else { break };
                             work(part);
                         }
@@ -138,10 +144,10 @@ impl Lender {
 
     /// Whether a core is neither computing nor lent.
     fn has_spare(&self) -> bool {
-        self.update(|c| c.computing + c.lent < c.total)
+        self.update(|c| c.busy() < c.total)
     }
 
-    /// Has a helper poll for the next half for up to [`WARM_FOR`], while a lending scope is
+    /// Has a helper poll for the next shared call for up to [`WARM_FOR`], while a lending scope is
     /// open and a core is spare, so that handing it over does not wait for a wake-up. It
     /// stops as soon as a worker starts computing on that core.
     fn warm_up(&'static self) {
@@ -290,8 +296,8 @@ pub(super) fn in_parts(
     work: impl Fn(Range<usize>) + Sync,
 ) {
     let align = align.max(1);
-    let chunk = len.div_ceil(PARTS).div_ceil(align) * align;
-    let parts = len.checked_div(chunk).map_or(0, |_| len.div_ceil(chunk));
+    let chunk = len.div_ceil(PARTS).div_ceil(align).max(1) * align;
+    let parts = len.div_ceil(chunk);
     match lender_for(amount).filter(|_| parts > 1) {
         Some(lender) => lender.share(parts, &|p| work(p * chunk..((p + 1) * chunk).min(len))),
         None => work(0..len),
