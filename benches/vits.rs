@@ -19,9 +19,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use candle_core::Device;
-use omnivoice_server::params::SynthesisParams;
 use omnivoice_server::text::phonemize::{phonemize, PhonemeIdMap};
-use omnivoice_server::vits::{Precision, Vits, VitsInput};
+use omnivoice_models::vits::{Precision, Sampling, Vits, VitsInput};
 
 #[path = "../tests/audio_quality/mod.rs"]
 mod audio_quality;
@@ -48,7 +47,7 @@ fn root() -> PathBuf {
 }
 
 fn ids(i: usize) -> Vec<i64> {
-    let path = root().join(format!("tests/fixtures/vits/sentence{i}.ids"));
+    let path = root().join(format!("crates/models/tests/fixtures/vits/sentence{i}.ids"));
     let text = std::fs::read_to_string(&path).expect("fixture ids");
     text.trim().split(',').map(|x| x.parse().unwrap()).collect()
 }
@@ -57,11 +56,11 @@ fn input(i: usize) -> VitsInput {
     VitsInput {
         ids: ids(i),
         length_scale: 1.0,
-        params: SynthesisParams {
-            seed: Some(0),
+        sampling: Sampling {
+            seed: 0,
             noise_scale: Some(0.0),
             noise_w: Some(0.0),
-            ..SynthesisParams::default()
+            ..Sampling::default()
         },
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates tests/fixtures/vits/: reference audio from onnxruntime for the default voice at
+# Regenerates crates/models/tests/fixtures/vits/: reference audio from onnxruntime for the default voice at
 # noise_scale 0 and noise_w 0 (deterministic), one file pair per sentence:
 #   <name>.ids  comma-separated phoneme ids,  <name>.f32  little-endian float32 samples.
 # Usage: VITS_REF_VENV=/path/to/venv scripts/make-vits-fixtures.sh
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 VENV="${VITS_REF_VENV:?set VITS_REF_VENV to the reference venv}"
 TOOL="${VITS_REF_TOOL:-../shared/tools/piper_reference.py}"
 VOICE="${VITS_VOICE:-voices/en_US-joe-medium}"
-OUT=tests/fixtures/vits
+OUT=crates/models/tests/fixtures/vits
 mkdir -p "$OUT"
 
 sentences=(

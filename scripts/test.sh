@@ -29,4 +29,4 @@ if ! command -v promtool >/dev/null 2>&1; then
     fi
 fi
 
-cargo test "$@"
+cargo test --workspace --features bench-kernels "$@"

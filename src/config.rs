@@ -62,7 +62,7 @@ pub enum DeviceChoice {
     Metal,
 }
 
-/// The arithmetic of the Piper voices' convolutions on the CPU ([`crate::vits::Precision`]).
+/// The arithmetic of the Piper voices' convolutions on the CPU ([`omnivoice_models::vits::Precision`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PrecisionChoice {
@@ -76,11 +76,11 @@ pub enum PrecisionChoice {
 
 impl PrecisionChoice {
     /// The precision asked for; `None` = whatever is fast on this CPU.
-    pub fn requested(self) -> Option<crate::vits::Precision> {
+    pub fn requested(self) -> Option<omnivoice_models::vits::Precision> {
         match self {
             PrecisionChoice::Auto => None,
-            PrecisionChoice::F32 => Some(crate::vits::Precision::F32),
-            PrecisionChoice::Bf16 => Some(crate::vits::Precision::Bf16),
+            PrecisionChoice::F32 => Some(omnivoice_models::vits::Precision::F32),
+            PrecisionChoice::Bf16 => Some(omnivoice_models::vits::Precision::Bf16),
         }
     }
 }

@@ -18,5 +18,4 @@ pub mod params;
 pub mod server;
 pub mod speech;
 pub mod text;
-pub mod vits;
 pub mod wyoming;

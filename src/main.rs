@@ -194,7 +194,7 @@ fn convert_voice(input: &std::path::Path, output: &std::path::Path) -> ExitCode 
         })
         .and_then(|config: serde_json::Value| {
             let started = std::time::Instant::now();
-            let model = omnivoice_server::vits::Vits::from_onnx(input, &config, &Device::Cpu)
+            let model = omnivoice_models::vits::Vits::from_onnx(input, &config, &Device::Cpu)
                 .map_err(|e| e.to_string())?;
             model.save_safetensors(output).map_err(|e| e.to_string())?;
             Ok(started.elapsed())

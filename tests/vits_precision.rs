@@ -13,9 +13,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use candle_core::Device;
-use omnivoice_server::params::SynthesisParams;
 use omnivoice_server::text::{phonemize, PhonemeIdMap};
-use omnivoice_server::vits::{Precision, Vits, VitsInput};
+use omnivoice_models::vits::{Precision, Sampling, Vits, VitsInput};
 
 mod audio_quality;
 use audio_quality::{log_mel_distance_db, snr_db, SAMPLE_RATE};
@@ -68,11 +67,11 @@ fn deterministic(ids: &[i64]) -> VitsInput {
     VitsInput {
         ids: ids.to_vec(),
         length_scale: 1.0,
-        params: SynthesisParams {
-            seed: Some(0),
+        sampling: Sampling {
+            seed: 0,
             noise_scale: Some(0.0),
             noise_w: Some(0.0),
-            ..SynthesisParams::default()
+            ..Sampling::default()
         },
     }
 }

@@ -113,7 +113,7 @@ fn wyoming_port_and_public_discovery_come_from_flags_and_file() {
 
 #[test]
 fn precision_comes_from_flag_file_or_default() {
-    use crate::vits::Precision;
+    use omnivoice_models::vits::Precision;
     let s = Settings::resolve(&parse(&[])).unwrap();
     assert_eq!(s.precision, PrecisionChoice::Auto);
     assert_eq!(s.precision.requested(), None);

@@ -20,7 +20,8 @@ use crate::metrics as m;
 use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize, PhonemeIdMap};
 use crate::text::words::spoken_words;
-use crate::vits::{Precision, Vits, VitsInput};
+use omnivoice_models::spare;
+use omnivoice_models::vits::{Precision, Sampling, Vits, VitsError, VitsInput};
 
 pub struct PiperEngine {
     dir: PathBuf,
@@ -280,7 +281,7 @@ impl Voice for PiperVoice {
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
         // Phonemization is this thread's work too: no other worker may borrow its core.
-        let _computing = crate::vits::computing();
+        let _computing = spare::computing();
         // Every item becomes one or more model inputs ("pieces"), in item order.
         let mut inputs = Vec::with_capacity(batch.len());
         let mut owners = Vec::with_capacity(batch.len());
@@ -360,7 +361,7 @@ impl Voice for PiperVoice {
                 piece(pcm);
             });
         }
-        let _computing = crate::vits::computing();
+        let _computing = spare::computing();
         let (inputs, ipa) = self.model_inputs(item)?;
         let rate = self.model.sample_rate();
         let hop = self.model.config().hop_length;
@@ -412,7 +413,18 @@ impl Voice for PiperVoice {
     }
 }
 
-fn failed(e: crate::vits::VitsError) -> EngineError {
+/// The model's view of a request's knobs, with this model input's own seed.
+fn sampling(params: &SynthesisParams, seed: u64) -> Sampling {
+    Sampling {
+        speed: params.speed,
+        seed,
+        speaker: params.speaker,
+        noise_scale: params.noise_scale,
+        noise_w: params.noise_w,
+    }
+}
+
+fn failed(e: VitsError) -> EngineError {
     EngineError::Synthesis(e.to_string())
 }
 
@@ -451,10 +463,10 @@ impl PiperVoice {
                     ids: piece.ids,
                     length_scale: self.length_scale,
                     // Piece 0 keeps the item's seed: an unsplit item sounds as it always did.
-                    params: SynthesisParams {
-                        seed: Some(item.params.item_seed().wrapping_add(n as u64)),
-                        ..item.params
-                    },
+                    sampling: sampling(
+                        &item.params,
+                        item.params.item_seed().wrapping_add(n as u64),
+                    ),
                 };
                 let trace = if item.word_timings {
                     piece.chars
@@ -690,11 +702,11 @@ mod tests {
             let input = VitsInput {
                 ids,
                 length_scale: voice.length_scale,
-                params: SynthesisParams {
+                sampling: Sampling {
                     speed,
-                    seed: Some(1),
+                    seed: 1,
                     noise_w: Some(noise_w),
-                    ..SynthesisParams::default()
+                    ..Sampling::default()
                 },
             };
             let started = std::time::Instant::now();

@@ -1,4 +1,4 @@
-//! Compares candle's CPU convolutions with `omnivoice_server::vits::kernels` on the shapes of one
+//! Compares candle's CPU convolutions with `omnivoice_models::kernels` on the shapes of one
 //! ~3 s utterance through the Piper VITS decoder (and the flow / duration predictor convs that
 //! were slow in candle), in the same run so the ratios are not skewed by machine load. The
 //! `routes` group times the kernels' own CPU paths against each other on the same shapes: the
@@ -16,7 +16,7 @@
 use candle_core::{Device, Tensor};
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{BenchmarkId, Criterion, Throughput};
-use omnivoice_server::vits::kernels::{self, routes};
+use omnivoice_models::kernels::{self, routes};
 use std::hint::black_box;
 use std::time::Duration;
 

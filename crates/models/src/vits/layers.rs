@@ -10,7 +10,7 @@
 use candle_core::{Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
-use super::kernels;
+use crate::kernels;
 
 /// A 1-D convolution with its hyperparameters fixed at load time; runs through [`kernels::conv1d`].
 #[derive(Debug, Clone)]

@@ -14,7 +14,7 @@
 
 use candle_core::{Result as CandleResult, Tensor};
 
-use super::kernels;
+use crate::spare;
 use super::layers::Reach;
 use super::{Prior, Vits, VitsError, VitsInput};
 
@@ -71,9 +71,9 @@ impl Vits {
                 "windows need at least one frame, got {first_frames} and {later_frames}"
             )));
         }
-        let _computing = kernels::computing();
+        let _computing = spare::computing();
         // Nothing can be sent before the prior is done: its kernels may use spare cores.
-        let lending = self.device.is_cpu().then(kernels::lending);
+        let lending = self.device.is_cpu().then(spare::lending);
         let Prior {
             z_p,
             g,
@@ -272,7 +272,7 @@ impl Chain<'_> {
         while emitted < total {
             // The first window holds back the first audio, as the prior did: its kernels may
             // use spare cores too. Later ones only need to stay ahead of the listener.
-            let lending = (emitted == 0).then(kernels::lending);
+            let lending = (emitted == 0).then(spare::lending);
             let audio = self.next_output(window_end.min(total))?;
             drop(lending);
             emitted += audio.len();

@@ -47,10 +47,10 @@ mod direct;
 mod dispatch;
 mod fast_math;
 mod gemm;
+#[cfg(feature = "bench-kernels")]
 mod int8;
 mod norm;
 mod precision;
-mod spare;
 mod strips;
 #[cfg(test)]
 mod tests;
@@ -64,8 +64,7 @@ pub(crate) use dispatch::{
 pub(crate) use fast_math::{gated_tanh, tanh};
 pub(crate) use norm::channel_norm;
 pub use precision::Precision;
-pub(crate) use spare::{computing, lending};
 
-/// The CPU paths forced one by one, for `benches/conv.rs`; not part of the model's interface.
-#[doc(hidden)]
+/// The CPU paths forced one by one, for `benches/conv.rs`; not part of the production surface.
+#[cfg(feature = "bench-kernels")]
 pub use dispatch::routes;

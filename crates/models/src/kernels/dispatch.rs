@@ -356,6 +356,7 @@ impl ConvTranspose1dShape {
 /// side by side on the model's shapes (the measurements behind [`Conv1dShape::prefers_direct`]
 /// and the transposed convolution's column threshold). Not for model code: every function
 /// fails on inputs that are not a valid CPU `f32` convolution instead of falling back.
+#[cfg(feature = "bench-kernels")]
 pub mod routes {
     use candle_core::{Result, Tensor};
 
@@ -451,6 +452,7 @@ pub mod routes {
         let precision = match precision {
             "f32" => Precision::F32,
             "bf16" => Precision::Bf16,
+            #[cfg(feature = "bench-kernels")]
             "int8" => Precision::Int8,
             other => candle_core::bail!("unknown precision {other}"),
         };

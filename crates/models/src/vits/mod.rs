@@ -12,7 +12,6 @@ pub mod config;
 mod duration;
 mod flow;
 mod generator;
-pub mod kernels;
 mod layers;
 mod onnx;
 mod spline;
@@ -28,15 +27,15 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
-use crate::params::SynthesisParams;
+use crate::spare;
 
 use config::StructureHints;
 pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKind, VitsConfig};
 use duration::DurationPredictor;
 use flow::Flow;
 use generator::Generator;
-pub(crate) use kernels::computing;
-pub use kernels::Precision;
+
+pub use crate::kernels::Precision;
 use layers::sequence_mask;
 pub use layers::Reach;
 pub use streaming::{ReceptiveField, Windowed};
@@ -92,11 +91,36 @@ pub struct VitsInput {
     /// Duration multiplier (> 1 is slower): Piper's `length_scale`, applied per phoneme. The
     /// voice's own (`VitsConfig::length_scale`) reproduces Piper.
     pub length_scale: f32,
-    /// The request's knobs, unchanged: `speed` divides the item's total number of frames (see
-    /// [`frames_for_speed`]; 1.0 reproduces Piper exactly), `speaker` picks the speaker
-    /// (`None` = 0), `seed` seeds this item's noise, and the noise overrides fall back to the
-    /// voice's defaults.
-    pub params: SynthesisParams,
+    /// How this item is sampled.
+    pub sampling: Sampling,
+}
+
+/// The knobs of one item's synthesis, apart from its ids.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    /// Divides the item's total number of frames (see [`frames_for_speed`]; 1.0 reproduces
+    /// Piper exactly).
+    pub speed: f32,
+    /// Seeds this item's noise: the same seed gives the same audio.
+    pub seed: u64,
+    /// The speaker of a multi-speaker voice (`None` = 0).
+    pub speaker: Option<u32>,
+    /// Override of the voice's prior noise (`None` = the voice's own default).
+    pub noise_scale: Option<f32>,
+    /// Override of the voice's duration noise (`None` = the voice's own default).
+    pub noise_w: Option<f32>,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Self {
+            speed: 1.0,
+            seed: 0,
+            speaker: None,
+            noise_scale: None,
+            noise_w: None,
+        }
+    }
 }
 
 /// One item's audio and the frames (of `hop_length` samples) each of its phoneme ids got;
@@ -289,10 +313,10 @@ impl Vits {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let _computing = kernels::computing();
+        let _computing = spare::computing();
         // The caller waits for the whole audio, so every stage may use spare cores (a
         // stream's later windows do not: they only have to stay ahead of its listener).
-        let _lending = self.device.is_cpu().then(kernels::lending);
+        let _lending = self.device.is_cpu().then(spare::lending);
         let Prior {
             z_p,
             frames,
@@ -374,7 +398,7 @@ impl Vits {
         // 2. Durations: logw = dp⁻¹(ε·noise_w | hidden); w = ⌈exp(logw)·length_scale⌉.
         let mut rngs: Vec<StdRng> = batch
             .iter()
-            .map(|i| StdRng::seed_from_u64(i.params.item_seed()))
+            .map(|i| StdRng::seed_from_u64(i.sampling.seed))
             .collect();
         let duration_noise: Vec<Vec<f32>> = rngs
             .iter_mut()
@@ -398,7 +422,7 @@ impl Vits {
             .iter()
             .zip(batch)
             .zip(&lengths)
-            .map(|((row, item), &t)| frames_for_speed(&row[..t], item.params.speed))
+            .map(|((row, item), &t)| frames_for_speed(&row[..t], item.sampling.speed))
             .collect();
         let frames: Vec<usize> = durations
             .iter()
@@ -437,12 +461,12 @@ impl Vits {
 
     /// The item's prior noise: its override, else the voice's default.
     fn noise_scale(&self, item: &VitsInput) -> f32 {
-        item.params.noise_scale.unwrap_or(self.config.noise_scale)
+        item.sampling.noise_scale.unwrap_or(self.config.noise_scale)
     }
 
     /// The item's duration noise: its override, else the voice's default.
     fn noise_w(&self, item: &VitsInput) -> f32 {
-        item.params.noise_w.unwrap_or(self.config.noise_w)
+        item.sampling.noise_w.unwrap_or(self.config.noise_w)
     }
 
     fn validate(&self, batch: &[VitsInput]) -> Result<(), VitsError> {
@@ -460,10 +484,10 @@ impl Vits {
                     self.config.n_vocab
                 )));
             }
-            if !(item.params.speed.is_finite() && item.params.speed > 0.0) {
+            if !(item.sampling.speed.is_finite() && item.sampling.speed > 0.0) {
                 return Err(VitsError::Input(format!(
                     "item {n}: speed must be positive, got {}",
-                    item.params.speed
+                    item.sampling.speed
                 )));
             }
             if !(item.length_scale.is_finite() && item.length_scale > 0.0) {
@@ -477,7 +501,7 @@ impl Vits {
                     "item {n}: noise scales must be finite"
                 )));
             }
-            if let Some(s) = item.params.speaker {
+            if let Some(s) = item.sampling.speaker {
                 if s as usize >= self.config.num_speakers {
                     return Err(VitsError::Input(format!(
                         "item {n}: speaker {s} but the voice has {} speaker(s)",
@@ -496,7 +520,7 @@ impl Vits {
         };
         let ids: Vec<u32> = batch
             .iter()
-            .map(|i| i.params.speaker.unwrap_or(0))
+            .map(|i| i.sampling.speaker.unwrap_or(0))
             .collect();
         let ids = Tensor::new(ids, &self.device)?;
         Ok(Some(table.index_select(&ids, 0)?.unsqueeze(2)?))

@@ -11,7 +11,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use super::kernels::{self, InputMap};
+use crate::kernels::{self, InputMap};
 use super::layers::{sequence_mask, ChannelNorm, Conv1d, ConvSpec};
 
 /// Fill value for masked attention logits (VITS uses -1e4, not -inf).

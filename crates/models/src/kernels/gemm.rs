@@ -9,7 +9,7 @@
 
 use super::cpu::{bias_or_zero, with_contiguous_f32};
 use super::dispatch::{Conv1dShape, ConvTranspose1dShape};
-use super::spare;
+use crate::spare;
 use ::gemm::{gemm, Parallelism};
 use candle_core::{Result, Tensor};
 

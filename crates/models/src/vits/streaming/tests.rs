@@ -8,7 +8,7 @@ use candle_core::Device;
 
 use super::super::tests::{input, load, max_abs_diff, Variant};
 use super::*;
-use crate::params::SynthesisParams;
+use crate::vits::Sampling;
 use crate::vits::ResBlockKind;
 
 /// Batch-equivalence tolerance of the model tests (float rounding differs between code paths).
@@ -62,8 +62,8 @@ fn check(vits: &Vits, item: &VitsInput, first: usize, later: usize) -> (usize, f
 }
 
 fn with_noise(mut item: VitsInput, noise_scale: f32, noise_w: f32) -> VitsInput {
-    item.params.noise_scale = Some(noise_scale);
-    item.params.noise_w = Some(noise_w);
+    item.sampling.noise_scale = Some(noise_scale);
+    item.sampling.noise_w = Some(noise_w);
     item
 }
 
@@ -219,7 +219,7 @@ fn receptive_field_adds_up_the_pieces() {
 fn real_voice() -> &'static Vits {
     static VITS: OnceLock<Vits> = OnceLock::new();
     VITS.get_or_init(|| {
-        let voice = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("voices/en_US-joe-medium.onnx");
+        let voice = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../voices/en_US-joe-medium.onnx");
         let json = voice.with_extension("onnx.json");
         let json = std::fs::read_to_string(&json)
             .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", json.display()));
@@ -242,11 +242,11 @@ fn real_input(name: &str, noise: Option<(f32, f32)>) -> VitsInput {
     VitsInput {
         ids: fixture_ids(name),
         length_scale: vits.config().length_scale,
-        params: SynthesisParams {
-            seed: Some(42),
+        sampling: Sampling {
+            seed: 42,
             noise_scale: Some(noise_scale),
             noise_w: Some(noise_w),
-            ..SynthesisParams::default()
+            ..Sampling::default()
         },
     }
 }

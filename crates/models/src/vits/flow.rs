@@ -11,7 +11,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use super::kernels::{gated_tanh, Precision};
+use crate::kernels::{gated_tanh, Precision};
 use super::layers::{flip_channels, split_channels, Conv1d, ConvSpec, Reach};
 
 /// Non-causal WaveNet: gated dilated convs with residual and skip paths (`modules.WN`).

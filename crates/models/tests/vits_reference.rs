@@ -8,10 +8,10 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use candle_core::Device;
-use omnivoice_server::params::SynthesisParams;
-use omnivoice_server::vits::{Vits, VitsInput};
+use omnivoice_models::vits::{Sampling, Vits, VitsInput};
 
-const VOICE: &str = "voices/en_US-joe-medium.onnx";
+/// The default Piper voice, which `scripts/setup.sh` installs at the workspace root.
+const VOICE: &str = "../../voices/en_US-joe-medium.onnx";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -78,11 +78,11 @@ fn deterministic(ids: Vec<i64>) -> VitsInput {
     VitsInput {
         ids,
         length_scale: 1.0,
-        params: SynthesisParams {
-            seed: Some(0),
+        sampling: Sampling {
+            seed: 0,
             noise_scale: Some(0.0),
             noise_w: Some(0.0),
-            ..SynthesisParams::default()
+            ..Sampling::default()
         },
     }
 }
@@ -147,9 +147,9 @@ fn batch_items_equal_their_single_runs_with_default_noise() {
         .map(|(f, seed)| VitsInput {
             ids: f.ids,
             length_scale: cfg.length_scale,
-            params: SynthesisParams {
-                seed: Some(seed),
-                ..SynthesisParams::default()
+            sampling: Sampling {
+                seed,
+                ..Sampling::default()
             },
         })
         .collect();
@@ -169,7 +169,7 @@ fn batch_items_equal_their_single_runs_with_default_noise() {
     }
     // The noise is live: another seed changes the audio.
     let mut other = batch[2].clone();
-    other.params.seed = Some(other.params.item_seed() + 100);
+    other.sampling.seed += 100;
     let other = vits.synthesize(&[other]).unwrap().remove(0);
     assert!(other.len() != together[2].len() || max_abs_diff(&other, &together[2]) > 1e-3);
 }
@@ -203,7 +203,7 @@ fn errors_name_the_file() {
         .unwrap();
     assert!(err.to_string().contains("does-not-exist.onnx"), "{err}");
     let mut input = deterministic(vec![1, 0, 2]);
-    input.params.speaker = Some(1);
+    input.sampling.speaker = Some(1);
     let single = voice().synthesize(&[input]);
     assert!(single.is_err());
 }

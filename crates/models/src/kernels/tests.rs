@@ -346,7 +346,7 @@ fn conv1d_fused_matches_separate_ops() {
         let w = random(&mut rng, &[c_out, c_in, k]);
         let b = random(&mut rng, &[c_out]);
         let lengths: Vec<usize> = (0..batch).map(|i| len - i * len / 4).collect();
-        let mask = crate::vits::layers::sequence_mask(&lengths, len, &Device::Cpu).unwrap();
+        let mask = lengths_mask(&lengths, len);
         let map = InputMap {
             scale: 1.0 / 3.0,
             leaky_slope: Some(0.1),
@@ -401,7 +401,7 @@ fn conv_transpose1d_fused_matches_separate_ops() {
         let w = random(&mut rng, &[c_in, c_out, k]);
         let b = with_bias.then(|| random(&mut rng, &[c_out]));
         let lengths: Vec<usize> = (0..batch).map(|i| len - i * len / 3).collect();
-        let mask = crate::vits::layers::sequence_mask(&lengths, len, &Device::Cpu).unwrap();
+        let mask = lengths_mask(&lengths, len);
         let map = InputMap {
             scale: 0.5,
             leaky_slope: Some(0.1),
@@ -484,7 +484,7 @@ fn kernels_shared_with_a_spare_core_match_one_thread() {
         let direct = || conv1d_fused(&x, &w, Some(&b), k / 2, 1, &map, &[&residual], None);
         let products = || fast_conv1d(&x, &w, Some(&b), k / 2, 1, 1);
         let (one_direct, one_products) = (direct().unwrap(), products());
-        let _lending = super::spare::lending_always();
+        let _lending = crate::spare::lending_always();
         let case = (c_in, c_out, len, k);
         assert_eq!(
             values(&direct().unwrap()),
@@ -509,6 +509,15 @@ fn kernels_shared_with_a_spare_core_match_one_thread() {
             .expect("a CPU f32 kernel")
     };
     let one = attend();
-    let _lending = super::spare::lending_always();
+    let _lending = crate::spare::lending_always();
     assert_eq!(values(&attend()), values(&one), "attention");
+}
+
+/// `[B, 1, T]`: 1 within each item's length, 0 past it (the models' padding masks).
+fn lengths_mask(lengths: &[usize], len: usize) -> Tensor {
+    let data: Vec<f32> = lengths
+        .iter()
+        .flat_map(|&l| (0..len).map(move |t| if t < l { 1.0 } else { 0.0 }))
+        .collect();
+    Tensor::from_vec(data, (lengths.len(), 1, len), &Device::Cpu).unwrap()
 }

@@ -18,8 +18,8 @@ use std::mem::MaybeUninit;
 use std::ops::Range;
 
 use super::precision::PackedConv;
-use super::spare::{self, SharedOut};
-use super::{bf16, block, int8};
+use crate::spare::{self, SharedOut};
+use super::{bf16, block};
 
 /// Floats of weights (all output channels, a chunk of input channels) used per input pass
 /// (~512 KiB, inside a 1 MiB L2; 128 KiB measured up to 10 % slower on the flow's 192 → 384).
@@ -272,9 +272,10 @@ pub(super) fn conv1d_rows(
                 out, accumulate, x, offset, w, bias, dilation, map, residuals,
             );
         }
+        #[cfg(feature = "bench-kernels")]
         PackedConv::Int8(w) => {
             let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
-            return int8::conv1d_rows(
+            return super::int8::conv1d_rows(
                 out, accumulate, x, offset, w, bias, dilation, map, residuals,
             );
         }

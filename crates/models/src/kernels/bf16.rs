@@ -507,7 +507,7 @@ pub(super) fn avx512_beats_f32() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::direct::SampleMap;
+    use crate::kernels::direct::SampleMap;
     use super::{BlockArgs, Epilogue};
     use std::arch::x86_64::*;
 

@@ -12,7 +12,7 @@
 use super::cpu::is_cpu_f32;
 use super::fast_math::softmax_in_place;
 use super::gemm::product;
-use super::spare::rows_in_parts;
+use crate::spare::rows_in_parts;
 use candle_core::{Device, Result, Tensor};
 
 /// `out_i = Σ_j p_ij (v_j + e^V_(j−i))` with `p_i = softmax_j(q_i·k_j + q_i·e^K_(j−i))` per head.

@@ -16,7 +16,7 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::{ResBlockKind, VitsConfig};
-use super::kernels::{self, InputMap, Precision};
+use crate::kernels::{self, InputMap, Precision};
 use super::layers::{apply_mask, Conv1d, ConvSpec, Reach};
 
 /// LeakyReLU slope inside HiFi-GAN.

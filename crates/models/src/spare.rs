@@ -187,7 +187,7 @@ fn lender() -> &'static Lender {
 /// (an engine holds one over a whole batch, phonemization included, and `Vits` takes its
 /// own): only a thread's first one counts. Not `Send`: the count is per thread.
 #[must_use = "the core counts as busy only while the token is held"]
-pub(crate) struct Computing {
+pub struct Computing {
     _this_thread: PhantomData<*const ()>,
 }
 
@@ -197,7 +197,7 @@ thread_local! {
 }
 
 /// Marks the current thread as computing until the token is dropped.
-pub(crate) fn computing() -> Computing {
+pub fn computing() -> Computing {
     if HELD.replace(HELD.get() + 1) == 0 {
         lender().update(|c| c.computing += 1);
     }
@@ -223,14 +223,14 @@ thread_local! {
 /// While held, kernels called on this thread may borrow spare cores. Not `Send`: it
 /// restores its own thread's scope when dropped.
 #[must_use = "kernels may borrow cores only while the scope is held"]
-pub(crate) struct Lending {
+pub struct Lending {
     lender: &'static Lender,
     was: Option<&'static Lender>,
     _this_thread: PhantomData<*const ()>,
 }
 
 /// Opens a lending scope on the current thread (scopes nest).
-pub(crate) fn lending() -> Lending {
+pub fn lending() -> Lending {
     Lending::open(lender())
 }
 

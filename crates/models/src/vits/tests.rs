@@ -203,9 +203,9 @@ pub(super) fn input(len: usize, seed: u64, speaker: Option<u32>) -> VitsInput {
             .map(|i| (i * 5 + 1) % VOCAB as i64)
             .collect(),
         length_scale: 1.0,
-        params: SynthesisParams {
+        sampling: Sampling {
             speed: 1.0,
-            seed: Some(seed),
+            seed,
             speaker,
             noise_scale: Some(0.667),
             noise_w: Some(0.8),
@@ -361,7 +361,7 @@ fn deterministic_predictor_durations_scale_with_length_scale() {
         stochastic: false,
     });
     let mut item = input(10, 1, None);
-    item.params.noise_scale = Some(0.0);
+    item.sampling.noise_scale = Some(0.0);
     let normal = vits.synthesize(&[item.clone()]).unwrap().remove(0);
     item.length_scale = 3.0;
     let slow = vits.synthesize(&[item]).unwrap().remove(0);

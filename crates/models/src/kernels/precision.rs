@@ -26,7 +26,8 @@ pub enum Precision {
     Bf16,
     /// 8-bit weights (per output channel) and activations (per input tile), `i32` sums:
     /// measured against bf16 and found both slower (than AMX) and noisier, so the server does
-    /// not offer it; kept to re-measure on other CPUs ([`super::int8`]).
+    /// not offer it; kept to re-measure on other CPUs (the `bench-kernels` feature).
+    #[cfg(feature = "bench-kernels")]
     Int8,
 }
 
@@ -35,6 +36,7 @@ impl Precision {
         match self {
             Precision::F32 => "f32",
             Precision::Bf16 => "bf16",
+            #[cfg(feature = "bench-kernels")]
             Precision::Int8 => "int8",
         }
     }
@@ -58,6 +60,7 @@ impl Precision {
         match self {
             Precision::F32 => true,
             Precision::Bf16 => bf16_isa() != Bf16Isa::Portable,
+            #[cfg(feature = "bench-kernels")]
             Precision::Int8 => super::int8::available(),
         }
     }
@@ -67,7 +70,9 @@ impl Precision {
         match self {
             Precision::F32 => "f32".into(),
             Precision::Bf16 => format!("bf16 ({})", bf16_isa().name()),
+            #[cfg(feature = "bench-kernels")]
             Precision::Int8 if super::int8::available() => "int8 (VNNI)".into(),
+            #[cfg(feature = "bench-kernels")]
             Precision::Int8 => "int8 (portable)".into(),
         }
     }
@@ -134,6 +139,7 @@ pub(super) fn avx512_bf16() -> bool {
 pub(super) enum PackedConv {
     F32(super::direct::PackedWeights),
     Bf16(super::bf16::Bf16Weights),
+    #[cfg(feature = "bench-kernels")]
     Int8(super::int8::Int8Weights),
 }
 
@@ -145,6 +151,7 @@ impl PackedConv {
             Precision::Bf16 if super::bf16::worth_it(c_out, bf16_isa()) => PackedConv::Bf16(
                 super::bf16::Bf16Weights::new(w, c_out, c_in, taps, bf16_isa()),
             ),
+            #[cfg(feature = "bench-kernels")]
             Precision::Int8 if c_out >= 8 => {
                 PackedConv::Int8(super::int8::Int8Weights::new(w, c_out, c_in, taps))
             }
@@ -156,6 +163,7 @@ impl PackedConv {
         match self {
             PackedConv::F32(w) => w.has_shape(c_out, c_in, taps),
             PackedConv::Bf16(w) => w.has_shape(c_out, c_in, taps),
+            #[cfg(feature = "bench-kernels")]
             PackedConv::Int8(w) => w.has_shape(c_out, c_in, taps),
         }
     }
