@@ -112,7 +112,7 @@ impl Voice for FormantVoice {
             let (samples, spoken) = espeak::synthesize_with_words(&item.text, &self.info.id, rate)
                 .map_err(|e| match e {
                     EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
-                    other => EngineError::Synthesis(other.to_string()),
+                    other => EngineError::synthesis(other),
                 })?;
             let mut pcm = Pcm::new(
                 samples.iter().map(|&s| f32::from(s) / 32768.0).collect(),

@@ -366,7 +366,7 @@ impl Registry {
                 let name = voice_id.clone();
                 let result = on_loader_thread(move || engine.load_voice(&name))
                     .await
-                    .map_err(|reason| EngineError::Load { voice: voice_id.clone(), reason })??;
+                    .map_err(|reason| EngineError::load(&voice_id, reason))??;
                 let seconds = started.elapsed().as_secs_f64();
                 tracing::info!(engine = %engine_id, voice = %voice_id, seconds, "voice loaded");
                 metrics::counter!(m::VOICE_LOADS, "engine" => engine_id.clone(), "voice" => voice_id.clone()).increment(1);
