@@ -3,12 +3,14 @@
 //!
 //! The library is a bag of process-wide globals (selected voice, rate, phoneme buffers, one synth
 //! callback), so every call here runs under one process-wide lock, and the library is initialized
-//! lazily on first use. The `extern "C"` declarations are written by hand from
+//! lazily on first use. That lock is held for a whole synthesis, so the voice list, which
+//! request validation reads, is read once and kept outside it: asking which voices exist never
+//! waits for a synthesis. The `extern "C"` declarations are written by hand from
 //! `espeak-ng/speak_lib.h`; the handful of calls used does not justify a bindgen/clang build step.
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_short, c_uint, c_void, CStr, CString};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 mod ffi {
     use super::*;
@@ -238,12 +240,16 @@ impl Library {
     }
 }
 
-/// Every voice espeak-ng offers (empty if the library cannot be initialized).
-pub fn list_voices() -> Vec<EspeakVoice> {
-    match library() {
+/// Every voice espeak-ng offers (empty if the library cannot be initialized). The installed
+/// voices do not change while the process runs, so the list is read once, under the library
+/// lock, and every later call answers without taking it.
+pub fn list_voices() -> &'static [EspeakVoice] {
+    // Lock order is always VOICES, then LIBRARY: `library()` never touches VOICES.
+    static VOICES: OnceLock<Vec<EspeakVoice>> = OnceLock::new();
+    VOICES.get_or_init(|| match library() {
         Ok(guard) => guard.as_ref().map(|l| l.voices.clone()).unwrap_or_default(),
         Err(_) => Vec::new(),
-    }
+    })
 }
 
 /// The characters that end a clause and that Piper voices were trained to see in the phoneme

@@ -141,18 +141,34 @@ fn init_logging(settings: &Settings) {
     }
 }
 
+/// The device for `choice`; `auto` says which one it chose and why, since a server that
+/// quietly ran on the CPU beside an idle GPU (or the reverse) is hard to diagnose.
 fn select_device(choice: DeviceChoice) -> candle_core::Result<Device> {
     match choice {
         DeviceChoice::Cpu => Ok(Device::Cpu),
         DeviceChoice::Cuda => Device::new_cuda(0),
         DeviceChoice::Metal => Device::new_metal(0),
         DeviceChoice::Auto => {
-            if candle_core::utils::cuda_is_available() {
-                Device::new_cuda(0)
+            let gpu = if candle_core::utils::cuda_is_available() {
+                Some(("cuda", Device::new_cuda(0)))
             } else if candle_core::utils::metal_is_available() {
-                Device::new_metal(0)
+                Some(("metal", Device::new_metal(0)))
             } else {
-                Ok(Device::Cpu)
+                None
+            };
+            match gpu {
+                Some((kind, Ok(device))) => {
+                    tracing::info!(device = kind, "device auto: built with {kind} and device 0 opened");
+                    Ok(device)
+                }
+                Some((kind, Err(e))) => {
+                    tracing::warn!(error = %e, "device auto: built with {kind} but device 0 did not open; using the cpu");
+                    Ok(Device::Cpu)
+                }
+                None => {
+                    tracing::info!("device auto: built without the cuda and metal features; using the cpu");
+                    Ok(Device::Cpu)
+                }
             }
         }
     }

@@ -1,14 +1,21 @@
 //! The library-backed half of text preparation and the espeak engine, against the real
 //! libespeak-ng: phonemes and ids must equal an independent reference, synthesis must produce
-//! real speech, and the global lock must make concurrent use safe.
+//! real speech, the global lock must make concurrent use safe, and no request may wait for
+//! that lock before it is even accepted.
+
+mod common;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::thread;
+
+use common::{openai_error, post_speech, InProcess};
 
 use omnivoice_server::engine::espeak::EspeakEngine;
 use omnivoice_server::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice};
 use omnivoice_server::espeak::{self, EspeakError};
 use omnivoice_server::text::{phonemize, PhonemeIdMap};
+use serde_json::json;
 
 const VOICE_CONFIG: &str = "voices/en_US-joe-medium.onnx.json";
 
@@ -350,4 +357,47 @@ fn empty_and_symbol_only_text() {
         phonemize("a b", "en-us").unwrap()
     );
     assert!(espeak::synthesize("", "en-us", 175).unwrap().len() < 2205);
+}
+
+/// espeak holds its process-wide lock for a whole synthesis; validating a request (is this an
+/// espeak voice?) runs on the async runtime and must not wait for it. The server takes the
+/// lock once per sentence, so a long request would free it between sentences; one long call
+/// straight into the library (the same process-wide lock: the server runs in this process)
+/// holds it for its whole text instead. A request refused at validation must be answered
+/// while that call still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validation_does_not_wait_for_a_running_espeak_synthesis() {
+    let args = [
+        "--default-engine",
+        "espeak",
+        "--default-voice",
+        "en-us",
+        "--preload",
+        "none",
+        "--no-cache",
+    ];
+    let engines: Vec<Arc<dyn Engine>> = vec![Arc::new(EspeakEngine::new())];
+    let server = InProcess::start(&args, engines).await;
+
+    let text = "The lighthouse keeper walked along the narrow path up the hill. ".repeat(500);
+    let (started, synthesis_started) = tokio::sync::oneshot::channel();
+    let long = thread::spawn(move || {
+        let _ = started.send(());
+        espeak::synthesize(&text, "en-us", 175)
+    });
+    synthesis_started.await.unwrap();
+    let refused = post_speech(
+        &server.url,
+        &json!({"model": "espeak", "voice": "klingon", "input": "Hello there."}),
+    )
+    .await;
+    let synthesis_still_running = !long.is_finished();
+    let error = openai_error(refused, 400).await;
+    assert_eq!(error["param"], "voice", "{error}");
+    assert!(
+        synthesis_still_running,
+        "the refusal waited for the synthesis to give up the espeak lock"
+    );
+    assert!(!long.join().unwrap().unwrap().is_empty());
+    server.stop().await;
 }

@@ -172,6 +172,8 @@ impl From<SpeechError> for ApiError {
             SpeechError::BatcherStopped => Self::unavailable(message).with_code("batcher_stopped"),
             SpeechError::ShuttingDown => Self::unavailable(message).with_code("shutting_down"),
             SpeechError::VoiceLoad(_) | SpeechError::Engine(_) | SpeechError::Encoding(_) => {
+                // The message is the whole chain of causes in words; the log says it once.
+                tracing::error!(error = %message, "speech failed");
                 Self::internal(message)
             }
         }

@@ -13,12 +13,26 @@ use crate::text::words;
 const ENGINE_ID: &str = "espeak";
 
 /// espeak-ng voices, named as `espeak-ng -v` names them (`en-us`, `de`, `fr`, …).
-#[derive(Debug, Default, Clone)]
-pub struct EspeakEngine;
+///
+/// The voice list is read at construction: requests are validated against it on async
+/// threads, and reading it from the library would wait for whatever synthesis holds the
+/// library's lock.
+#[derive(Debug, Clone)]
+pub struct EspeakEngine {
+    voices: Arc<[VoiceInfo]>,
+}
 
 impl EspeakEngine {
     pub fn new() -> Self {
-        Self
+        Self {
+            voices: espeak::list_voices().iter().map(voice_info).collect(),
+        }
+    }
+}
+
+impl Default for EspeakEngine {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -28,18 +42,22 @@ impl Engine for EspeakEngine {
     }
 
     fn voices(&self) -> Vec<VoiceInfo> {
-        espeak::list_voices().iter().map(voice_info).collect()
+        self.voices.to_vec()
+    }
+
+    fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
+        self.voices.iter().find(|v| v.id == voice).cloned()
     }
 
     fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
         let wanted = voice.to_lowercase();
-        let found = espeak::list_voices()
-            .into_iter()
-            .find(|v| v.name == wanted)
+        let info = self
+            .voices
+            .iter()
+            .find(|v| v.id == wanted)
+            .cloned()
             .ok_or_else(|| EngineError::UnknownVoice(voice.to_string()))?;
-        Ok(Arc::new(FormantVoice {
-            info: voice_info(&found),
-        }))
+        Ok(Arc::new(FormantVoice { info }))
     }
 }
 
@@ -94,7 +112,7 @@ impl Voice for FormantVoice {
             let (samples, spoken) = espeak::synthesize_with_words(&item.text, &self.info.id, rate)
                 .map_err(|e| match e {
                     EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
-                    other => EngineError::Synthesis(other.to_string()),
+                    other => EngineError::synthesis(other),
                 })?;
             let mut pcm = Pcm::new(
                 samples.iter().map(|&s| f32::from(s) / 32768.0).collect(),

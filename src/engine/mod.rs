@@ -16,15 +16,54 @@ pub mod espeak;
 pub mod piper;
 pub mod registry;
 
-/// Why an engine could not produce audio.
-#[derive(Debug, thiserror::Error)]
+/// The error behind a failure, shared: one failed load is reported to every request that
+/// waited for it, so the failure must be `Clone`.
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// Why an engine could not produce audio. The messages read as a whole sentence with their
+/// cause (what clients are told), and `source()` is the cause itself, for logs and for callers
+/// that look inside.
+#[derive(Debug, Clone)]
 pub enum EngineError {
-    #[error("unknown voice '{0}'")]
     UnknownVoice(String),
-    #[error("failed to load voice '{voice}': {reason}")]
-    Load { voice: String, reason: String },
-    #[error("synthesis failed: {0}")]
-    Synthesis(String),
+    Load { voice: String, source: Cause },
+    Synthesis(Cause),
+}
+
+impl std::fmt::Display for EngineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::UnknownVoice(voice) => write!(f, "unknown voice '{voice}'"),
+            Self::Load { voice, source } => write!(f, "failed to load voice '{voice}': {source}"),
+            Self::Synthesis(source) => write!(f, "synthesis failed: {source}"),
+        }
+    }
+}
+
+/// Written out rather than derived: a derived `source()` would hand out the `Arc` (which no
+/// caller can downcast to the error inside) instead of the error it shares.
+impl std::error::Error for EngineError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::UnknownVoice(_) => None,
+            Self::Load { source, .. } | Self::Synthesis(source) => Some(source.as_ref()),
+        }
+    }
+}
+
+impl EngineError {
+    /// Loading `voice` failed because of `cause`.
+    pub fn load(voice: &str, cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Load {
+            voice: voice.to_string(),
+            source: Arc::from(cause.into()),
+        }
+    }
+
+    /// Synthesis failed because of `cause`.
+    pub fn synthesis(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Synthesis(Arc::from(cause.into()))
+    }
 }
 
 /// What a client can learn about a voice before using it.
@@ -201,5 +240,62 @@ pub trait Engine: Send + Sync {
     /// Identifies the voice's model content, so cached audio never outlives a changed model.
     fn fingerprint(&self, _voice: &str) -> String {
         String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::piper::PiperEngine;
+    use super::*;
+
+    /// The errors behind `error`, outermost first (`error` itself excluded).
+    fn causes<'a>(error: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {
+        std::iter::successors(error.source(), |e| (*e).source()).collect()
+    }
+
+    /// A voice whose config disappeared after the scan: the load error names the voice and
+    /// the file, and its source chain reaches the I/O error itself.
+    #[test]
+    fn a_failed_load_keeps_the_io_error_as_its_source() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("gone.onnx"), b"x").unwrap();
+        let json = dir.path().join("gone.onnx.json");
+        std::fs::write(&json, br#"{"audio":{"sample_rate":22050}}"#).unwrap();
+        let engine = PiperEngine::new(dir.path(), candle_core::Device::Cpu);
+        std::fs::remove_file(&json).unwrap();
+
+        let error = match engine.load_voice("gone") {
+            Err(e) => e,
+            Ok(_) => panic!("a voice without its config loaded"),
+        };
+        assert!(matches!(&error, EngineError::Load { voice, .. } if voice == "gone"));
+        let message = error.to_string();
+        assert!(
+            message.starts_with("failed to load voice 'gone': ")
+                && message.contains(&json.display().to_string()),
+            "{message}"
+        );
+        let io = causes(&error)
+            .into_iter()
+            .find_map(|e| e.downcast_ref::<std::io::Error>())
+            .expect("the I/O error is in the source chain");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn a_failed_synthesis_keeps_the_engine_error_as_its_source() {
+        let espeak = crate::espeak::EspeakError::Call {
+            call: "espeak_Synth",
+            code: 7,
+        };
+        let error = EngineError::synthesis(espeak.clone());
+        assert_eq!(error.to_string(), format!("synthesis failed: {espeak}"));
+        let shared = error.clone();
+        let found = causes(&shared)
+            .into_iter()
+            .find_map(|e| e.downcast_ref::<crate::espeak::EspeakError>());
+        assert_eq!(found, Some(&espeak));
     }
 }

@@ -104,19 +104,16 @@ impl PiperEngine {
         let files = self
             .files(voice)
             .ok_or_else(|| EngineError::UnknownVoice(voice.to_string()))?;
-        let load_error = |reason: String| EngineError::Load {
-            voice: voice.to_string(),
-            reason,
-        };
-        let config = read_json(&files.json).map_err(load_error)?;
+        let config = read_json(&files.json).map_err(|e| EngineError::load(voice, e))?;
         let model = match &files.safetensors {
             Some(path) => Vits::from_safetensors(path, &config, &self.device),
             None => Vits::from_onnx(&files.onnx, &config, &self.device),
         }
         .and_then(|model| model.with_precision(self.precision))
-        .map_err(|e| load_error(e.to_string()))?;
+        .map_err(|e| EngineError::load(voice, e))?;
         tracing::info!(voice, precision = %model.precision().describe(), "Piper voice loaded");
-        let phonemes = PhonemeIdMap::from_voice_json(&config).map_err(load_error)?;
+        let phonemes =
+            PhonemeIdMap::from_voice_json(&config).map_err(|e| EngineError::load(voice, e))?;
         let length_scale = model.config().length_scale;
         let espeak_voice = config["espeak"]["voice"]
             .as_str()
@@ -180,9 +177,21 @@ fn scan(dir: &Path) -> BTreeMap<String, Arc<VoiceFiles>> {
     voices
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+/// A voice file that could not be read or parsed, with the I/O or JSON error why.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+struct FileError {
+    path: PathBuf,
+    source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+fn read_json(path: &Path) -> Result<serde_json::Value, FileError> {
+    let file_error = |source: Box<dyn std::error::Error + Send + Sync>| FileError {
+        path: path.to_path_buf(),
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| file_error(e.into()))?;
+    serde_json::from_str(&text).map_err(|e| file_error(e.into()))
 }
 
 fn voice_info(id: &str, config: &serde_json::Value) -> VoiceInfo {
@@ -425,7 +434,7 @@ fn sampling(params: &SynthesisParams, seed: u64) -> Sampling {
 }
 
 fn failed(e: VitsError) -> EngineError {
-    EngineError::Synthesis(e.to_string())
+    EngineError::synthesis(e)
 }
 
 /// Frames in the first window of an utterance computed in pieces (16 frames: 0.19 s of audio
@@ -446,8 +455,7 @@ impl PiperVoice {
         &self,
         item: &SynthesisItem,
     ) -> Result<(Vec<(VitsInput, CharTrace)>, String), EngineError> {
-        let ipa = phonemize(&item.text, &self.espeak_voice)
-            .map_err(|e| EngineError::Synthesis(e.to_string()))?;
+        let ipa = phonemize(&item.text, &self.espeak_voice).map_err(EngineError::synthesis)?;
         let noise_w = item.params.noise_w.unwrap_or(self.model.config().noise_w);
         let limit = ids_per_pass(item.params.speed, self.length_scale, noise_w);
         let pieces = self.phonemes.traced_pieces(&ipa, limit);
@@ -487,8 +495,7 @@ impl PiperVoice {
         ipa: &str,
         spans: &[Option<(usize, usize)>],
     ) -> Result<Vec<WordTiming>, EngineError> {
-        let words = spoken_words(text, ipa, &self.espeak_voice)
-            .map_err(|e| EngineError::Synthesis(e.to_string()))?;
+        let words = spoken_words(text, ipa, &self.espeak_voice).map_err(EngineError::synthesis)?;
         let mut previous_end = 0;
         Ok(words
             .into_iter()

@@ -9,9 +9,12 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::OnceCell;
+// Tokio's clock, so that idle unloading follows the clock the sweeper's timer runs on (and a
+// paused clock in tests).
+use tokio::time::Instant;
 
 use super::{Engine, EngineError, Voice, VoiceInfo, VoiceKey};
 use crate::metrics as m;
@@ -67,6 +70,8 @@ pub struct RegistryConfig {
 pub struct Registry {
     engines: BTreeMap<String, Arc<dyn Engine>>,
     config: RegistryConfig,
+    /// Taken on async threads, so held only for map updates: never across a load, a rescan
+    /// or any engine call.
     loaded: Mutex<Loaded>,
 }
 
@@ -357,11 +362,11 @@ impl Registry {
         let (engine_id, voice_id) = (key.engine().to_string(), key.voice().to_string());
         let loaded = cell
             .get_or_try_init(|| async move {
-                let started = Instant::now();
+                let started = std::time::Instant::now();
                 let name = voice_id.clone();
                 let result = on_loader_thread(move || engine.load_voice(&name))
                     .await
-                    .map_err(|reason| EngineError::Load { voice: voice_id.clone(), reason })??;
+                    .map_err(|reason| EngineError::load(&voice_id, reason))??;
                 let seconds = started.elapsed().as_secs_f64();
                 tracing::info!(engine = %engine_id, voice = %voice_id, seconds, "voice loaded");
                 metrics::counter!(m::VOICE_LOADS, "engine" => engine_id.clone(), "voice" => voice_id.clone()).increment(1);
@@ -502,4 +507,93 @@ fn speaker_index(info: &VoiceInfo, speaker: &str) -> Option<u32> {
     }
     let n: u32 = speaker.parse().ok()?;
     ((n as usize) < info.speakers.len()).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Pcm, SynthesisItem};
+
+    struct Silent(VoiceInfo);
+
+    impl Voice for Silent {
+        fn info(&self) -> &VoiceInfo {
+            &self.0
+        }
+
+        fn synthesize_each(
+            &self,
+            _batch: &[SynthesisItem],
+            _done: &mut dyn FnMut(usize, Pcm),
+        ) -> Result<(), EngineError> {
+            Ok(())
+        }
+    }
+
+    /// An engine with the one voice `v`.
+    struct OneVoice;
+
+    impl OneVoice {
+        fn info() -> VoiceInfo {
+            VoiceInfo {
+                id: "v".into(),
+                engine: "one".into(),
+                language: "en".into(),
+                sample_rate: 16000,
+                speakers: Vec::new(),
+            }
+        }
+    }
+
+    impl Engine for OneVoice {
+        fn id(&self) -> &str {
+            "one"
+        }
+
+        fn voices(&self) -> Vec<VoiceInfo> {
+            vec![Self::info()]
+        }
+
+        fn load_voice(&self, _voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
+            Ok(Arc::new(Silent(Self::info())))
+        }
+    }
+
+    /// Idle time is measured on tokio's clock (the one the sweeper's timer runs on), so a
+    /// paused clock decides exactly when a voice has been idle long enough.
+    #[tokio::test(start_paused = true)]
+    async fn a_voice_is_released_once_idle_for_the_limit_and_use_restarts_it() {
+        let idle = Duration::from_secs(60);
+        let registry = Registry::new(
+            vec![Arc::new(OneVoice)],
+            RegistryConfig {
+                default_engine: "one".into(),
+                default_voice: "v".into(),
+                model_aliases: BTreeMap::new(),
+                voice_aliases: BTreeMap::new(),
+                max_loaded: 4,
+                single_engine_resident: false,
+                idle_unload: Some(idle),
+            },
+        )
+        .unwrap();
+        let voice = registry.resolve("one", "v").unwrap();
+        registry.voice(&voice).await.unwrap();
+        let just_short = idle - Duration::from_millis(1);
+
+        tokio::time::advance(just_short).await;
+        assert!(registry.unload_idle().is_empty(), "not idle long enough");
+        registry.voice(&voice).await.unwrap();
+        tokio::time::advance(just_short).await;
+        assert!(
+            registry.unload_idle().is_empty(),
+            "its use restarted the idle time"
+        );
+        assert!(registry.is_loaded("one", "v"));
+
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(registry.unload_idle(), vec![voice.key.clone()]);
+        assert!(!registry.is_loaded("one", "v"));
+        assert!(registry.unload_idle().is_empty());
+    }
 }

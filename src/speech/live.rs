@@ -140,10 +140,13 @@ impl LiveSpeech {
     /// Sentences must come in the order they were handed in.
     pub fn encode(&mut self, part: SentencePart) -> Result<Bytes, SpeechError> {
         if part.index != self.encoded {
-            return Err(SpeechError::Encoding(format!(
-                "sentence {} encoded out of order (expected {})",
-                part.index, self.encoded
-            )));
+            return Err(SpeechError::Encoding(
+                format!(
+                    "sentence {} encoded out of order (expected {})",
+                    part.index, self.encoded
+                )
+                .into(),
+            ));
         }
         let mut samples = Vec::new();
         match part.delivery? {
@@ -160,17 +163,20 @@ impl LiveSpeech {
             .ok_or_else(|| SpeechError::Encoding("the stream has ended".into()))?;
         let bytes = encoder
             .push(&samples)
-            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}")))?;
+            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}").into()))?;
         Ok(Bytes::from(bytes))
     }
 
     /// The sentence being encoded has no more parts: where it went in the stream.
     pub fn end_sentence(&mut self, audio: SentenceAudio) -> Result<SpokenSentence, SpeechError> {
         if audio.index != self.encoded {
-            return Err(SpeechError::Encoding(format!(
-                "sentence {} ended out of order (expected {})",
-                audio.index, self.encoded
-            )));
+            return Err(SpeechError::Encoding(
+                format!(
+                    "sentence {} ended out of order (expected {})",
+                    audio.index, self.encoded
+                )
+                .into(),
+            ));
         }
         self.encoded += 1;
         let end = self.joiner.position();
@@ -191,7 +197,7 @@ impl LiveSpeech {
         encoder
             .finish()
             .map(Bytes::from)
-            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}")))
+            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}").into()))
     }
 
     /// Seconds of audio in the stream so far, pauses included.

@@ -28,7 +28,7 @@ use crate::engine::{Pcm, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
 use crate::text;
 
-pub use error::{InvalidReason, SpeechError};
+pub use error::{Failure, InvalidReason, SpeechError};
 pub use live::{LiveSpeech, SentenceAudio, SentencePart, SpokenSentence};
 pub use request::{Job, Request};
 pub use stream::{SpeechStream, TimedChunk};
@@ -162,7 +162,7 @@ impl SpeechService {
         let registry = self.inner.registry.clone();
         tokio::task::spawn_blocking(move || registry.reload())
             .await
-            .map_err(|e| SpeechError::VoiceLoad(format!("voice rescan failed: {e}")))
+            .map_err(|e| SpeechError::VoiceLoad(Failure::new("voice rescan failed", e)))
     }
 
     /// Loads voices ahead of traffic. `name` is `engine/voice` or a voice of the default
@@ -255,7 +255,7 @@ impl SpeechService {
             .registry
             .voice(job.voice())
             .await
-            .map_err(|e| SpeechError::VoiceLoad(e.to_string()))?;
+            .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
         let params = job.params();
         let items = sentences
             .into_iter()
@@ -318,8 +318,12 @@ impl Utterances {
 /// The stream encoder for a job's format at the voice's rate.
 fn stream_encoder(job: &Job) -> Result<Box<dyn audio::StreamEncoder>, SpeechError> {
     let format = job.format();
-    audio::stream_encoder(format, job.voice().sample_rate)
-        .map_err(|e| SpeechError::Encoding(format!("encoder for {} failed: {e}", format.as_str())))
+    audio::stream_encoder(format, job.voice().sample_rate).map_err(|e| {
+        SpeechError::Encoding(Failure::new(
+            format_args!("encoder for {} failed", format.as_str()),
+            e,
+        ))
+    })
 }
 
 /// The utterances an engine is given for `input`: normalized, split into sentences, long
@@ -336,8 +340,13 @@ async fn encode_joined(job: &Job, pieces: &[Pcm]) -> Result<CachedAudio, SpeechE
     let format = job.format();
     let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples, rate))
         .await
-        .map_err(|e| SpeechError::Encoding(format!("encoder task failed: {e}")))?
-        .map_err(|e| SpeechError::Encoding(format!("encoding {} failed: {e}", format.as_str())))?;
+        .map_err(|e| SpeechError::Encoding(Failure::new("encoder task failed", e)))?
+        .map_err(|e| {
+            SpeechError::Encoding(Failure::new(
+                format_args!("encoding {} failed", format.as_str()),
+                e,
+            ))
+        })?;
     Ok(CachedAudio {
         bytes: Bytes::from(bytes),
         sample_rate: format.output_sample_rate(rate),

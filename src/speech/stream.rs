@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::synthesis::{Delivery, Synthesis};
 use super::timed::{Finder, WordStamp};
-use super::{join, stream_encoder, Job, SpeechError, SpeechService, Utterances};
+use super::{join, stream_encoder, Failure, Job, SpeechError, SpeechService, Utterances};
 use crate::audio;
 use crate::cache::{CacheLayer, CacheStatus, CachedAudio, StreamLease, StreamRole};
 use crate::engine::WordTiming;
@@ -256,7 +256,7 @@ impl StreamState {
                 }
             }
         };
-        let chunk = chunk.map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}")));
+        let chunk = chunk.map_err(|e| SpeechError::Encoding(Failure::new("encoding failed", e)));
         if let Err(e) = &chunk {
             if let Some(lease) = self.lease.take() {
                 lease.complete(Err(e.clone())).await;

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
-use super::{submit_error, SpeechError};
+use super::{submit_error, Failure, SpeechError};
 use crate::batch::{BatchError, Batcher, Reply, Ticket};
 use crate::engine::{Pcm, SynthesisItem, Voice, VoiceKey};
 
@@ -155,6 +155,6 @@ pub(super) enum Delivery {
 fn speech_error(e: BatchError) -> SpeechError {
     match e {
         BatchError::Shutdown => SpeechError::ShuttingDown,
-        other => SpeechError::Engine(other.to_string()),
+        other => SpeechError::Engine(Failure::of(other)),
     }
 }
