@@ -14,6 +14,15 @@ use serde_json::json;
 /// A replica sharing `redis` under `prefix`. The timeout is generous: these tests assert that
 /// values are shared, and a loaded CI machine must not turn a slow answer into a miss.
 async fn replica(redis: &Redis, prefix: &str, timeout_ms: &str) -> Binary {
+    replica_with_cooldown(redis, prefix, timeout_ms, "300").await
+}
+
+async fn replica_with_cooldown(
+    redis: &Redis,
+    prefix: &str,
+    timeout_ms: &str,
+    cooldown_ms: &str,
+) -> Binary {
     let url = redis.url();
     Binary::ready(&[
         "--preload",
@@ -25,7 +34,7 @@ async fn replica(redis: &Redis, prefix: &str, timeout_ms: &str) -> Binary {
         "--redis-timeout-ms",
         timeout_ms,
         "--redis-breaker-cooldown-ms",
-        "300",
+        cooldown_ms,
     ])
     .await
 }
@@ -97,6 +106,13 @@ async fn a_miss_on_one_replica_is_a_hit_on_another() {
     let first = speak(&a.url, "Shared between replicas.", false).await;
     assert_eq!((first.status, first.cache.as_str()), (200, "MISS"));
     assert_eq!(first.layer, None, "synthesized bytes name no cache layer");
+    let stored = redis.value_keys("share:");
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let ttl_ms = redis.ttl_ms(&stored[0]);
+    assert!(
+        (1..=3_600_000).contains(&ttl_ms),
+        "the value expires with the default --cache-ttl-s: {ttl_ms} ms"
+    );
     let on_b = speak(&b.url, "Shared between replicas.", false).await;
     assert_eq!(
         (on_b.cache.as_str(), on_b.layer.as_deref()),
@@ -243,6 +259,58 @@ async fn a_restarted_redis_is_used_again() {
 
     redis.restart();
     sharing_resumes(&a, &b, "after the restart").await;
+}
+
+/// The connection manager replaces a broken connection only once a command fails on it; that
+/// command must go again on the new one, or the first request after Redis comes back would do
+/// without Redis and another replica would synthesize its text again. A cooldown of zero lets
+/// every request probe, so the first request after the restart is the breaker's probe.
+#[tokio::test]
+async fn the_first_request_after_a_redis_restart_is_shared() {
+    let mut redis = Redis::start();
+    let a = replica_with_cooldown(&redis, "reconnect:", "1000", "0").await;
+    let b = replica_with_cooldown(&redis, "reconnect:", "1000", "0").await;
+    sharing_resumes(&a, &b, "before").await;
+
+    redis.kill();
+    // Each replica finds its connection dead, fails to make a new one, and opens its breaker.
+    for (name, replica) in [("a", &a), ("b", &b)] {
+        for i in 0..3 {
+            let answer = speak(&replica.url, &format!("Down, {name} {i}."), false).await;
+            assert_eq!((answer.status, answer.cache.as_str()), (200, "MISS"));
+        }
+        let text = metrics(replica).await;
+        assert_eq!(
+            metric(&text, "omnivoice_redis_breaker_state"),
+            1.0,
+            "{name}"
+        );
+    }
+
+    redis.restart();
+    let input = "The first request after the restart.";
+    let first = speak(&a.url, input, false).await;
+    assert_eq!((first.status, first.cache.as_str()), (200, "MISS"));
+    assert_eq!(
+        redis.value_keys("reconnect:").len(),
+        1,
+        "A stored the first request after the restart"
+    );
+    let on_b = speak(&b.url, input, false).await;
+    assert_eq!(
+        (on_b.cache.as_str(), on_b.layer.as_deref()),
+        ("HIT", Some("redis")),
+        "B's first request after the restart read it"
+    );
+    assert_eq!(on_b.body, first.body);
+    for replica in [&a, &b] {
+        let text = metrics(replica).await;
+        assert_eq!(
+            metric(&text, "omnivoice_redis_breaker_state"),
+            0.0,
+            "closed"
+        );
+    }
 }
 
 /// Overwrites the value under a key.

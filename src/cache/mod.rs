@@ -10,6 +10,10 @@
 //!
 //! With `--redis-url`, a miss in memory asks Redis next (see [`redis`]), which the replicas of
 //! a deployment share: lookups go memory, Redis, synthesis, and a Redis hit fills memory.
+//!
+//! An entry's age is judged on Tokio's clock when it is read, so that tests can drive the TTL
+//! with paused time; moka's own TTL, of the same length on the wall clock, reclaims the bytes
+//! of entries nobody reads again.
 
 mod breaker;
 mod envelope;
@@ -22,9 +26,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared, WeakShared};
 use moka::notification::RemovalCause;
+use moka::ops::compute::{CompResult, Op};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 use self::redis::{Claim, Lookup, SharedCache, SharedStats, Waited};
 use crate::config::CacheSettings;
@@ -138,7 +144,27 @@ type WeakFlight<E> = WeakShared<BoxFuture<'static, FlightResult<E>>>;
 /// finished flight never removes its successor.
 type InFlight<E> = Arc<Mutex<HashMap<KeyHash, (u64, WeakFlight<E>)>>>;
 
-type Memory = moka::future::Cache<KeyHash, Arc<CachedAudio>>;
+/// The first layer: this replica's memory, bounded by bytes and by age.
+#[derive(Clone)]
+struct Memory {
+    entries: moka::future::Cache<KeyHash, Stored>,
+    ttl: Option<Duration>,
+    max_bytes: u64,
+    evictions: Arc<AtomicU64>,
+}
+
+#[derive(Clone)]
+struct Stored {
+    audio: Arc<CachedAudio>,
+    /// `None`: kept until the byte budget pushes it out.
+    expires: Option<Instant>,
+}
+
+impl Stored {
+    fn expired(&self) -> bool {
+        self.expires.is_some_and(|at| at <= Instant::now())
+    }
+}
 
 /// The cache; `E` is the error a failed synthesis hands to everyone waiting for it.
 pub struct AudioCache<E> {
@@ -149,6 +175,9 @@ pub struct AudioCache<E> {
     next_flight: AtomicU64,
     max_bytes: u64,
     evictions: Arc<AtomicU64>,
+    /// How many requests found an identical one in flight and waited for it.
+    #[cfg(test)]
+    joined: tokio::sync::watch::Sender<usize>,
 }
 
 /// Numbers for `/health` and `DELETE /v1/audio/cache`.
@@ -169,23 +198,28 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     pub fn new(settings: &CacheSettings) -> Self {
         let max_bytes = settings.max_mb.saturating_mul(1024 * 1024);
         let evictions = Arc::new(AtomicU64::new(0));
+        let ttl = (settings.ttl_s > 0).then(|| Duration::from_secs(settings.ttl_s));
         let store = settings.enabled.then(|| {
             let counter = evictions.clone();
             let mut builder = moka::future::Cache::builder()
                 .max_capacity(max_bytes)
-                .weigher(|_k: &KeyHash, v: &Arc<CachedAudio>| {
-                    u32::try_from(v.bytes.len()).unwrap_or(u32::MAX)
+                .weigher(|_k: &KeyHash, v: &Stored| {
+                    u32::try_from(v.audio.bytes.len()).unwrap_or(u32::MAX)
                 })
                 .eviction_listener(move |_k, _v, cause| {
                     if matches!(cause, RemovalCause::Size | RemovalCause::Expired) {
-                        counter.fetch_add(1, Ordering::Relaxed);
-                        metrics::counter!(m::CACHE_EVICTIONS).increment(1);
+                        count_eviction(&counter);
                     }
                 });
-            if settings.ttl_s > 0 {
-                builder = builder.time_to_live(Duration::from_secs(settings.ttl_s));
+            if let Some(ttl) = ttl {
+                builder = builder.time_to_live(ttl);
             }
-            builder.build()
+            Memory {
+                entries: builder.build(),
+                ttl,
+                max_bytes,
+                evictions: evictions.clone(),
+            }
         });
         let shared = settings
             .redis
@@ -205,6 +239,8 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
             next_flight: AtomicU64::new(0),
             max_bytes,
             evictions,
+            #[cfg(test)]
+            joined: tokio::sync::watch::Sender::new(0),
         }
     }
 
@@ -230,7 +266,7 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
         };
         let mut synthesize = Some(synthesize);
         loop {
-            if let Some(hit) = memory_get(store, &key).await {
+            if let Some(hit) = store.get(&key).await {
                 let outcome = CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Memory));
                 count(outcome.status);
                 return (Ok(hit), outcome);
@@ -238,7 +274,10 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
             let (flight, leads) = {
                 let mut in_flight = self.in_flight.lock().expect("cache lock");
                 match in_flight.get(&key).and_then(|(_, weak)| weak.upgrade()) {
-                    Some(flight) => (flight, false),
+                    Some(flight) => {
+                        self.note_joined();
+                        (flight, false)
+                    }
                     None => {
                         let id = self.next_flight.fetch_add(1, Ordering::Relaxed);
                         let work = synthesize.take().expect("a request leads at most once");
@@ -284,9 +323,8 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     {
         let in_flight = self.in_flight.clone();
         let shared = self.shared.clone();
-        let max_bytes = self.max_bytes;
         async move {
-            let result = produce(key, &store, shared.as_ref(), max_bytes, synthesize).await;
+            let result = produce(key, &store, shared.as_ref(), synthesize).await;
             leave(&in_flight, key, id);
             result
         }
@@ -305,7 +343,7 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
             return Ok(StreamRole::Lead(None));
         };
         loop {
-            if let Some(hit) = memory_get(store, &key).await {
+            if let Some(hit) = store.get(&key).await {
                 count(CacheStatus::Hit);
                 let outcome = CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Memory));
                 return Ok(StreamRole::Done(hit, outcome));
@@ -313,7 +351,10 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
             let flight = {
                 let mut in_flight = self.in_flight.lock().expect("cache lock");
                 match in_flight.get(&key).and_then(|(_, weak)| weak.upgrade()) {
-                    Some(flight) => Err(flight),
+                    Some(flight) => {
+                        self.note_joined();
+                        Err(flight)
+                    }
                     None => {
                         let id = self.next_flight.fetch_add(1, Ordering::Relaxed);
                         let (sender, receiver) = oneshot::channel();
@@ -330,7 +371,6 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
                             in_flight: self.in_flight.clone(),
                             store: store.clone(),
                             shared: self.shared.clone(),
-                            max_bytes: self.max_bytes,
                         })
                     }
                 }
@@ -364,7 +404,7 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
                 return lead(lease);
             }
         };
-        remember(&lease.store, lease.key, audio.clone(), lease.max_bytes).await;
+        lease.store.remember(lease.key, audio.clone()).await;
         let outcome = CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Redis));
         lease.hand_over(Ok(Found {
             audio: audio.clone(),
@@ -379,8 +419,8 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     pub async fn stats(&self) -> CacheStats {
         let (entries, bytes) = match &self.store {
             Some(store) => {
-                store.run_pending_tasks().await;
-                (store.entry_count(), store.weighted_size())
+                store.entries.run_pending_tasks().await;
+                (store.entries.entry_count(), store.entries.weighted_size())
             }
             None => (0, 0),
         };
@@ -401,12 +441,19 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
     pub async fn clear(&self) -> CacheStats {
         let stats = self.stats().await;
         if let Some(store) = &self.store {
-            store.invalidate_all();
-            store.run_pending_tasks().await;
+            store.entries.invalidate_all();
+            store.entries.run_pending_tasks().await;
         }
         metrics::gauge!(m::CACHE_ENTRIES).set(0.0);
         metrics::gauge!(m::CACHE_BYTES).set(0.0);
         stats
+    }
+
+    /// A request found an identical one in flight and waits for it; tests wait on this instead
+    /// of guessing how long the request takes to get there.
+    fn note_joined(&self) {
+        #[cfg(test)]
+        self.joined.send_modify(|n| *n += 1);
     }
 }
 
@@ -421,7 +468,6 @@ async fn produce<E, F>(
     key: KeyHash,
     store: &Memory,
     shared: Option<&Arc<SharedCache>>,
-    max_bytes: u64,
     synthesize: F,
 ) -> FlightResult<E>
 where
@@ -450,13 +496,13 @@ where
         }
         if let Some((audio, outcome)) = found {
             let audio = Arc::new(audio);
-            remember(store, key, audio.clone(), max_bytes).await;
+            store.remember(key, audio.clone()).await;
             return Ok(Found { audio, outcome });
         }
     }
     let result = synthesize.await.map(Arc::new).map_err(FlightError::Failed);
     if let Ok(audio) = &result {
-        remember(store, key, audio.clone(), max_bytes).await;
+        store.remember(key, audio.clone()).await;
         if let Some(shared) = shared {
             shared.put(&key, audio).await;
         }
@@ -470,22 +516,56 @@ where
     })
 }
 
-async fn memory_get(store: &Memory, key: &KeyHash) -> Option<Arc<CachedAudio>> {
-    let hit = store.get(key).await;
-    let name = if hit.is_some() {
-        m::CACHE_LAYER_HITS
-    } else {
-        m::CACHE_LAYER_MISSES
-    };
-    metrics::counter!(name, "layer" => "memory").increment(1);
-    hit
+impl Memory {
+    /// The stored bytes for `key`, unless they are older than the TTL.
+    async fn get(&self, key: &KeyHash) -> Option<Arc<CachedAudio>> {
+        let hit = match self.entries.get(key).await {
+            Some(stored) if stored.expired() => {
+                self.expire(*key).await;
+                None
+            }
+            stored => stored.map(|stored| stored.audio),
+        };
+        let name = if hit.is_some() {
+            m::CACHE_LAYER_HITS
+        } else {
+            m::CACHE_LAYER_MISSES
+        };
+        metrics::counter!(name, "layer" => "memory").increment(1);
+        hit
+    }
+
+    /// Removes `key` if it is still the expired entry (a fresh one may have replaced it since),
+    /// and counts it as moka counts the entries it expires itself.
+    async fn expire(&self, key: KeyHash) {
+        let removed = self
+            .entries
+            .entry(key)
+            .and_compute_with(|entry| async move {
+                match entry {
+                    Some(entry) if entry.value().expired() => Op::Remove,
+                    _ => Op::Nop,
+                }
+            })
+            .await;
+        if matches!(removed, CompResult::Removed(_)) {
+            count_eviction(&self.evictions);
+        }
+    }
+
+    /// Stores `audio` unless it alone exceeds the budget.
+    async fn remember(&self, key: KeyHash, audio: Arc<CachedAudio>) {
+        if (audio.bytes.len() as u64) <= self.max_bytes {
+            // A TTL beyond what the clock can count is no TTL.
+            let expires = self.ttl.and_then(|ttl| Instant::now().checked_add(ttl));
+            self.entries.insert(key, Stored { audio, expires }).await;
+        }
+    }
 }
 
-/// Stores `audio` in memory unless it alone exceeds the budget.
-async fn remember(store: &Memory, key: KeyHash, audio: Arc<CachedAudio>, max_bytes: u64) {
-    if (audio.bytes.len() as u64) <= max_bytes {
-        store.insert(key, audio).await;
-    }
+fn count_eviction(evictions: &AtomicU64) {
+    evictions.fetch_add(1, Ordering::Relaxed);
+    metrics::counter!(m::CACHE_EVICTIONS).increment(1);
 }
 
 /// What a streamed request does: produce the audio (holding the lease, if the cache is on),
@@ -505,7 +585,6 @@ pub struct StreamLease<E> {
     in_flight: InFlight<E>,
     store: Memory,
     shared: Option<Arc<SharedCache>>,
-    max_bytes: u64,
 }
 
 impl<E> StreamLease<E> {
@@ -513,7 +592,7 @@ impl<E> StreamLease<E> {
     pub async fn complete(mut self, result: Result<CachedAudio, E>) {
         let result = result.map(Arc::new).map_err(FlightError::Failed);
         if let Ok(audio) = &result {
-            remember(&self.store, self.key, audio.clone(), self.max_bytes).await;
+            self.store.remember(self.key, audio.clone()).await;
         }
         let found = result.map(|audio| Found {
             audio,

@@ -4,9 +4,10 @@
 //! get the same request at once synthesize it once: the first claims it with a short-lived
 //! lock key (`SET NX PX`), the others poll for its value for a bounded time and then go
 //! ahead on their own. Redis is an optimisation, never a dependency: every operation has a
-//! timeout, a circuit breaker skips Redis entirely while it keeps failing, the connection
-//! manager reconnects by itself, and a value that is not an intact envelope for its key is
-//! counted and ignored. Whatever goes wrong, the request is answered by synthesizing.
+//! timeout, a circuit breaker skips Redis entirely while it keeps failing, a command that finds
+//! its connection broken goes once more on a new one (within the same timeout), and a value
+//! that is not an intact envelope for its key is counted and ignored. Whatever goes wrong, the
+//! request is answered by synthesizing.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -278,7 +279,11 @@ impl SharedCache {
         }
     }
 
-    /// One command through the breaker and the timeout.
+    /// One command through the breaker and the timeout. A connection found broken (Redis
+    /// restarted since the last command, or the last reconnect failed while it was down) is
+    /// replaced by the connection manager only once a command fails on it, so the command goes
+    /// once more on the new connection, within the same timeout: otherwise the first request
+    /// after Redis comes back would do without it.
     async fn run<T: FromRedisValue>(
         &self,
         op: &'static str,
@@ -289,31 +294,43 @@ impl SharedCache {
                 .increment(1);
             return Err(Failure::Skipped);
         }
+        let deadline = tokio::time::Instant::now() + self.timeout;
         let mut connection = self.connection.clone();
-        let kind =
-            match tokio::time::timeout(self.timeout, command.query_async::<T>(&mut connection))
-                .await
-            {
-                Ok(Ok(value)) => {
-                    self.breaker.succeeded();
-                    return Ok(value);
+        let mut attempt =
+            tokio::time::timeout_at(deadline, command.query_async::<T>(&mut connection)).await;
+        let mut broke = false;
+        if let Ok(Err(e)) = &attempt {
+            if broken(e) {
+                tracing::debug!(op, error = %e, "redis connection broken; trying a new one");
+                broke = true;
+                attempt =
+                    tokio::time::timeout_at(deadline, command.query_async::<T>(&mut connection))
+                        .await;
+            }
+        }
+        let kind = match attempt {
+            Ok(Ok(value)) => {
+                self.breaker.succeeded();
+                return Ok(value);
+            }
+            Ok(Err(e)) if answered(&e) => {
+                self.breaker.succeeded();
+                metrics::counter!(m::REDIS_ERRORS, "op" => op, "kind" => "reply").increment(1);
+                tracing::debug!(op, error = %e, "redis refused a command");
+                return Err(Failure::Answered(e));
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(op, error = %e, "redis command failed");
+                if e.is_timeout() && !broke {
+                    "timeout"
+                } else {
+                    "connection"
                 }
-                Ok(Err(e)) if answered(&e) => {
-                    self.breaker.succeeded();
-                    metrics::counter!(m::REDIS_ERRORS, "op" => op, "kind" => "reply").increment(1);
-                    tracing::debug!(op, error = %e, "redis refused a command");
-                    return Err(Failure::Answered(e));
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!(op, error = %e, "redis command failed");
-                    if e.is_timeout() {
-                        "timeout"
-                    } else {
-                        "connection"
-                    }
-                }
-                Err(_) => "timeout",
-            };
+            }
+            // A new connection that could not be made in time: the cause is the broken one.
+            Err(_) if broke => "connection",
+            Err(_) => "timeout",
+        };
         self.breaker.failed(Instant::now());
         metrics::counter!(m::REDIS_ERRORS, "op" => op, "kind" => kind).increment(1);
         Err(Failure::Down)
@@ -353,6 +370,14 @@ async fn release(shared: &SharedCache, key: &str, token: &str) {
     let mut eval = redis::cmd("EVAL");
     eval.arg(RELEASE).arg(1).arg(key).arg(token);
     let _ = shared.run::<i64>("unlock", eval).await;
+}
+
+/// The connection failed under the command (not a slow answer): the connection manager has
+/// begun replacing it, and the same command may go on the replacement. Every command here
+/// may run twice: a claim that did reach Redis before the connection broke finds itself
+/// taken, and the wait for it ends when the claim expires.
+fn broken(e: &redis::RedisError) -> bool {
+    (e.is_io_error() || e.is_unrecoverable_error()) && !e.is_timeout() && !answered(e)
 }
 
 /// Redis itself answered with the error: the server is reachable.

@@ -40,22 +40,32 @@ async fn second_lookup_is_a_hit() {
     assert_eq!(first.unwrap().bytes, second.unwrap().bytes);
 }
 
+/// Resolves once `n` requests in all have found an identical one in flight and wait for it.
+async fn joined(cache: &Cache, n: usize) {
+    let mut joined = cache.joined.subscribe();
+    joined.wait_for(|count| *count >= n).await.unwrap();
+}
+
 #[tokio::test]
 async fn identical_concurrent_requests_synthesize_once() {
     let cache = Arc::new(Cache::new(&settings(1, 0)));
     let calls = Arc::new(AtomicUsize::new(0));
+    // The leader's synthesis finishes only once the other four wait for it.
+    let gate = Arc::new(tokio::sync::Notify::new());
     let mut tasks = Vec::new();
     for _ in 0..5 {
-        let (cache, calls) = (cache.clone(), calls.clone());
+        let (cache, calls, gate) = (cache.clone(), calls.clone(), gate.clone());
         tasks.push(tokio::spawn(async move {
             let work = async move {
                 calls.fetch_add(1, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                gate.notified().await;
                 Ok(audio(10))
             };
             cache.get_or_synthesize([2; 32], false, work).await.1.status
         }));
     }
+    joined(&cache, 4).await;
+    gate.notify_one();
     let mut statuses = Vec::new();
     for t in tasks {
         statuses.push(t.await.unwrap());
@@ -120,13 +130,16 @@ async fn bypass_neither_reads_nor_writes() {
 #[tokio::test]
 async fn an_abandoned_flight_does_not_block_later_requests() {
     let cache = Cache::new(&settings(1, 0));
-    let slow = cache.get_or_synthesize([6; 32], false, async {
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        Ok(audio(1))
+    let (started, synthesizing) = oneshot::channel();
+    let slow = cache.get_or_synthesize([6; 32], false, async move {
+        let _ = started.send(());
+        std::future::pending::<Result<CachedAudio, String>>().await
     });
-    assert!(tokio::time::timeout(Duration::from_millis(20), slow)
-        .await
-        .is_err());
+    // Drive the first request until its synthesis runs, then let it go.
+    tokio::select! {
+        _ = slow => panic!("that synthesis never ends"),
+        _ = synthesizing => {}
+    }
     let (result, status) = cache
         .get_or_synthesize([6; 32], false, async { Ok(audio(3)) })
         .await;
@@ -144,7 +157,7 @@ async fn a_stream_lease_serves_its_followers_and_then_the_cache() {
         let cache = cache.clone();
         async move { cache.lead_or_follow([7; 32]).await }
     });
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    joined(&cache, 1).await;
     lease.complete(Ok(audio(5))).await;
     match follower.await.unwrap() {
         Ok(StreamRole::Done(audio, outcome)) => {
@@ -165,26 +178,96 @@ async fn a_stream_lease_serves_its_followers_and_then_the_cache() {
     ));
 }
 
-#[tokio::test]
+// Paused time: a follower that is never woken makes the timeout fire at once instead of a
+// hang, and nothing here waits on a timer otherwise.
+#[tokio::test(start_paused = true)]
 async fn followers_of_an_abandoned_stream_take_over() {
+    let key = [8; 32];
     let cache = Arc::new(Cache::new(&settings(1, 0)));
-    let Ok(StreamRole::Lead(lease)) = cache.lead_or_follow([8; 32]).await else {
+    let Ok(StreamRole::Lead(Some(lease))) = cache.lead_or_follow(key).await else {
         panic!("the first request leads");
     };
-    let follower = tokio::spawn({
+    let follow = |cache: &Arc<Cache>| {
         let cache = cache.clone();
-        async move { cache.lead_or_follow([8; 32]).await }
-    });
-    tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::spawn(async move { cache.lead_or_follow(key).await })
+    };
+    let follower = follow(&cache);
+    // It waits on the leader's flight before the leader goes: what follows is a takeover.
+    joined(&cache, 1).await;
     drop(lease);
     let role = tokio::time::timeout(Duration::from_secs(5), follower)
         .await
-        .unwrap()
+        .expect("the follower is woken when the leader goes")
         .unwrap();
-    assert!(
-        matches!(role, Ok(StreamRole::Lead(Some(_)))),
-        "the follower leads now"
+    let Ok(StreamRole::Lead(Some(lease))) = role else {
+        panic!("the follower leads now");
+    };
+    // Its lease is the key's flight now: a later request follows it and gets its bytes.
+    let later = follow(&cache);
+    joined(&cache, 2).await;
+    lease.complete(Ok(audio(4))).await;
+    match tokio::time::timeout(Duration::from_secs(5), later).await {
+        Ok(Ok(Ok(StreamRole::Done(audio, outcome)))) => {
+            assert_eq!(outcome, CacheOutcome::new(CacheStatus::Coalesced, None));
+            assert_eq!(audio.bytes.len(), 4);
+        }
+        _ => panic!("the later request gets the new leader's bytes"),
+    }
+}
+
+// Tokio's clock, paused, decides an entry's age; moka's own TTL (wall clock) is far away.
+#[tokio::test(start_paused = true)]
+async fn an_entry_is_served_until_its_ttl_and_then_synthesized_again() {
+    let cache = Cache::new(&settings(1, 60));
+    let key = [9; 32];
+    let (_, outcome) = cache
+        .get_or_synthesize(key, false, async { Ok(audio(10)) })
+        .await;
+    assert_eq!(outcome.status, CacheStatus::Miss);
+    tokio::time::advance(Duration::from_secs(59)).await;
+    let (hit, outcome) = cache
+        .get_or_synthesize(key, false, async { Ok(audio(20)) })
+        .await;
+    assert_eq!(
+        outcome,
+        CacheOutcome::new(CacheStatus::Hit, Some(CacheLayer::Memory))
     );
+    assert_eq!(hit.unwrap().bytes.len(), 10, "still the first bytes");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let (fresh, outcome) = cache
+        .get_or_synthesize(key, false, async { Ok(audio(20)) })
+        .await;
+    assert_eq!(outcome.status, CacheStatus::Miss, "expired at the TTL");
+    assert_eq!(fresh.unwrap().bytes.len(), 20);
+    let stats = cache.stats().await;
+    assert_eq!((stats.entries, stats.evictions), (1, 1), "{stats:?}");
+    // The new entry starts its own TTL; a stream sees the same memory.
+    tokio::time::advance(Duration::from_secs(59)).await;
+    assert!(matches!(
+        cache.lead_or_follow(key).await,
+        Ok(StreamRole::Done(audio, _)) if audio.bytes.len() == 20
+    ));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert!(matches!(
+        cache.lead_or_follow(key).await,
+        Ok(StreamRole::Lead(Some(_)))
+    ));
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_ttl_entries_do_not_age() {
+    let cache = Cache::new(&settings(1, 0));
+    let key = [10; 32];
+    let (stored, _) = cache
+        .get_or_synthesize(key, false, async { Ok(audio(10)) })
+        .await;
+    assert!(stored.is_ok());
+    tokio::time::advance(Duration::from_secs(10 * 365 * 24 * 3600)).await;
+    let (_, outcome) = cache
+        .get_or_synthesize(key, false, async { Ok(audio(20)) })
+        .await;
+    assert_eq!(outcome.status, CacheStatus::Hit);
+    assert_eq!(cache.stats().await.evictions, 0);
 }
 
 #[test]

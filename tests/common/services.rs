@@ -89,6 +89,12 @@ impl Redis {
             .collect()
     }
 
+    /// How long `key` has to live, in ms: -1 for no expiry, -2 for no such key.
+    pub fn ttl_ms(&self, key: &str) -> i64 {
+        let mut connection = self.connection().unwrap();
+        redis::cmd("PTTL").arg(key).query(&mut connection).unwrap()
+    }
+
     /// SIGSTOP: the process keeps its socket and answers nothing, as a hung server would.
     pub fn freeze(&self) {
         signal(self.child.as_ref().expect("running"), "STOP");
