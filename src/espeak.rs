@@ -10,7 +10,9 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_short, c_uint, c_void, CStr, CString};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
+
+use parking_lot::{Mutex, MutexGuard};
 
 mod ffi {
     use super::*;
@@ -129,12 +131,11 @@ struct Library {
 static LIBRARY: Mutex<Option<Library>> = Mutex::new(None);
 
 /// Locks the library, initializing it on first use. A panic while the lock was held cannot
-/// leave espeak half-updated from our side (every call is a single FFI call), so a poisoned
-/// lock is simply taken over.
+/// leave espeak half-updated from our side (every call is a single FFI call), and the lock
+/// (parking_lot's) does not poison, so one panic never fails every later call.
 fn library() -> Result<MutexGuard<'static, Option<Library>>, EspeakError> {
     let mut guard = LIBRARY
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+        .lock();
     if guard.is_none() {
         // SAFETY: called under the lock, with a NULL data path (the system default).
         let rate = unsafe {

@@ -6,7 +6,7 @@
 //! result closes the breaker or opens it for another cooldown. A probe that never reports
 //! (its request went away) does not wedge the breaker: after another cooldown a new probe goes.
 
-use std::sync::Mutex;
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::metrics as m;
@@ -119,8 +119,8 @@ impl Breaker {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, State> {
+        self.state.lock()
     }
 }
 

@@ -20,7 +20,9 @@ mod envelope;
 mod redis;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -272,7 +274,7 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
                 return (Ok(hit), outcome);
             }
             let (flight, leads) = {
-                let mut in_flight = self.in_flight.lock().expect("cache lock");
+                let mut in_flight = self.in_flight.lock();
                 match in_flight.get(&key).and_then(|(_, weak)| weak.upgrade()) {
                     Some(flight) => {
                         self.note_joined();
@@ -349,7 +351,7 @@ impl<E: Clone + Send + Sync + 'static> AudioCache<E> {
                 return Ok(StreamRole::Done(hit, outcome));
             }
             let flight = {
-                let mut in_flight = self.in_flight.lock().expect("cache lock");
+                let mut in_flight = self.in_flight.lock();
                 match in_flight.get(&key).and_then(|(_, weak)| weak.upgrade()) {
                     Some(flight) => {
                         self.note_joined();
@@ -636,7 +638,7 @@ fn count(status: CacheStatus) {
 }
 
 fn leave<E>(in_flight: &InFlight<E>, key: KeyHash, id: u64) {
-    let mut in_flight = in_flight.lock().expect("cache lock");
+    let mut in_flight = in_flight.lock();
     if in_flight
         .get(&key)
         .is_some_and(|(current, _)| *current == id)

@@ -10,7 +10,9 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::RwLock;
 
 use candle_core::Device;
 use sha2::{Digest, Sha256};
@@ -95,7 +97,6 @@ impl PiperEngine {
     fn files(&self, voice: &str) -> Option<Arc<VoiceFiles>> {
         self.voices
             .read()
-            .expect("voice list lock")
             .get(voice)
             .cloned()
     }
@@ -228,7 +229,6 @@ impl Engine for PiperEngine {
     fn voices(&self) -> Vec<VoiceInfo> {
         self.voices
             .read()
-            .expect("voice list lock")
             .values()
             .map(|v| v.info.clone())
             .collect()
@@ -236,7 +236,7 @@ impl Engine for PiperEngine {
 
     fn rescan(&self) -> Vec<String> {
         let found = scan(&self.dir);
-        let mut voices = self.voices.write().expect("voice list lock");
+        let mut voices = self.voices.write();
         let stale = voices
             .iter()
             .filter(|(id, old)| found.get(*id).is_none_or(|new| new.stamp != old.stamp))

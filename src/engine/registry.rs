@@ -8,7 +8,9 @@
 //! so memory goes only when the last of them finishes.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use tokio::sync::OnceCell;
@@ -246,7 +248,7 @@ impl Registry {
 
     /// Whether a voice is resident now.
     pub fn is_loaded(&self, engine: &str, voice: &str) -> bool {
-        let loaded = self.loaded.lock().expect("registry lock");
+        let loaded = self.loaded.lock();
         loaded
             .slots
             .get(&VoiceKey::new(engine, voice))
@@ -338,7 +340,7 @@ impl Registry {
     pub async fn voice(&self, voice: &ResolvedVoice) -> Result<Arc<dyn Voice>, EngineError> {
         let key = voice.key.clone();
         let cell = {
-            let mut loaded = self.loaded.lock().expect("registry lock");
+            let mut loaded = self.loaded.lock();
             let now = Instant::now();
             if self.config.single_engine_resident {
                 let others: Vec<VoiceKey> = loaded
@@ -378,7 +380,7 @@ impl Registry {
             Ok(v) => v.clone(),
             Err(e) => {
                 // Forget the failed slot so that a later request tries again.
-                let mut loaded = self.loaded.lock().expect("registry lock");
+                let mut loaded = self.loaded.lock();
                 if loaded
                     .slots
                     .get(&key)
@@ -395,7 +397,7 @@ impl Registry {
 
     /// Drops the registry's reference to the least recently used voices beyond the limit.
     fn evict_beyond_limit(&self) {
-        let mut loaded = self.loaded.lock().expect("registry lock");
+        let mut loaded = self.loaded.lock();
         while loaded.resident().count() > self.config.max_loaded {
             let victim = loaded
                 .resident()
@@ -412,7 +414,7 @@ impl Registry {
         let Some(idle) = self.config.idle_unload else {
             return Vec::new();
         };
-        let mut loaded = self.loaded.lock().expect("registry lock");
+        let mut loaded = self.loaded.lock();
         let stale: Vec<VoiceKey> = loaded
             .resident()
             .filter(|(_, s)| s.last_used.elapsed() >= idle)
@@ -431,7 +433,7 @@ impl Registry {
         for (id, engine) in &self.engines {
             for voice in engine.rescan() {
                 let key = VoiceKey::new(id, &voice);
-                let mut loaded = self.loaded.lock().expect("registry lock");
+                let mut loaded = self.loaded.lock();
                 if loaded.slots.contains_key(&key) {
                     loaded.unload(&key, "voice files changed or removed");
                     unloaded.push(key.to_string());
@@ -445,7 +447,7 @@ impl Registry {
 
     /// Voices resident now, as `engine/voice` keys.
     pub fn loaded_voices(&self) -> Vec<String> {
-        let loaded = self.loaded.lock().expect("registry lock");
+        let loaded = self.loaded.lock();
         loaded
             .slots
             .iter()
@@ -483,7 +485,6 @@ async fn on_loader_thread<T: Send + 'static>(
     });
     loader
         .lock()
-        .expect("loader lock")
         .send(job)
         .map_err(|_| "the voice loader thread is gone".to_string())?;
     result
