@@ -30,6 +30,7 @@ mod subtitles;
 mod timestamps;
 mod words;
 
+use std::any::Any as PanicPayload;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,10 +38,11 @@ use std::time::Instant;
 use axum::extract::{DefaultBodyLimit, Extension, MatchedPath, Request};
 use axum::http::{HeaderValue, Method};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::task::TaskTracker;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
@@ -138,6 +140,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     routes
         .fallback(|| async { ApiError::not_found("Unknown route.") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        // Innermost, so that a panic becomes a response before the layers around it: its 500
+        // is counted by `record_metrics` and its in-flight token is released as usual.
+        .layer(CatchPanicLayer::custom(answer_panic))
         .layer(Extension(document))
         .layer(middleware::from_fn(record_metrics))
         .layer(middleware::from_fn_with_state(
@@ -227,6 +232,19 @@ fn cors(origins: &[String]) -> CorsLayer {
             .collect();
         layer.allow_origin(AllowOrigin::list(list))
     }
+}
+
+/// A handler's panic as an OpenAI-shaped 500, instead of a dropped connection that a client
+/// cannot tell from a network fault. Counted and logged: a panic is a bug to fix.
+fn answer_panic(panic: Box<dyn PanicPayload + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)");
+    tracing::error!(panic = %message, "a handler panicked");
+    metrics::counter!(m::PANICS).increment(1);
+    ApiError::panicked().into_response()
 }
 
 /// Counts every request by route template (never the raw path: unbounded label values would
