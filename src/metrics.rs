@@ -39,30 +39,24 @@ pub const VOICE_LOAD_SECONDS: &str = "omnivoice_voice_load_seconds";
 pub const STREAM_ERRORS: &str = "omnivoice_stream_errors_total";
 pub const UTTERANCE_PHONEME_IDS: &str = "omnivoice_utterance_phoneme_ids";
 pub const UTTERANCES_SPLIT: &str = "omnivoice_utterances_split_total";
+pub const PANICS: &str = "omnivoice_panics_total";
 
 const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 const BATCH_BUCKETS: &[f64] = &[1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0];
-/// One bucket ends exactly at the Piper engine's limit, so `le` of it equals the count when
-/// no model input was longer.
+/// Phoneme-id buckets before the engines add their limits to them ([`install`]).
 const PHONEME_ID_BUCKETS: &[f64] = &[
-    16.0,
-    32.0,
-    64.0,
-    128.0,
-    256.0,
-    384.0,
-    512.0,
-    crate::engine::piper::MAX_IDS_PER_PASS as f64,
-    1024.0,
-    2048.0,
-    4096.0,
-    8192.0,
+    16.0, 32.0, 64.0, 128.0, 256.0, 384.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
 ];
 
 /// Installs the global recorder once per process and returns the handle that renders it.
-pub fn install() -> PrometheusHandle {
+///
+/// `phoneme_id_limits` are the engines' limits on phoneme ids per model input, handed in by
+/// whoever assembles the server (this module sits below the engines and knows none of them).
+/// Each becomes a bucket boundary of `omnivoice_utterance_phoneme_ids`, so `le` at a limit
+/// equals the count when no model input was longer. The first call in a process decides.
+pub fn install(phoneme_id_limits: &[usize]) -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
@@ -74,7 +68,7 @@ pub fn install() -> PrometheusHandle {
                 .and_then(|b| {
                     b.set_buckets_for_metric(
                         Matcher::Full(UTTERANCE_PHONEME_IDS.into()),
-                        PHONEME_ID_BUCKETS,
+                        &phoneme_id_buckets(phoneme_id_limits),
                     )
                 })
                 .expect("bucket lists are non-empty")
@@ -87,6 +81,18 @@ pub fn install() -> PrometheusHandle {
             handle
         })
         .clone()
+}
+
+/// [`PHONEME_ID_BUCKETS`] with `limits` among them, in order.
+fn phoneme_id_buckets(limits: &[usize]) -> Vec<f64> {
+    let mut buckets: Vec<f64> = PHONEME_ID_BUCKETS
+        .iter()
+        .copied()
+        .chain(limits.iter().map(|&limit| limit as f64))
+        .collect();
+    buckets.sort_by(f64::total_cmp);
+    buckets.dedup();
+    buckets
 }
 
 /// Adds to `omnivoice_audio_seconds_total`. Prometheus counters here are integers, so the
@@ -197,4 +203,22 @@ fn describe() {
         UTTERANCES_SPLIT,
         "Piper utterances cut into several model inputs for having too many phoneme ids."
     );
+    describe_counter!(
+        PANICS,
+        "HTTP handlers that panicked; each request was answered 500 (a bug to report)."
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_engine_limit_becomes_a_bucket_boundary_in_order() {
+        let buckets = phoneme_id_buckets(&[768, 512]);
+        let expected = [
+            16.0, 32.0, 64.0, 128.0, 256.0, 384.0, 512.0, 768.0, 1024.0, 2048.0, 4096.0, 8192.0,
+        ];
+        assert_eq!(buckets, expected);
+    }
 }

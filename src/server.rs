@@ -131,12 +131,9 @@ pub fn build(
         settings.max_input_chars,
         settings.seed,
     );
-    Ok(Arc::new(AppState::new(
-        settings,
-        speech,
-        crate::metrics::install(),
-        device,
-    )))
+    // The engines' limits are bucket boundaries of the metrics, handed down from here.
+    let metrics = crate::metrics::install(&[crate::engine::piper::MAX_IDS_PER_PASS]);
+    Ok(Arc::new(AppState::new(settings, speech, metrics, device)))
 }
 
 /// Loads the `--preload` voices, then reports ready. A voice that fails to load is logged and

@@ -149,6 +149,12 @@ impl ApiError {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
             .with_code("internal_error")
     }
+
+    /// 500 for a handler that panicked. The panic's own text may name internals, so it goes
+    /// to the log, not to the client.
+    pub fn panicked() -> Self {
+        Self::internal("The server failed while handling this request; it has been logged.")
+    }
 }
 
 impl From<SpeechError> for ApiError {

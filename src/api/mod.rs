@@ -6,30 +6,43 @@
 //! flight that shutdown waits for. Routes are registered with
 //! their OpenAPI description (`GET /openapi.json`), so the document lists exactly what is
 //! served. Handlers parse and format; validation and the work happen in [`crate::speech`].
+//!
+//! What the handlers and the document both need (the answers' descriptions, the request
+//! fields' schemas, header names) lives in `schema` and `headers`, which import no handler:
+//! imports among these files run one way, from handlers and document builder down to them.
 
+mod admin;
 mod auth;
+mod discovery;
 mod error;
 mod extract;
-mod info;
+mod headers;
 mod openapi;
 mod playground;
+mod probes;
+mod schema;
+mod scrape;
 mod shutdown;
 mod speech;
+mod sse;
 mod stream;
 mod subtitles;
 mod timestamps;
+mod words;
 
+use std::any::Any as PanicPayload;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::{DefaultBodyLimit, Extension, MatchedPath, Request};
-use axum::http::{HeaderName, HeaderValue, Method};
+use axum::http::{HeaderValue, Method};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio_util::task::TaskTracker;
+use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, Any, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnFailure, TraceLayer};
@@ -39,6 +52,8 @@ use utoipa_axum::routes;
 pub use error::ApiError;
 pub use speech::SpeechRequest;
 
+use headers::REQUEST_ID;
+
 use crate::config::Settings;
 use crate::metrics as m;
 use crate::speech::SpeechService;
@@ -46,8 +61,6 @@ use crate::speech::SpeechService;
 /// Largest accepted request body. Inputs are at most a few thousand characters; a megabyte
 /// leaves room for any JSON escaping while stopping abuse early.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// What every handler can reach.
 pub struct AppState {
@@ -127,6 +140,9 @@ pub fn router(state: Arc<AppState>) -> Router {
     routes
         .fallback(|| async { ApiError::not_found("Unknown route.") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        // Innermost, so that a panic becomes a response before the layers around it: its 500
+        // is counted by `record_metrics` and its in-flight token is released as usual.
+        .layer(CatchPanicLayer::custom(answer_panic))
         .layer(Extension(document))
         .layer(middleware::from_fn(record_metrics))
         .layer(middleware::from_fn_with_state(
@@ -162,24 +178,24 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
             shutdown::refuse_while_draining,
         ));
     let work = speech
-        .routes(routes!(info::clear_cache))
-        .routes(routes!(info::reload_voices));
+        .routes(routes!(admin::clear_cache))
+        .routes(routes!(admin::reload_voices));
     // What a client lists before it speaks; Open WebUI asks for these without a key.
     let discovery = OpenApiRouter::default()
-        .routes(routes!(info::list_models))
-        .routes(routes!(info::get_model))
-        .routes(routes!(info::list_audio_models))
-        .routes(routes!(info::list_voices));
+        .routes(routes!(discovery::list_models))
+        .routes(routes!(discovery::get_model))
+        .routes(routes!(discovery::list_audio_models))
+        .routes(routes!(discovery::list_voices));
     let discovery = if state.settings.public_discovery {
         discovery
     } else {
         guarded(discovery, state)
     };
     let open = OpenApiRouter::default()
-        .routes(routes!(info::health))
-        .routes(routes!(info::live))
-        .routes(routes!(info::ready))
-        .routes(routes!(info::metrics))
+        .routes(routes!(probes::health))
+        .routes(routes!(probes::live))
+        .routes(routes!(probes::ready))
+        .routes(routes!(scrape::metrics))
         .routes(routes!(openapi::document))
         .merge(playground::routes());
     guarded(work, state).merge(discovery).merge(open)
@@ -216,6 +232,19 @@ fn cors(origins: &[String]) -> CorsLayer {
             .collect();
         layer.allow_origin(AllowOrigin::list(list))
     }
+}
+
+/// A handler's panic as an OpenAI-shaped 500, instead of a dropped connection that a client
+/// cannot tell from a network fault. Counted and logged: a panic is a bug to fix.
+fn answer_panic(panic: Box<dyn PanicPayload + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)");
+    tracing::error!(panic = %message, "a handler panicked");
+    metrics::counter!(m::PANICS).increment(1);
+    ApiError::panicked().into_response()
 }
 
 /// Counts every request by route template (never the raw path: unbounded label values would

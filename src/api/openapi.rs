@@ -2,47 +2,28 @@
 //!
 //! Routes are registered through `utoipa_axum`, so a route exists in the router exactly when
 //! it exists in the document; request and response schemas are derived from the types the
-//! handlers parse and serialize. What has its one source elsewhere is read from there: ranges
-//! from [`crate::params`], formats and content types from [`AudioFormat`], cache outcomes
-//! from [`CacheStatus`], the input limit from this server's settings, and which routes need a
-//! key from the router group that puts the key check in front of them ([`require_key`]).
+//! handlers parse and serialize, and the answers they share are described once, in
+//! [`super::schema`], which the handlers' annotations and this builder both read. What this
+//! builder adds is what only the running server knows: the input limit from its settings, and
+//! which routes need a key, from the router group that puts the key check in front of them
+//! ([`require_key`]).
 //! Describing this server as it runs (not a generic build) keeps a client or a fuzzer
 //! reading it from meeting a rule the document does not state.
-
-use std::collections::BTreeMap;
-use std::ops::RangeInclusive;
-use std::sync::LazyLock;
 
 use axum::extract::Extension;
 use axum::http::header;
 use axum::response::IntoResponse;
 use bytes::Bytes;
-use clap::CommandFactory;
-use utoipa::openapi::content::Content;
-use utoipa::openapi::extensions::Extensions;
-use utoipa::openapi::header::Header;
 use utoipa::openapi::path::{Operation, PathItem};
-use utoipa::openapi::response::Response;
-use utoipa::openapi::schema::{
-    AllOfBuilder, KnownFormat, Object, ObjectBuilder, OneOfBuilder, SchemaFormat, SchemaType,
-};
+use utoipa::openapi::schema::Object;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
-use utoipa::openapi::{
-    Components, Info, License, OpenApi, Ref, RefOr, ResponseBuilder, Schema, Type,
-};
-use utoipa::{IntoResponses, ToSchema};
+use utoipa::openapi::{Components, Info, License, OpenApi, RefOr, Schema, Type};
+use utoipa::ToSchema;
 
-use super::error::ErrorBody;
-use super::speech::{
-    SpeechAudioDelta, SpeechAudioDone, SpeechAudioTimestamps, SpeechRequest, X_CACHE,
-    X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE,
-};
-use super::REQUEST_ID;
-use crate::audio::AudioFormat;
-use crate::cache::CacheStatus;
-use crate::config::{Cli, Settings};
-use crate::params::{NOISE, SPEED};
-use crate::speech::SubtitleFormat;
+use super::headers::REQUEST_ID;
+use super::schema::{add_referenced, error_response, required_header};
+use super::speech::SpeechRequest;
+use crate::config::Settings;
 
 /// Name of the bearer scheme in `components.securitySchemes`.
 const BEARER: &str = "bearer";
@@ -67,11 +48,7 @@ impl Document {
             ))
             .build();
         let components = api.components.get_or_insert_with(Components::new);
-        // Referenced from hand-built responses rather than from annotations, so added here.
-        add_schema::<ErrorBody>(components);
-        add_schema::<SpeechAudioDelta>(components);
-        add_schema::<SpeechAudioDone>(components);
-        add_schema::<SpeechAudioTimestamps>(components);
+        add_referenced(components);
         components.security_schemes.insert(
             BEARER.into(),
             SecurityScheme::Http(
@@ -122,13 +99,6 @@ pub(super) async fn document(Extension(document): Extension<Document>) -> impl I
     ([(header::CONTENT_TYPE, "application/json")], document.0)
 }
 
-/// `T`'s schema and those it refers to.
-fn add_schema<T: ToSchema>(components: &mut Components) {
-    let mut schemas = vec![(T::name().into_owned(), T::schema())];
-    T::schemas(&mut schemas);
-    components.schemas.extend(schemas);
-}
-
 /// Marks every operation of `api` as needing the bearer key, with its 401 answer. Called by
 /// the router on exactly the groups it puts the key check in front of.
 pub(super) fn require_key(api: &mut OpenApi) {
@@ -158,26 +128,6 @@ fn operations(item: &mut PathItem) -> impl Iterator<Item = &mut Operation> {
     .flatten()
 }
 
-/// An OpenAI-shaped error answer.
-pub(super) fn error_response(description: &str) -> Response {
-    ResponseBuilder::new()
-        .description(description)
-        .content(
-            "application/json",
-            Content::new(Some(Ref::from_schema_name(ErrorBody::name()))),
-        )
-        .build()
-}
-
-/// utoipa's `Header` has no `required` field (OpenAPI's Header Object does), so it travels as
-/// an extension, which serializes as a plain key.
-fn required_header(schema: impl Into<RefOr<Schema>>, description: &str) -> Header {
-    let mut header = Header::new(schema);
-    header.description = Some(description.into());
-    header.extensions = Some(Extensions::from_iter([("required", true)]));
-    header
-}
-
 /// The longest input this server accepts, and in its description the default.
 fn limit_input(components: &mut Components, max_input_chars: usize) {
     let Some(RefOr::T(Schema::Object(request))) =
@@ -189,329 +139,4 @@ fn limit_input(components: &mut Components, max_input_chars: usize) {
         unreachable!("SpeechRequest has an input");
     };
     input.max_length = Some(max_input_chars);
-}
-
-/// The default of `--max-input-chars`, read from the flag itself.
-static DEFAULT_MAX_INPUT_CHARS: LazyLock<String> = LazyLock::new(|| {
-    Cli::command()
-        .get_arguments()
-        .find(|arg| arg.get_id() == "max_input_chars")
-        .and_then(|arg| arg.get_default_values().first())
-        .map_or_else(String::new, |v| v.to_string_lossy().into_owned())
-});
-
-/// `input`: text with something besides whitespace, up to the server's limit (set per server
-/// by [`limit_input`]).
-pub(super) fn input_schema() -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .description(Some(format!(
-            "The text to speak: 1 to `max_input_chars` characters (this server's limit is \
-             `maxLength`; the default is {}), not only whitespace.",
-            *DEFAULT_MAX_INPUT_CHARS
-        )))
-        .min_length(Some(1))
-        .pattern(Some(r"\S"))
-        .examples(["Hello from my own server!"])
-        .build()
-}
-
-/// `voice`: a name, or OpenAI's object form.
-pub(super) fn voice_schema() -> RefOr<Schema> {
-    let name = ObjectBuilder::new()
-        .schema_type(Type::String)
-        .description(Some(
-            "A voice id from `GET /v1/audio/voices` (`<voice>:<speaker>` for a speaker of a \
-             multi-speaker voice), an OpenAI voice name (`alloy`, `nova`, ...: the default \
-             voice) or a configured alias.",
-        ))
-        .examples(["alloy"]);
-    let object = ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property("id", Object::with_type(Type::String))
-        .required("id")
-        .description(Some("OpenAI's object form: `{\"id\": \"<voice>\"}`."));
-    OneOfBuilder::new()
-        .item(name)
-        .item(object)
-        .description(Some("The voice, as a string or as `{\"id\": ...}`."))
-        .into()
-}
-
-/// `response_format`: one of the encoders' names, or null for the default.
-pub(super) fn response_format_schema() -> Object {
-    let mut names: Vec<serde_json::Value> =
-        AudioFormat::ALL.iter().map(|f| f.as_str().into()).collect();
-    names.push(serde_json::Value::Null);
-    ObjectBuilder::new()
-        .schema_type(
-            [Type::String, Type::Null]
-                .into_iter()
-                .collect::<SchemaType>(),
-        )
-        .enum_values(Some(names))
-        .default(Some(AudioFormat::default().as_str().into()))
-        .description(Some("Audio format of the answer; `mp3` when absent."))
-        .build()
-}
-
-/// `seed`: any u64 (the schema's default `int64` format would stop at half of it).
-pub(super) fn seed_schema() -> Object {
-    ObjectBuilder::new()
-        .schema_type(
-            [Type::Integer, Type::Null]
-                .into_iter()
-                .collect::<SchemaType>(),
-        )
-        .minimum(Some(0))
-        .maximum(Some(u64::MAX))
-        .description(Some("Fixed seed: the same request gives the same audio."))
-        .build()
-}
-
-pub(super) fn speed_schema() -> Object {
-    ranged(&SPEED, "Speaking rate; 1.0 when absent.")
-}
-
-pub(super) fn noise_schema() -> Object {
-    ranged(
-        &NOISE,
-        "VITS sampling noise; the voice's own value when absent.",
-    )
-}
-
-/// A nullable number within `range`, from the range the server checks.
-fn ranged(range: &RangeInclusive<f32>, description: &str) -> Object {
-    ObjectBuilder::new()
-        .schema_type(
-            [Type::Number, Type::Null]
-                .into_iter()
-                .collect::<SchemaType>(),
-        )
-        .minimum(Some(*range.start()))
-        .maximum(Some(*range.end()))
-        .description(Some(description))
-        .build()
-}
-
-/// One server-sent event of a speech answer, as OpenAPI 3.1 tools read an event stream's
-/// schema: the event's fields, with `data` holding one of the JSON events.
-fn sse_event() -> Object {
-    let events = OneOfBuilder::new()
-        .item(Ref::from_schema_name(SpeechAudioDelta::name()))
-        .item(Ref::from_schema_name(SpeechAudioTimestamps::name()))
-        .item(Ref::from_schema_name(SpeechAudioDone::name()));
-    ObjectBuilder::new()
-        .schema_type(Type::Object)
-        .property(
-            "data",
-            ObjectBuilder::new()
-                .schema_type(Type::String)
-                .content_media_type("application/json")
-                .content_schema(Some(events)),
-        )
-        .required("data")
-        .property("event", Object::with_type(Type::String))
-        .property("id", Object::with_type(Type::String))
-        .property("retry", Object::with_type(Type::Integer))
-        .build()
-}
-
-/// Every answer of `POST /v1/audio/speech`.
-pub(super) struct SpeechResponses;
-
-impl IntoResponses for SpeechResponses {
-    fn responses() -> BTreeMap<String, RefOr<Response>> {
-        let audio = || {
-            Content::new(Some(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary))),
-            ))
-        };
-        let mut ok = ResponseBuilder::new().description(
-            "Audio in `response_format` (chunked unless `\"stream\": false`), or with \
-             `\"stream_format\": \"sse\"` server-sent events: `speech.audio.delta` events with \
-             base64 `audio`, then one `speech.audio.done` with `usage` (`input_tokens` = input \
-             characters, `output_tokens` = audio samples sent).",
-        );
-        for format in AudioFormat::ALL {
-            ok = ok.content(format.content_type(), audio());
-        }
-        let cache_outcomes = [
-            CacheStatus::Hit,
-            CacheStatus::Miss,
-            CacheStatus::Coalesced,
-            CacheStatus::Bypass,
-        ];
-        let ok = ok
-            .content("text/event-stream", Content::new(Some(sse_event())))
-            .header(
-                X_CACHE.as_str(),
-                required_header(
-                    ObjectBuilder::new()
-                        .schema_type(Type::String)
-                        .enum_values(Some(cache_outcomes.map(CacheStatus::as_str))),
-                    "Whether the audio came from the cache (`HIT`), was synthesized (`MISS`), \
-                     joined an identical synthesis in progress (`COALESCED`) or skipped the \
-                     cache (`BYPASS`).",
-                ),
-            )
-            .header(
-                X_SAMPLE_RATE.as_str(),
-                required_header(
-                    Object::with_type(Type::Integer),
-                    "Sample rate of the audio in Hz.",
-                ),
-            )
-            .header(
-                X_LATENCY.as_str(),
-                required_header(
-                    Object::with_type(Type::Number),
-                    "Seconds from the request to the answer's headers.",
-                ),
-            )
-            .header(
-                X_CACHE_LAYER.as_str(),
-                Header::builder()
-                    .schema(Some(
-                        ObjectBuilder::new()
-                            .schema_type(Type::String)
-                            .enum_values(Some(["memory", "redis"])),
-                    ))
-                    .description(Some(
-                        "On cache hits: which layer answered, this replica's memory or the \
-                         Redis cache shared by replicas (`--redis-url`).",
-                    ))
-                    .build(),
-            )
-            .header(
-                X_DURATION.as_str(),
-                Header::builder()
-                    .schema(Some(Object::with_type(Type::Number)))
-                    .description(Some(
-                        "Length of the audio in seconds; on whole bodies (`\"stream\": false`) \
-                         only.",
-                    ))
-                    .build(),
-            )
-            .build();
-        std::iter::once(("200", ok))
-            .chain(speech_errors())
-            .map(|(status, response)| (status.to_string(), response.into()))
-            .collect()
-    }
-}
-
-/// The body of `POST /v1/audio/speech/subtitles`: the speech request, and `subtitle_format`
-/// from [`SubtitleFormat`].
-pub(super) fn subtitle_request_schema() -> RefOr<Schema> {
-    let mut names: Vec<serde_json::Value> = SubtitleFormat::ALL
-        .iter()
-        .map(|f| f.as_str().into())
-        .collect();
-    names.push(serde_json::Value::Null);
-    let format = ObjectBuilder::new()
-        .schema_type(
-            [Type::String, Type::Null]
-                .into_iter()
-                .collect::<SchemaType>(),
-        )
-        .enum_values(Some(names))
-        .default(Some(SubtitleFormat::default().as_str().into()))
-        .description(Some("`vtt` (WebVTT) or `srt` (SubRip); `vtt` when absent."));
-    AllOfBuilder::new()
-        .item(Ref::from_schema_name(SpeechRequest::name()))
-        .item(
-            ObjectBuilder::new()
-                .schema_type(Type::Object)
-                .property("subtitle_format", format),
-        )
-        .description(Some(
-            "The speech request of `POST /v1/audio/speech`, and the subtitle format.",
-        ))
-        .examples([serde_json::json!({"model": "tts-1", "voice": "alloy",
-            "input": "Hello from my own server!", "subtitle_format": "srt", "seed": 7})])
-        .into()
-}
-
-/// The answer of `POST /v1/audio/speech/subtitles`: the file, in each format's media type.
-pub(super) struct SubtitleResponses;
-
-impl IntoResponses for SubtitleResponses {
-    fn responses() -> BTreeMap<String, RefOr<Response>> {
-        let mut ok = ResponseBuilder::new().description(
-            "The subtitle file in `subtitle_format`, UTF-8 (`charset=utf-8` is sent with the \
-             media type).",
-        );
-        for format in SubtitleFormat::ALL {
-            ok = ok.content(
-                format.media_type(),
-                Content::new(Some(Object::with_type(Type::String))),
-            );
-        }
-        let ok = ok
-            .header(
-                X_DURATION.as_str(),
-                required_header(
-                    Object::with_type(Type::Number),
-                    "Length in seconds of the audio the cues belong to.",
-                ),
-            )
-            .build();
-        BTreeMap::from([("200".to_string(), ok.into())])
-    }
-}
-
-/// The error answers of a speech request, for routes that document their success beside it.
-pub(super) struct SpeechErrors;
-
-impl IntoResponses for SpeechErrors {
-    fn responses() -> BTreeMap<String, RefOr<Response>> {
-        speech_errors()
-            .into_iter()
-            .map(|(status, response)| (status.to_string(), response.into()))
-            .collect()
-    }
-}
-
-/// The error answers of a speech request, whatever its success looks like.
-fn speech_errors() -> [(&'static str, Response); 7] {
-    let mut overloaded = error_response("The queue is full; retry after `Retry-After`");
-    overloaded.headers.insert(
-        header::RETRY_AFTER.to_string(),
-        required_header(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .minimum(Some(1)),
-            "Seconds until the queue should have room again.",
-        )
-        .into(),
-    );
-    [
-        (
-            "400",
-            error_response(
-                "A field is missing, of the wrong type or out of range; `param` names it",
-            ),
-        ),
-        (
-            "413",
-            error_response(&format!(
-                "The body is larger than {} bytes",
-                super::MAX_BODY_BYTES
-            )),
-        ),
-        ("415", error_response("The body is not `application/json`")),
-        ("429", overloaded),
-        ("500", error_response("Synthesis or encoding failed")),
-        (
-            "503",
-            error_response("The server is shutting down or its queue has stopped"),
-        ),
-        (
-            "504",
-            error_response("Synthesis did not finish within `--request-timeout-s`"),
-        ),
-    ]
 }

@@ -7,17 +7,17 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
-use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
 use futures::stream::{Stream, StreamExt};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::extract::ApiJson;
-use super::timestamps::TimedWord;
-use super::{openapi, ApiError, AppState};
+use super::headers::{X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE};
+use super::schema::{self, SpeechResponses};
+use super::sse::sse;
+use super::{ApiError, AppState};
 use crate::audio::AudioFormat;
 use crate::metrics as m;
 use crate::speech::{Request, SpeechError, SpeechStream, TimedChunk};
@@ -33,16 +33,16 @@ pub struct SpeechRequest {
     #[schema(example = "tts-1")]
     pub model: String,
     /// The text to speak.
-    #[schema(schema_with = openapi::input_schema)]
+    #[schema(schema_with = schema::input_schema)]
     pub input: String,
     pub voice: VoiceField,
     /// Audio format of the answer; `mp3` when absent.
     #[serde(default)]
-    #[schema(schema_with = openapi::response_format_schema)]
+    #[schema(schema_with = schema::response_format_schema)]
     pub response_format: Option<String>,
     /// Speaking rate; 1.0 when absent. The audio's length scales by exactly 1/speed.
     #[serde(default)]
-    #[schema(schema_with = openapi::speed_schema)]
+    #[schema(schema_with = schema::speed_schema)]
     pub speed: Option<f64>,
     /// Accepted for compatibility; engines here cannot follow style instructions.
     #[serde(default)]
@@ -56,18 +56,18 @@ pub struct SpeechRequest {
     pub stream: Option<bool>,
     /// Fixed seed: the same request gives the same audio.
     #[serde(default)]
-    #[schema(schema_with = openapi::seed_schema)]
+    #[schema(schema_with = schema::seed_schema)]
     pub seed: Option<u64>,
     /// `false` bypasses the audio cache (as `Cache-Control: no-cache` does).
     #[serde(default)]
     pub cache: Option<bool>,
     /// VITS prior noise; the voice's own value when absent.
     #[serde(default)]
-    #[schema(schema_with = openapi::noise_schema)]
+    #[schema(schema_with = schema::noise_schema)]
     pub noise_scale: Option<f32>,
     /// VITS duration noise; the voice's own value when absent.
     #[serde(default)]
-    #[schema(schema_with = openapi::noise_schema)]
+    #[schema(schema_with = schema::noise_schema)]
     pub noise_w: Option<f32>,
     /// With `"stream_format": "sse"`: also send `speech.audio.timestamps` events with the
     /// words each piece of audio completes. On `/v1/audio/speech/timestamps` words always
@@ -109,7 +109,7 @@ impl<'de> Deserialize<'de> for VoiceField {
 /// The two shapes [`VoiceField`]'s deserializer accepts.
 impl PartialSchema for VoiceField {
     fn schema() -> RefOr<Schema> {
-        openapi::voice_schema()
+        schema::voice_schema()
     }
 }
 
@@ -127,12 +127,6 @@ enum Delivery {
     Sse,
 }
 
-pub(super) const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
-pub(super) const X_CACHE_LAYER: HeaderName = HeaderName::from_static("x-cache-layer");
-pub(super) const X_DURATION: HeaderName = HeaderName::from_static("x-audio-duration-s");
-pub(super) const X_LATENCY: HeaderName = HeaderName::from_static("x-synthesis-latency-s");
-pub(super) const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sample-rate");
-
 /// Create speech
 ///
 /// OpenAI's `POST /v1/audio/speech`. The answer is audio in `response_format`: chunked,
@@ -141,7 +135,7 @@ pub(super) const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sa
 /// usage in a final `speech.audio.done`.
 #[utoipa::path(post, path = "/v1/audio/speech", tag = "speech",
     request_body = SpeechRequest,
-    responses(openapi::SpeechResponses))]
+    responses(SpeechResponses))]
 pub async fn create_speech(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -327,114 +321,4 @@ pub(super) fn chunks_until<T: Send + 'static>(
             }
         }
     })
-}
-
-/// OpenAI's SSE framing: `speech.audio.delta` events with base64 audio, then one
-/// `speech.audio.done` with usage. These engines have no tokens, so usage counts what they do
-/// have: `input_tokens` is the number of characters of `input`, `output_tokens` the number of
-/// audio samples sent (at `X-Audio-Sample-Rate`), and `total_tokens` their sum. Words that a
-/// delta completes follow it in a `speech.audio.timestamps` event of our own, which OpenAI's
-/// clients skip as an unknown event type.
-fn sse(
-    chunks: impl Stream<Item = Result<TimedChunk, std::io::Error>> + Send + 'static,
-    input_chars: usize,
-    samples: Arc<std::sync::atomic::AtomicU64>,
-) -> Sse<impl Stream<Item = Result<Event, std::io::Error>>> {
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let deltas = chunks.flat_map(move |chunk| {
-        let events = match chunk {
-            Err(e) => vec![Err(e)],
-            Ok(TimedChunk { audio, words }) => {
-                let mut events = Vec::with_capacity(2);
-                // Words can complete with no new bytes (a codec holding samples back).
-                if !audio.is_empty() || words.is_empty() {
-                    events.push(event(&SpeechAudioDelta {
-                        kind: DeltaType::SpeechAudioDelta,
-                        audio: b64.encode(&audio),
-                    }));
-                }
-                if !words.is_empty() {
-                    events.push(event(&SpeechAudioTimestamps {
-                        kind: TimestampsType::SpeechAudioTimestamps,
-                        words: words.into_iter().map(TimedWord::from).collect(),
-                    }));
-                }
-                events
-            }
-        };
-        futures::stream::iter(events)
-    });
-    let done = futures::stream::once(async move {
-        let output_tokens = samples.load(std::sync::atomic::Ordering::Relaxed);
-        let input_tokens = input_chars as u64;
-        event(&SpeechAudioDone {
-            kind: DoneType::SpeechAudioDone,
-            usage: SpeechUsage {
-                input_tokens,
-                output_tokens,
-                total_tokens: input_tokens + output_tokens,
-            },
-        })
-    });
-    Sse::new(deltas.chain(done))
-}
-
-fn event(data: &impl Serialize) -> Result<Event, std::io::Error> {
-    Event::default()
-        .json_data(data)
-        .map_err(std::io::Error::other)
-}
-
-/// One piece of audio in an SSE answer.
-#[derive(Serialize, ToSchema)]
-pub struct SpeechAudioDelta {
-    #[serde(rename = "type")]
-    kind: DeltaType,
-    /// The next bytes of audio in `response_format`, base64-encoded.
-    audio: String,
-}
-
-#[derive(Serialize, ToSchema)]
-enum DeltaType {
-    #[serde(rename = "speech.audio.delta")]
-    SpeechAudioDelta,
-}
-
-/// The words of the audio sent so far that the previous delta completed.
-#[derive(Serialize, ToSchema)]
-pub struct SpeechAudioTimestamps {
-    #[serde(rename = "type")]
-    kind: TimestampsType,
-    words: Vec<TimedWord>,
-}
-
-#[derive(Serialize, ToSchema)]
-enum TimestampsType {
-    #[serde(rename = "speech.audio.timestamps")]
-    SpeechAudioTimestamps,
-}
-
-/// The last event of an SSE answer.
-#[derive(Serialize, ToSchema)]
-pub struct SpeechAudioDone {
-    #[serde(rename = "type")]
-    kind: DoneType,
-    usage: SpeechUsage,
-}
-
-#[derive(Serialize, ToSchema)]
-enum DoneType {
-    #[serde(rename = "speech.audio.done")]
-    SpeechAudioDone,
-}
-
-/// OpenAI's usage numbers, counted in what these engines have instead of tokens.
-#[derive(Serialize, ToSchema)]
-pub struct SpeechUsage {
-    /// Characters of `input`.
-    input_tokens: u64,
-    /// Audio samples sent, at `X-Audio-Sample-Rate`.
-    output_tokens: u64,
-    /// The sum of both.
-    total_tokens: u64,
 }

@@ -14,12 +14,14 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use utoipa::openapi::{RefOr, Schema};
+use utoipa::openapi::schema::{AllOfBuilder, ObjectBuilder, SchemaType, Type};
+use utoipa::openapi::{Ref, RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::extract::ApiJsonWith;
-use super::openapi::{self, SpeechErrors, SubtitleResponses};
-use super::speech::{domain_request, timed_out, SpeechRequest, X_DURATION};
+use super::headers::X_DURATION;
+use super::schema::{SpeechErrors, SubtitleResponses};
+use super::speech::{domain_request, timed_out, SpeechRequest};
 use super::{ApiError, AppState};
 use crate::speech::SubtitleFormat;
 
@@ -51,8 +53,35 @@ impl From<SubtitleFormatName> for SubtitleFormat {
 pub struct SubtitleRequest;
 
 impl PartialSchema for SubtitleRequest {
+    /// The speech request by reference, and `subtitle_format` from [`SubtitleFormat`].
     fn schema() -> RefOr<Schema> {
-        openapi::subtitle_request_schema()
+        let mut names: Vec<serde_json::Value> = SubtitleFormat::ALL
+            .iter()
+            .map(|f| f.as_str().into())
+            .collect();
+        names.push(serde_json::Value::Null);
+        let format = ObjectBuilder::new()
+            .schema_type(
+                [Type::String, Type::Null]
+                    .into_iter()
+                    .collect::<SchemaType>(),
+            )
+            .enum_values(Some(names))
+            .default(Some(SubtitleFormat::default().as_str().into()))
+            .description(Some("`vtt` (WebVTT) or `srt` (SubRip); `vtt` when absent."));
+        AllOfBuilder::new()
+            .item(Ref::from_schema_name(SpeechRequest::name()))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .property("subtitle_format", format),
+            )
+            .description(Some(
+                "The speech request of `POST /v1/audio/speech`, and the subtitle format.",
+            ))
+            .examples([serde_json::json!({"model": "tts-1", "voice": "alloy",
+                "input": "Hello from my own server!", "subtitle_format": "srt", "seed": 7})])
+            .into()
     }
 }
 

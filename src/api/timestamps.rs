@@ -20,8 +20,10 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::extract::ApiJson;
-use super::openapi::SpeechErrors;
+use super::headers::X_SAMPLE_RATE;
+use super::schema::SpeechErrors;
 use super::speech::{chunks_until, domain_request, timed_out, SpeechRequest};
+use super::words::TimedWord;
 use super::{ApiError, AppState};
 use crate::speech::{TimedChunk, TimedSpeech, WordStamp};
 
@@ -40,19 +42,6 @@ pub struct TimestampedSpeech {
     /// Every spoken word in order. Times are seconds from the start of the audio and include
     /// the pauses between sentences; they never go back and never overlap.
     words: Vec<TimedWord>,
-}
-
-/// A word of the input and when it is heard.
-#[derive(Debug, Serialize, ToSchema)]
-pub(super) struct TimedWord {
-    /// The word as written in the input, surrounding punctuation aside (`"$100"`, `"U.S"`).
-    word: String,
-    start: f64,
-    end: f64,
-    /// Where the word is in `input`, in Unicode characters (code points): `[char_start,
-    /// char_end)`.
-    char_start: usize,
-    char_end: usize,
 }
 
 /// Kokoro-FastAPI's answer to `/dev/captioned_speech` with `"stream": false`.
@@ -190,7 +179,7 @@ async fn stream<L: Serialize>(
         HeaderValue::from_static("application/x-ndjson"),
     );
     if let Ok(rate) = HeaderValue::from_str(&stream.sample_rate.to_string()) {
-        headers.insert(super::speech::X_SAMPLE_RATE, rate);
+        headers.insert(X_SAMPLE_RATE, rate);
     }
     Ok(response)
 }
@@ -214,18 +203,6 @@ async fn speak(
 
 fn base64(audio: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(audio)
-}
-
-impl From<WordStamp> for TimedWord {
-    fn from(w: WordStamp) -> Self {
-        Self {
-            word: w.word,
-            start: w.start_s,
-            end: w.end_s,
-            char_start: w.char_start,
-            char_end: w.char_end,
-        }
-    }
 }
 
 impl From<WordStamp> for CaptionedWord {

@@ -4,10 +4,12 @@
 //! Its voices sleep `compute` per batch ("SLOW" in a text: `slow` instead), panic on "PANIC",
 //! hand "LATE" items over a second after the earlier ones, and record every batch's texts. The
 //! engine counts loads and keeps a weak reference to every voice it handed out, so a test can
-//! see when the last user of a voice is gone.
+//! see when the last user of a voice is gone. Armed with [`FakeEngine::panic_on_next_listing`],
+//! its next voice listing panics: a fault inside a request handler (`GET /v1/audio/voices`
+//! lists voices on the handler's own task), where a voice's panic happens on a worker thread.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -32,6 +34,7 @@ pub struct FakeEngine {
     loads: AtomicUsize,
     handed_out: Mutex<BTreeMap<String, Weak<FakeVoice>>>,
     batches: Arc<Mutex<Vec<Vec<String>>>>,
+    panic_on_listing: AtomicBool,
 }
 
 impl FakeEngine {
@@ -48,6 +51,7 @@ impl FakeEngine {
             loads: AtomicUsize::new(0),
             handed_out: Mutex::default(),
             batches: Arc::default(),
+            panic_on_listing: AtomicBool::new(false),
         }
     }
 
@@ -87,6 +91,11 @@ impl FakeEngine {
             .is_some_and(|w| w.strong_count() > 0)
     }
 
+    /// Makes the next call of `voices()` panic (once: the listing after it works again).
+    pub fn panic_on_next_listing(&self) {
+        self.panic_on_listing.store(true, Ordering::SeqCst);
+    }
+
     /// The texts of every batch computed so far, in order.
     pub fn batches(&self) -> Vec<Vec<String>> {
         self.batches.lock().unwrap().clone()
@@ -109,6 +118,9 @@ impl Engine for FakeEngine {
     }
 
     fn voices(&self) -> Vec<VoiceInfo> {
+        if self.panic_on_listing.swap(false, Ordering::SeqCst) {
+            panic!("fake engine asked to panic while listing its voices");
+        }
         self.voices.iter().map(|v| self.info(v)).collect()
     }
 

@@ -1,0 +1,14 @@
+//! The names of the headers this API sets beyond HTTP's own.
+//!
+//! The handlers that send them and the document that describes them both read the names from
+//! here, so a header cannot be renamed in one and not the other.
+
+use axum::http::HeaderName;
+
+/// Identifies a request in the logs; a client's own value is echoed back.
+pub(super) const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub(super) const X_CACHE: HeaderName = HeaderName::from_static("x-cache");
+pub(super) const X_CACHE_LAYER: HeaderName = HeaderName::from_static("x-cache-layer");
+pub(super) const X_DURATION: HeaderName = HeaderName::from_static("x-audio-duration-s");
+pub(super) const X_LATENCY: HeaderName = HeaderName::from_static("x-synthesis-latency-s");
+pub(super) const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sample-rate");
