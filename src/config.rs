@@ -33,6 +33,26 @@ pub struct Cli {
     pub serve: ServeArgs,
 }
 
+impl Cli {
+    /// Parses `argv` as [`Parser::try_parse_from`] does, but reads no `OMNIVOICE_*` variable:
+    /// the settings come from the command line (and the file it names) alone. Tests use it, so
+    /// that whatever the developer has set in their environment cannot change them.
+    pub fn try_parse_args_only<I, T>(argv: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        // Clap reads each variable when the argument is built; forgetting it drops the value.
+        fn forget_env(command: clap::Command) -> clap::Command {
+            command
+                .mut_args(|arg| arg.env(None))
+                .mut_subcommands(forget_env)
+        }
+        let command = forget_env(<Self as clap::CommandFactory>::command());
+        Self::from_arg_matches(&command.try_get_matches_from(argv)?)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server (the default).

@@ -6,9 +6,12 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{get_json, Binary};
+use common::{get_json, get_text, metric, Binary};
 use futures::StreamExt;
 use serde_json::{json, Value};
+
+/// Most sentences of one streamed request queued at once.
+const WINDOW: u64 = 2;
 
 fn long_input() -> String {
     let sentence = "A long request keeps the server busy with one sentence after another. ";
@@ -24,6 +27,14 @@ async fn start_stream(url: &str, input: &str) -> reqwest::Response {
 
 async fn batch_stats(url: &str) -> Value {
     get_json(format!("{url}/health")).await["batch"].clone()
+}
+
+/// Utterances whose computation started so far (every batch records its size when it starts).
+async fn utterances_started(url: &str) -> f64 {
+    metric(
+        &get_text(format!("{url}/metrics")).await,
+        "omnivoice_batch_size_sum",
+    )
 }
 
 /// Waits until nothing is admitted, queued or computing; returns how long that took.
@@ -52,13 +63,21 @@ async fn a_full_length_request_fits_a_small_queue_and_leaves_nothing_behind_when
     let batch = batch_stats(&server.url).await;
     assert_eq!(batch["requests_in_progress"], 1, "{batch}");
     assert!(
-        batch["queue_depth"].as_u64().unwrap() <= 2,
+        batch["queue_depth"].as_u64().unwrap() <= WINDOW,
         "only a small window of its ~60 sentences is queued: {batch}"
     );
+    let started_before = utterances_started(&server.url).await;
     drop(chunks); // the client goes away
-                  // Only the sentence already on a core may finish; nothing else is computed.
     let idle_after = until_idle(&server.url, Duration::from_secs(20)).await;
-    eprintln!("idle {idle_after:?} after the disconnect");
+    let started_after = utterances_started(&server.url).await - started_before;
+    eprintln!("idle {idle_after:?} after the disconnect; {started_after} utterances started since");
+    // What was on a core may finish, and until the server sees the client gone (at its next
+    // write) what it had queued may start; none of the ~55 sentences left.
+    let workers = batch["workers"].as_u64().unwrap();
+    assert!(
+        started_after <= (WINDOW + workers) as f64,
+        "{started_after} utterances started after the disconnect ({workers} workers)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

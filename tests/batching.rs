@@ -51,17 +51,51 @@ impl Setup {
     fn computed(&self) -> Vec<Vec<String>> {
         self.engine.batches()
     }
+
+    /// The batcher's numbers from `/health`.
+    async fn batch(&self) -> serde_json::Value {
+        common::get_json(format!("{}/health", self.server.url)).await["batch"].clone()
+    }
+
+    /// Waits until the engine has started a batch containing `text`.
+    async fn until_computing(&self, text: &str) {
+        until(&format!("{text:?} computing"), || async move {
+            self.computed().iter().flatten().any(|t| t == text)
+        })
+        .await;
+    }
+
+    /// Waits until the batcher's `/health` numbers satisfy `done`.
+    async fn until_batch(&self, what: &str, done: impl Fn(&serde_json::Value) -> bool) {
+        let done = &done;
+        until(what, || async move { done(&self.batch().await) }).await;
+    }
+}
+
+/// Waits for an event the server shows (a batch started, an entry queued), polling its state;
+/// fails after a minute, far beyond any wait a correct server makes.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, done: impl Fn() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done().await {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lone_request_does_not_wait_for_the_batch_timeout() {
-    let s = setup(10, &["--batch-timeout-ms", "5000", "--max-concurrent", "1"]).await;
+    // (Exactly, on a paused clock: the batch module's unit tests.)
+    let s = setup(
+        10,
+        &["--batch-timeout-ms", "600000", "--max-concurrent", "1"],
+    )
+    .await;
     let started = Instant::now();
     let response = s.speak("alone").send().await.unwrap();
     assert_eq!(response.status(), 200);
-    // The timeout is 5 s; a request that waited for it would take at least that long.
+    // The timeout is 10 minutes; a request that waited for it would take at least that long.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(60),
         "took {:?}",
         started.elapsed()
     );
@@ -168,13 +202,17 @@ async fn a_timed_out_request_gets_504_and_is_never_computed() {
     )
     .await;
     let busy = tokio::spawn(s.speak("SLOW blocker").send());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    s.until_computing("SLOW blocker").await;
     let response = s.speak("doomed").send().await.unwrap();
     let error = openai_error(response, 504).await;
     assert_eq!(error["code"], "timeout");
     let _ = busy.await;
-    // Give the worker time to pick up anything left in the queue.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The blocker's batch outlives its request (its 504): once the worker has finished it, it
+    // has also taken or dropped whatever was queued.
+    s.until_batch("the worker idle and the queue empty", |b| {
+        b["batches_in_flight"] == 0 && b["queue_depth"] == 0
+    })
+    .await;
     let batches = s.computed();
     assert!(
         !batches.iter().flatten().any(|t| t == "doomed"),
@@ -187,13 +225,16 @@ async fn a_timed_out_request_gets_504_and_is_never_computed() {
 async fn a_disconnected_client_is_removed_before_computation() {
     let s = setup(10, &["--max-concurrent", "1", "--batch-max-size", "1"]).await;
     let busy = tokio::spawn(s.speak("SLOW blocker").send());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let gone = s
-        .speak("hung up")
-        .timeout(Duration::from_millis(300))
-        .send()
+    s.until_computing("SLOW blocker").await;
+    let gone = tokio::spawn(s.speak("hung up").send());
+    s.until_batch("hung up queued", |b| b["queue_depth"] == 1)
         .await;
-    assert!(gone.is_err(), "client gave up");
+    gone.abort(); // the client hangs up while its utterance waits
+    assert!(gone.await.unwrap_err().is_cancelled(), "client gave up");
+    s.until_batch("hung up dropped by the server", |b| {
+        b["requests_in_progress"] == 1
+    })
+    .await;
     assert_eq!(busy.await.unwrap().unwrap().status(), 200);
     let after = s.speak("next").send().await.unwrap();
     assert_eq!(after.status(), 200);
@@ -263,39 +304,27 @@ async fn health_is_503_starting_until_preloads_finish() {
 async fn early_items_of_a_batch_are_answered_before_late_ones_finish() {
     let s = setup(10, &["--max-concurrent", "1", "--batch-timeout-ms", "1000"]).await;
     let blocker = tokio::spawn(s.speak("SLOW blocker").send());
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let started = Instant::now();
-    let (early, late) = tokio::join!(
-        async {
-            s.speak("early one")
-                .send()
-                .await
-                .map(|r| (r.status(), started.elapsed()))
-        },
-        async {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            s.speak("LATE one")
-                .send()
-                .await
-                .map(|r| (r.status(), started.elapsed()))
-        }
+    s.until_computing("SLOW blocker").await;
+    let early = tokio::spawn(s.speak("early one").send());
+    s.until_batch("early queued", |b| b["queue_depth"] == 1)
+        .await;
+    let late = tokio::spawn(s.speak("LATE one").send());
+    let early = early.await.unwrap().unwrap();
+    assert_eq!(early.status(), reqwest::StatusCode::OK);
+    early.bytes().await.expect("the early body, whole");
+    // Answered while its batch still computes the late item (a second of it).
+    let batch = s.batch().await;
+    assert!(
+        !late.is_finished() && batch["batches_in_flight"] == 1,
+        "the early item waited for the late one: {batch}"
     );
-    let (early, late) = (early.unwrap(), late.unwrap());
-    assert_eq!(
-        (early.0, late.0),
-        (reqwest::StatusCode::OK, reqwest::StatusCode::OK)
-    );
+    let late = late.await.unwrap().unwrap();
+    assert_eq!(late.status(), reqwest::StatusCode::OK);
     assert_eq!(blocker.await.unwrap().unwrap().status(), 200);
     let batches = s.computed();
     assert!(
         batches.contains(&vec!["early one".to_string(), "LATE one".to_string()]),
         "{batches:?}"
-    );
-    assert!(
-        late.1 >= early.1 + Duration::from_millis(700),
-        "early {:?}, late {:?}",
-        early.1,
-        late.1
     );
     s.server.stop().await;
 }

@@ -8,7 +8,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::decode::decode;
 use common::{get_json, get_text, metric, openai_error, post_speech, Binary};
+use omnivoice_server::audio::AudioFormat;
 use omnivoice_server::engine::piper::MAX_IDS_PER_PASS;
 use serde_json::{json, Value};
 
@@ -54,13 +56,91 @@ fn hostile_inputs() -> Vec<(&'static str, String, bool)> {
     ]
 }
 
-async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -> (u16, usize) {
+/// What a request got back: its status and, for a 200, its audio decoded.
+struct Heard {
+    status: u16,
+    /// Seconds of audio in the body.
+    seconds: f64,
+    /// What `X-Audio-Duration-S` said (whole bodies only).
+    header_seconds: Option<f64>,
+    /// Loudest sample, full scale 1.0.
+    peak: f32,
+}
+
+/// Streamed as raw PCM (a streamed WAV header cannot know the length), whole as WAV.
+async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -> Heard {
+    let format = if stream {
+        AudioFormat::Pcm
+    } else {
+        AudioFormat::Wav
+    };
     let body = json!({"model": model, "voice": voice, "input": input,
-                      "response_format": "wav", "stream": stream, "seed": 1});
+                      "response_format": format.extension(), "stream": stream, "seed": 1});
     let response = post_speech(url, &body).await;
     let status = response.status().as_u16();
+    let header_seconds = response
+        .headers()
+        .get("x-audio-duration-s")
+        .map(|v| v.to_str().unwrap().parse::<f64>().unwrap());
     let bytes = response.bytes().await.expect("the whole body");
-    (status, bytes.len())
+    if status != 200 {
+        return Heard {
+            status,
+            seconds: 0.0,
+            header_seconds,
+            peak: 0.0,
+        };
+    }
+    let audio = decode(format, &bytes);
+    Heard {
+        status,
+        seconds: audio.samples.len() as f64 / f64::from(audio.rate),
+        header_seconds,
+        peak: audio.samples.iter().fold(0.0, |m, s| m.max(s.abs())),
+    }
+}
+
+/// The audio is what the input asks for: as long as its header says, at least `min_seconds`
+/// (said letter by letter or digit by digit, these inputs take seconds), and audible unless
+/// nothing in it is speech.
+fn check_audio(engine: &str, name: &str, heard: &Heard, min_seconds: f64, speech: bool) {
+    assert_eq!(heard.status, 200, "{engine} {name}");
+    if let Some(header) = heard.header_seconds {
+        assert!(
+            (heard.seconds - header).abs() < 0.01,
+            "{engine} {name}: {} s of audio, the header says {header} s",
+            heard.seconds
+        );
+    }
+    assert!(
+        heard.seconds >= min_seconds,
+        "{engine} {name}: {} s of audio, expected at least {min_seconds} s",
+        heard.seconds
+    );
+    if speech {
+        assert!(
+            heard.peak > 0.05,
+            "{engine} {name}: silent, peak {}",
+            heard.peak
+        );
+    }
+}
+
+/// Least audio an input must give, and whether it must be audible: a CJK ideograph is read as
+/// "Chinese letter", a digit or a letter of a word no voice knows is spelled out (a fifth of
+/// a second each at least), words take a quarter of a second; punctuation alone may be silence.
+fn expected_audio(name: &str, input: &str) -> (f64, bool) {
+    let chars = input.chars().count() as f64;
+    let words = input
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .count() as f64;
+    match name {
+        name if name.starts_with("CJK") => (0.2 * chars, true),
+        "punctuation" => (0.0, false),
+        "1,000-letter word" | "400-digit number" => (0.02 * chars, true),
+        _ => (0.25 * words, true),
+    }
 }
 
 fn splits(metrics: &str) -> f64 {
@@ -78,9 +158,13 @@ async fn hostile_inputs_stay_within_the_phoneme_limit_and_the_memory_bound() {
         );
         let before = splits(&get_text(format!("{}/metrics", server.url)).await);
         let one = Instant::now();
-        let (status, bytes) = speak(&server.url, "piper", VOICE, &input, stream).await;
-        assert_eq!(status, 200, "{name}");
-        assert!(bytes > 44, "{name}: audio after the WAV header");
+        let heard = speak(&server.url, "piper", VOICE, &input, stream).await;
+        eprintln!(
+            "piper {name}: {:.2} s of audio, peak {:.2}",
+            heard.seconds, heard.peak
+        );
+        let (min_seconds, speech) = expected_audio(name, &input);
+        check_audio("piper", name, &heard, min_seconds, speech);
         let after = splits(&get_text(format!("{}/metrics", server.url)).await);
         eprintln!(
             "piper {name}: {} chars, {:.1} s, {} utterances split, peak RSS {} MiB",
@@ -126,24 +210,28 @@ async fn the_espeak_engine_answers_hostile_inputs_too() {
     let started = Instant::now();
     for (name, input, stream) in hostile_inputs() {
         let one = Instant::now();
-        let (status, bytes) = speak(&server.url, "espeak", "en-us", &input, stream).await;
-        assert_eq!(status, 200, "{name}");
+        let heard = speak(&server.url, "espeak", "en-us", &input, stream).await;
         eprintln!(
-            "espeak {name}: {:.2} s, {} KiB",
+            "espeak {name}: {:.2} s, {:.2} s of audio, peak {:.2}",
             one.elapsed().as_secs_f64(),
-            bytes >> 10
+            heard.seconds,
+            heard.peak
         );
+        let (min_seconds, speech) = expected_audio(name, &input);
+        check_audio("espeak", name, &heard, min_seconds, speech);
     }
     // The worst case of the whole input limit: 4,000 ideographs, each a spoken word or two.
     let one = Instant::now();
-    let (status, bytes) = speak(&server.url, "espeak", "en-us", &cjk(4000, 0), false).await;
-    assert_eq!(status, 200);
+    let input = cjk(4000, 0);
+    let heard = speak(&server.url, "espeak", "en-us", &input, false).await;
     eprintln!(
-        "espeak 4,000 CJK chars: {:.1} s, {} MiB of WAV, peak RSS {} MiB",
+        "espeak 4,000 CJK chars: {:.1} s, {:.0} s of audio, peak RSS {} MiB",
         one.elapsed().as_secs_f64(),
-        bytes >> 20,
+        heard.seconds,
         server.peak_rss_bytes() >> 20
     );
+    let (min_seconds, speech) = expected_audio("CJK", &input);
+    check_audio("espeak", "4,000 CJK chars", &heard, min_seconds, speech);
     eprintln!(
         "espeak hostile set: {:.1} s",
         started.elapsed().as_secs_f64()

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use clap::Parser;
 use omnivoice_server::config::{Cli, Settings};
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -49,16 +48,22 @@ fn number(node: &Yaml, what: &str) -> i64 {
 fn settings_from_toml(text: &str) -> Settings {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), text).unwrap();
-    let cli = Cli::parse_from([
+    let cli = Cli::try_parse_args_only([
         "omnivoice-server",
         "--config",
         file.path().to_str().unwrap(),
-    ]);
+    ])
+    .unwrap();
     Settings::resolve(&cli.serve).expect("a valid settings file")
 }
 
 fn default_settings() -> Settings {
-    Settings::resolve(&Cli::parse_from(["omnivoice-server"]).serve).unwrap()
+    Settings::resolve(
+        &Cli::try_parse_args_only(["omnivoice-server"])
+            .unwrap()
+            .serve,
+    )
+    .unwrap()
 }
 
 /// Kubernetes quantities as bytes: `768Mi`, `1.5Gi`, `1gb` (Redis' spelling), plain bytes.

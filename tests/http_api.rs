@@ -311,7 +311,6 @@ async fn metrics_count_requests_and_pass_promtool() {
 
 #[test]
 fn invalid_settings_exit_2_with_one_line_naming_the_setting() {
-    let bin = env!("CARGO_BIN_EXE_omnivoice-server");
     let dir = tempfile::tempdir().unwrap();
     let bad_toml = dir.path().join("bad.toml");
     std::fs::write(&bad_toml, "colour = \"blue\"\n").unwrap();
@@ -329,10 +328,7 @@ fn invalid_settings_exit_2_with_one_line_naming_the_setting() {
         ),
     ];
     for (args, needle) in cases {
-        let output = std::process::Command::new(bin)
-            .args(&args)
-            .output()
-            .unwrap();
+        let output = common::server_command().args(&args).output().unwrap();
         assert_eq!(output.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
@@ -344,7 +340,6 @@ fn invalid_settings_exit_2_with_one_line_naming_the_setting() {
 /// layer gives a different bad log filter, and the error names the one that won.
 #[test]
 fn flag_beats_environment_beats_file() {
-    let bin = env!("CARGO_BIN_EXE_omnivoice-server");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("settings.toml");
     std::fs::write(&file, "log_level = \"from_file=nonsense\"\n").unwrap();
@@ -359,9 +354,8 @@ fn flag_beats_environment_beats_file() {
         (&[], None, "from_file"),
     ];
     for (flags, env, winner) in cases {
-        let mut command = std::process::Command::new(bin);
+        let mut command = common::server_command();
         command.args(["--config", config]).args(flags);
-        command.env_remove("OMNIVOICE_LOG_LEVEL");
         if let Some(value) = env {
             command.env("OMNIVOICE_LOG_LEVEL", value);
         }
@@ -379,7 +373,7 @@ fn flag_beats_environment_beats_file() {
 #[tokio::test]
 async fn off_flags_beat_the_environment() {
     use std::io::BufRead;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_omnivoice-server"))
+    let mut child = common::server_command()
         .args(["--port", "0", "--log-level", "warn", "--preload", "none"])
         .args(["--no-batch", "--no-cache"])
         .env("OMNIVOICE_BATCH_ENABLED", "true")

@@ -404,10 +404,9 @@ async fn memory_stays_bounded_across_alternating_voices() {
 #[tokio::test]
 async fn convert_voice_writes_safetensors_that_load_and_sound_the_same() {
     let dir = voices_dir(&["plain", "converted"]);
-    let bin = env!("CARGO_BIN_EXE_omnivoice-server");
     let onnx = dir.path().join("converted.onnx");
     let out = dir.path().join("converted.safetensors");
-    let status = std::process::Command::new(bin)
+    let status = common::server_command()
         .arg("convert-voice")
         .arg(&onnx)
         .arg(&out)
@@ -418,7 +417,7 @@ async fn convert_voice_writes_safetensors_that_load_and_sound_the_same() {
         std::fs::metadata(&out).unwrap().len() > 10_000_000,
         "the weights were written"
     );
-    let missing = std::process::Command::new(bin)
+    let missing = common::server_command()
         .args([
             "convert-voice",
             "/nonexistent/x.onnx",
@@ -461,7 +460,7 @@ async fn convert_voice_writes_safetensors_that_load_and_sound_the_same() {
 fn settings_from(args: &[&str]) -> omnivoice_server::config::Settings {
     let mut argv = vec!["omnivoice-server"];
     argv.extend_from_slice(args);
-    let cli = <omnivoice_server::config::Cli as clap::Parser>::parse_from(argv);
+    let cli = omnivoice_server::config::Cli::try_parse_args_only(argv).unwrap();
     omnivoice_server::config::Settings::resolve(&cli.serve).unwrap()
 }
 

@@ -63,7 +63,7 @@ async fn the_reference_client_speaks_with_the_server() {
 fn a_wyoming_port_that_cannot_be_bound_exits_2_naming_the_setting() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    let output = Command::new(env!("CARGO_BIN_EXE_omnivoice-server"))
+    let output = common::server_command()
         .args(["--port", "0", "--wyoming-port", &port, "--preload", "none"])
         .output()
         .unwrap();

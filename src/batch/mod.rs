@@ -19,9 +19,12 @@ mod queue;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
+// Tokio's clock throughout, so that the max-wait timer and the times it is compared with are
+// one clock, which tests can pause and advance.
+use tokio::time::Instant;
 
 use crate::config::BatchSettings;
 use crate::engine::{SynthesisItem, Voice, VoiceKey};
@@ -298,7 +301,7 @@ async fn run(
 
 async fn sleep_until(deadline: Option<Instant>) {
     if let Some(at) = deadline {
-        tokio::time::sleep_until(at.into()).await;
+        tokio::time::sleep_until(at).await;
     }
 }
 
@@ -458,6 +461,165 @@ mod tests {
             drop(ticket);
             assert_eq!(batcher.admission.unsubmitted.load(Ordering::SeqCst), 0);
         });
+    }
+
+    /// A voice that reports each batch it starts, and holds a batch containing "hold" until
+    /// the test lets it go.
+    struct GatedVoice {
+        info: crate::engine::VoiceInfo,
+        started: mpsc::UnboundedSender<Vec<String>>,
+        gate: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl Voice for GatedVoice {
+        fn info(&self) -> &crate::engine::VoiceInfo {
+            &self.info
+        }
+        fn synthesize_each(
+            &self,
+            batch: &[SynthesisItem],
+            done: &mut dyn FnMut(usize, crate::engine::Pcm),
+        ) -> Result<(), crate::engine::EngineError> {
+            let texts: Vec<String> = batch.iter().map(|i| i.text.clone()).collect();
+            let hold = texts.iter().any(|t| t.contains("hold"));
+            let _ = self.started.send(texts);
+            if hold {
+                let _ = self.gate.lock().unwrap().recv();
+            }
+            for index in 0..batch.len() {
+                done(index, crate::engine::Pcm::new(vec![0.5; 10], 16_000));
+            }
+            Ok(())
+        }
+    }
+
+    /// A batcher with two workers and a 50 ms wait for companions, a gated voice, and what it
+    /// started, in order; dropping `release` lets held batches go.
+    struct Paused {
+        batcher: Batcher,
+        voice: Arc<dyn Voice>,
+        started: mpsc::UnboundedReceiver<Vec<String>>,
+        release: std::sync::mpsc::Sender<()>,
+    }
+
+    const WAIT: Duration = Duration::from_millis(50);
+
+    /// On its own runtime, whose clock is paused: it moves only when the test advances it.
+    fn paused(max_size: usize) -> (tokio::runtime::Runtime, Paused) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let settings = BatchSettings {
+            enabled: true,
+            max_size,
+            timeout_ms: WAIT.as_millis() as u64,
+            queue_size: 8,
+        };
+        let batcher = runtime.block_on(async { Batcher::start(&settings, 2) });
+        let (started_tx, started) = mpsc::unbounded_channel();
+        let (release, gate) = std::sync::mpsc::channel();
+        let voice: Arc<dyn Voice> = Arc::new(GatedVoice {
+            info: crate::engine::VoiceInfo {
+                id: "gated".into(),
+                engine: "test".into(),
+                language: "en".into(),
+                sample_rate: 16_000,
+                speakers: vec![],
+            },
+            started: started_tx,
+            gate: Mutex::new(gate),
+        });
+        let paused = Paused {
+            batcher,
+            voice,
+            started,
+            release,
+        };
+        (runtime, paused)
+    }
+
+    impl Paused {
+        /// Queues `texts` as one new request; returns its ticket and receivers.
+        fn submit(&self, texts: &[&str]) -> (Ticket, Vec<mpsc::UnboundedReceiver<Reply>>) {
+            let mut ticket = self.batcher.admit(texts.len()).unwrap();
+            let items = texts.iter().map(|t| SynthesisItem::new(*t)).collect();
+            let key = VoiceKey::new("test", "gated");
+            let receivers = self
+                .batcher
+                .submit(&mut ticket, &key, &self.voice, items, false)
+                .unwrap();
+            (ticket, receivers)
+        }
+    }
+
+    /// Lets the batcher task run whatever is ready, without moving the clock.
+    async fn settle() {
+        for _ in 0..16 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[test]
+    fn a_lone_request_on_an_idle_batcher_starts_without_waiting_on_the_clock() {
+        let (runtime, mut p) = paused(4);
+        runtime.block_on(async {
+            let t0 = Instant::now();
+            let _queued = p.submit(&["alone"]);
+            assert_eq!(p.started.recv().await.unwrap(), ["alone"]);
+            assert_eq!(
+                Instant::now() - t0,
+                Duration::ZERO,
+                "no timer was waited for"
+            );
+        });
+    }
+
+    #[test]
+    fn while_a_batch_runs_the_next_waits_for_companions_until_the_deadline() {
+        let (runtime, mut p) = paused(4);
+        runtime.block_on(async {
+            let _busy = p.submit(&["hold"]);
+            assert_eq!(p.started.recv().await.unwrap(), ["hold"]);
+            let t0 = Instant::now();
+            let _first = p.submit(&["first"]);
+            settle().await;
+            tokio::time::advance(WAIT - Duration::from_millis(1)).await;
+            settle().await;
+            assert_eq!(
+                p.batcher.batches_in_flight(),
+                1,
+                "still waiting for companions"
+            );
+            assert_eq!(p.batcher.queue_depth(), 1);
+            let _second = p.submit(&["second"]);
+            tokio::time::advance(Duration::from_millis(1)).await;
+            settle().await;
+            assert_eq!(p.batcher.batches_in_flight(), 2, "the deadline has come");
+            assert_eq!(
+                p.started.recv().await.unwrap(),
+                ["first", "second"],
+                "the oldest's deadline takes whoever came meanwhile"
+            );
+            assert_eq!(Instant::now() - t0, WAIT);
+        });
+        drop(p.release); // before the runtime, which waits for the held batch
+    }
+
+    #[test]
+    fn a_full_batch_starts_before_the_deadline() {
+        let (runtime, mut p) = paused(2);
+        runtime.block_on(async {
+            let _busy = p.submit(&["hold"]);
+            assert_eq!(p.started.recv().await.unwrap(), ["hold"]);
+            let t0 = Instant::now();
+            let _one = p.submit(&["one"]);
+            let _two = p.submit(&["two"]);
+            assert_eq!(p.started.recv().await.unwrap(), ["one", "two"]);
+            assert_eq!(Instant::now() - t0, Duration::ZERO, "full: no wait");
+        });
+        drop(p.release); // before the runtime, which waits for the held batch
     }
 
     /// Never asked to compute anything: these tests only queue.

@@ -1,7 +1,7 @@
 //! The batching decision, as plain data and a plain function.
 //!
 //! [`State`] holds the utterances waiting for a worker; [`State::next_batch`] decides what runs
-//! now. Nothing here is async or touches a clock of its own, so unit tests drive every rule
+//! now. Nothing here is async or reads a clock (times are tokio's, handed in), so unit tests drive every rule
 //! (lone requests go at once, batches fill up to the limit, the oldest never waits longer than
 //! the timeout, requests take turns, similar lengths go together, abandoned entries are
 //! dropped) step by step.
@@ -15,9 +15,11 @@
 //! workers one is always free for a newcomer instead of all of them on one long request.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
+// Tokio's clock, which tests can pause and advance: the batcher sleeps on it.
+use tokio::time::Instant;
 
 use crate::engine::{Pcm, VoiceKey};
 

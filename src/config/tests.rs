@@ -3,10 +3,13 @@
 
 use super::*;
 
+/// The command line alone: the developer's `OMNIVOICE_*` variables must not change a test.
 fn parse(args: &[&str]) -> ServeArgs {
     let mut argv = vec!["omnivoice-server"];
     argv.extend_from_slice(args);
-    Cli::try_parse_from(argv).expect("valid command line").serve
+    Cli::try_parse_args_only(argv)
+        .expect("valid command line")
+        .serve
 }
 
 fn write(text: &str) -> tempfile::NamedTempFile {
@@ -94,7 +97,7 @@ fn a_switch_and_its_off_flag_conflict_on_the_command_line() {
         ("--cache-enabled", "--no-cache"),
         ("--stream", "--no-stream"),
     ] {
-        let err = Cli::try_parse_from(["omnivoice-server", on, off]).unwrap_err();
+        let err = Cli::try_parse_args_only(["omnivoice-server", on, off]).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         let message = err.to_string();
         assert!(message.contains(on) && message.contains(off), "{message}");
@@ -177,7 +180,7 @@ fn bad_values_fail_in_clap() {
     ] {
         let mut argv = vec!["omnivoice-server"];
         argv.extend_from_slice(&args);
-        let err = Cli::try_parse_from(argv).unwrap_err();
+        let err = Cli::try_parse_args_only(argv).unwrap_err();
         assert_eq!(err.exit_code(), 2, "{args:?}");
     }
 }
@@ -195,7 +198,7 @@ fn alias_tables_come_from_the_file() {
 
 #[test]
 fn the_serve_subcommand_reads_the_same_flags() {
-    let cli = Cli::try_parse_from(["omnivoice-server", "serve", "--port", "9001"]).unwrap();
+    let cli = Cli::try_parse_args_only(["omnivoice-server", "serve", "--port", "9001"]).unwrap();
     let Some(Command::Serve(args)) = cli.command else {
         panic!("serve subcommand");
     };

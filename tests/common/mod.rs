@@ -11,7 +11,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::Parser;
 use omnivoice_server::config::{Cli, Settings};
 use omnivoice_server::engine::Engine;
 use tokio::sync::oneshot;
@@ -34,7 +33,8 @@ impl InProcess {
     pub async fn spawn(args: &[&str], engines: Vec<Arc<dyn Engine>>) -> Self {
         let mut argv = vec!["omnivoice-server"];
         argv.extend_from_slice(args);
-        let settings = Settings::resolve(&Cli::parse_from(argv).serve).expect("test settings");
+        let cli = Cli::try_parse_args_only(argv).expect("a valid test command line");
+        let settings = Settings::resolve(&cli.serve).expect("test settings");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -77,6 +77,19 @@ impl InProcess {
     }
 }
 
+/// The `omnivoice-server` binary without the developer's `OMNIVOICE_*` variables (a set
+/// `OMNIVOICE_API_KEYS` would lock every test out): a test gives the settings it means to test
+/// on the command line, or sets a variable on this command itself.
+pub fn server_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_omnivoice-server"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("OMNIVOICE_") {
+            command.env_remove(name);
+        }
+    }
+    command
+}
+
 /// The real `omnivoice-server` binary on an ephemeral port.
 pub struct Binary {
     pub url: String,
@@ -88,7 +101,7 @@ pub struct Binary {
 impl Binary {
     /// Starts the binary and returns once it listens (not necessarily ready).
     pub fn spawn(args: &[&str]) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_omnivoice-server"))
+        let mut child = server_command()
             .args(["--port", "0", "--log-level", "warn"])
             .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
