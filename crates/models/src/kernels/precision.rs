@@ -56,11 +56,7 @@ impl Precision {
     /// decoder-sized convolution and kept only if clearly faster.
     pub fn auto() -> Precision {
         static CHOICE: OnceLock<Precision> = OnceLock::new();
-        *CHOICE.get_or_init(|| match bf16_isa() {
-            Bf16Isa::Amx => Precision::Bf16,
-            Bf16Isa::Avx512 if avx512_beats_f32() => Precision::Bf16,
-            _ => Precision::F32,
-        })
+        *CHOICE.get_or_init(|| choose(bf16_isa(), || avx512_timing().bf16_wins()))
     }
 
     /// Whether this CPU has hardware for it (bf16 without it runs a portable emulation, slower
@@ -198,10 +194,39 @@ pub(super) fn conv1d_rows(
     }
 }
 
-/// Whether the AVX-512 bf16 block beats the `f32` kernel on this CPU: each timed (best of 5)
-/// on a 64-channel, 5-tap convolution over 4096 columns, like the decoder's middle stage;
-/// bf16 must be 20 % faster to count, so timing noise cannot flip a tie.
-pub(super) fn avx512_beats_f32() -> bool {
+/// [`Precision::auto`]'s rule: bf16 with AMX, never without bf16 hardware, and with only
+/// AVX-512's bf16 dot product when `avx512_wins` (asked only then: it times both kernels).
+pub(super) fn choose(isa: Bf16Isa, avx512_wins: impl FnOnce() -> bool) -> Precision {
+    match isa {
+        Bf16Isa::Amx => Precision::Bf16,
+        Bf16Isa::Avx512 if avx512_wins() => Precision::Bf16,
+        Bf16Isa::Avx512 | Bf16Isa::Portable => Precision::F32,
+    }
+}
+
+/// The best of 5 runs of each kernel on the same convolution, in seconds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Bf16Timing {
+    pub f32_secs: f64,
+    pub bf16_secs: f64,
+}
+
+impl Bf16Timing {
+    /// bf16 must be 20 % faster to count, so timing noise cannot flip a tie.
+    pub(super) fn bf16_wins(&self) -> bool {
+        self.bf16_secs * 1.2 < self.f32_secs
+    }
+}
+
+/// The AVX-512 bf16 block against the `f32` kernel on this CPU, measured once per process
+/// (the first call pays for it): each timed on a 64-channel, 5-tap convolution over 4096
+/// columns, like the decoder's middle stage.
+pub(super) fn avx512_timing() -> Bf16Timing {
+    static TIMING: OnceLock<Bf16Timing> = OnceLock::new();
+    *TIMING.get_or_init(time_avx512_against_f32)
+}
+
+fn time_avx512_against_f32() -> Bf16Timing {
     use std::time::Instant;
     let (c, len, taps) = (64, 4096, 5);
     let values = |n: usize, seed: usize| -> Vec<f32> {
@@ -238,8 +263,14 @@ pub(super) fn avx512_beats_f32() -> bool {
             })
             .fold(f64::INFINITY, f64::min)
     };
-    let f32_time = best(&f32_weights);
-    let bf16_time = best(&bf16_weights);
-    tracing::debug!(f32_time, bf16_time, "AVX-512 bf16 against f32");
-    bf16_time * 1.2 < f32_time
+    let timing = Bf16Timing {
+        f32_secs: best(&f32_weights),
+        bf16_secs: best(&bf16_weights),
+    };
+    tracing::debug!(
+        f32_time = timing.f32_secs,
+        bf16_time = timing.bf16_secs,
+        "AVX-512 bf16 against f32"
+    );
+    timing
 }
