@@ -16,6 +16,7 @@
 use std::sync::OnceLock;
 
 use super::amx;
+use super::isa::{self, avx512_bf16};
 use super::rows::{Rows, RowsMut, SampleMap};
 
 /// How bf16 products run on this CPU, best first.
@@ -30,6 +31,15 @@ pub(super) enum Bf16Isa {
 }
 
 impl Bf16Isa {
+    /// The instruction-set level this block kind needs.
+    pub(super) fn level(self) -> isa::Level {
+        match self {
+            Bf16Isa::Amx => isa::Level::Amx,
+            Bf16Isa::Avx512 => isa::Level::Avx512,
+            Bf16Isa::Portable => isa::Level::Portable,
+        }
+    }
+
     pub(super) fn name(self) -> &'static str {
         match self {
             Bf16Isa::Amx => "AMX",
@@ -39,7 +49,8 @@ impl Bf16Isa {
     }
 }
 
-/// The best bf16 implementation this CPU (and OS) supports, decided once.
+/// The best bf16 implementation this CPU (and OS) supports under the instruction-set cap
+/// ([`super::isa`]), decided once.
 pub(super) fn bf16_isa() -> Bf16Isa {
     static ISA: OnceLock<Bf16Isa> = OnceLock::new();
     *ISA.get_or_init(|| {
@@ -51,21 +62,6 @@ pub(super) fn bf16_isa() -> Bf16Isa {
             Bf16Isa::Portable
         }
     })
-}
-
-/// Whether the CPU has AVX-512 with the bf16 dot product (and the byte/word ops the input
-/// packing uses).
-pub(super) fn avx512_bf16() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512bf16")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// `u32`s of packed input tile (~256 KiB, inside L2), as in the `f32` kernel.
