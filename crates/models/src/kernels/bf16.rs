@@ -351,6 +351,10 @@ impl Scratch {
         if self.sums.len() < sums {
             self.sums.resize(sums, 0.0);
         }
+        // A block writes every sum it is read for; in debug builds (tests) a block that missed
+        // one would otherwise pass on the last call's value unnoticed.
+        #[cfg(debug_assertions)]
+        self.sums[..sums].fill(f32::NAN);
         (&mut self.packed[..packed], &mut self.sums[..sums])
     }
 }

@@ -15,7 +15,9 @@ use candle_core::{Result, Storage, Tensor};
 use std::mem::MaybeUninit;
 
 /// A vector of `n` values, all written by `write`, without zeroing them first: the decoder's
-/// outputs are megabytes each, and clearing them cost a few percent of a forward pass.
+/// outputs are megabytes each, and clearing them cost a few percent of a forward pass. Debug
+/// builds (tests) fill them with NaN first, so a kernel path that misses a value fails the
+/// tests that read it instead of passing on whatever the allocator left there.
 ///
 /// # Safety
 /// `write` must initialize every element of the slice it gets.
@@ -24,7 +26,10 @@ unsafe fn written_by(
     write: impl FnOnce(&mut [MaybeUninit<f32>]) -> Result<()>,
 ) -> Result<Vec<f32>> {
     let mut v = Vec::with_capacity(n);
-    write(&mut v.spare_capacity_mut()[..n])?;
+    let out = &mut v.spare_capacity_mut()[..n];
+    #[cfg(debug_assertions)]
+    out.fill(MaybeUninit::new(f32::NAN));
+    write(out)?;
     // SAFETY: `write` initialized the first n elements (the caller's promise).
     unsafe { v.set_len(n) };
     Ok(v)
@@ -380,4 +385,34 @@ fn pack_phases(
             })
             .collect()
     })
+}
+
+#[cfg(all(test, debug_assertions))]
+mod tests {
+    use super::*;
+
+    /// A writer that skips a value leaves NaN there (debug builds only: release pays for no
+    /// fill), so a kernel path that misses a column cannot pass a test by luck.
+    #[test]
+    fn a_value_the_writer_skips_reads_as_nan() {
+        let skipped = 37;
+        // SAFETY: this writer breaks `written_by`'s promise on purpose, which is sound only
+        // because debug builds (the only ones this test exists in) initialize every value.
+        let v = unsafe {
+            written_by(100, |out| {
+                for (i, value) in out.iter_mut().enumerate() {
+                    if i != skipped {
+                        value.write(i as f32);
+                    }
+                }
+                Ok(())
+            })
+        }
+        .unwrap();
+        assert!(v[skipped].is_nan(), "skipped value reads {}", v[skipped]);
+        assert!(v
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| i == skipped || x == i as f32));
+    }
 }
