@@ -30,3 +30,10 @@ if ! command -v promtool >/dev/null 2>&1; then
 fi
 
 cargo test --workspace --features bench-kernels "$@"
+
+# The kernels pick their instruction sets at run time, so the run above tested only this CPU's
+# best paths: run the kernel tests again with each lower one forced (a level this CPU lacks
+# changes nothing there, and that run repeats the one above).
+for isa in avx512 avx2 portable; do
+    OMNIVOICE_KERNEL_ISA=$isa cargo test -p omnivoice-models --features bench-kernels --lib kernels::
+done

@@ -23,13 +23,15 @@ pub(super) const PAIRS_PER_TILE: usize = 16;
 /// `u32`s (channel pairs) of one 16 × 16 weight tile.
 pub(super) const TILE_WORDS: usize = 16 * 16;
 
-/// Whether this CPU has AMX-BF16 and the OS lets this process use its tiles (Linux asks each
-/// process to request them first). Decided once.
+/// Whether this CPU has AMX-BF16, the instruction-set cap ([`super::isa`]) allows it and the
+/// OS lets this process use its tiles (Linux asks each process to request them first).
+/// Decided once.
 pub(super) fn usable() -> bool {
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
+        use super::isa::{allows, Level};
         static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *USABLE.get_or_init(|| x86::has_amx_bf16() && x86::request_tiles())
+        *USABLE.get_or_init(|| allows(Level::Amx) && x86::has_amx_bf16() && x86::request_tiles())
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     {

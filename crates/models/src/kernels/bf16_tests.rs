@@ -4,12 +4,10 @@
 //! within what rounding both operands to 8 significant bits allows.
 
 use super::bf16::{self, from_bf16, to_bf16, Bf16Weights};
-use super::direct::{Rows, RowsMut, SampleMap};
-use super::dispatch::{
-    conv1d_fused, conv_transpose1d_fused, residual_stack_sum, InputMap, PackedPhaseCache,
-    PackedWeightCache, StackConv,
-};
+use super::dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
+use super::layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
 use super::precision::Precision;
+use super::rows::{Rows, RowsMut, SampleMap};
 use candle_core::{Device, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -253,17 +251,44 @@ fn bf16_entry_points_agree_with_f32_within_rounding() {
 }
 
 /// `auto` takes bf16 exactly where its hardware beats `f32`: always with AMX, never without
-/// any bf16 hardware, and with only AVX-512 bf16 when the startup timing says so (which runs
-/// here whenever the CPU has it, so its code is exercised).
+/// any bf16 hardware, and with only AVX-512 bf16 exactly when the startup timing said bf16 won
+/// (the rule for every case on any CPU; this CPU's own choice against the timing it made,
+/// which runs here whenever the CPU has AVX-512 bf16 but no usable AMX, or
+/// `OMNIVOICE_KERNEL_ISA=avx512` hides it).
 #[test]
 fn auto_takes_bf16_only_where_the_hardware_is_faster() {
-    use super::precision::{avx512_bf16, bf16_isa, Bf16Isa};
-    let timed_faster = avx512_bf16().then(bf16::avx512_beats_f32);
+    use super::bf16::{bf16_isa, Bf16Isa};
+    use super::precision::{avx512_timing, choose, Bf16Timing};
+    for wins in [false, true] {
+        let unasked = || -> bool { panic!("only AVX-512 alone needs the timing") };
+        assert_eq!(choose(Bf16Isa::Amx, unasked), Precision::Bf16);
+        assert_eq!(choose(Bf16Isa::Portable, unasked), Precision::F32);
+        let want = if wins {
+            Precision::Bf16
+        } else {
+            Precision::F32
+        };
+        assert_eq!(choose(Bf16Isa::Avx512, || wins), want, "timing said {wins}");
+    }
+    let timing = |bf16_secs| Bf16Timing {
+        f32_secs: 1.0,
+        bf16_secs,
+    };
+    assert!(timing(0.8).bf16_wins(), "20 % faster and more counts");
+    assert!(!timing(0.9).bf16_wins(), "a near tie does not");
+    assert!(!timing(1.5).bf16_wins());
+
     let auto = Precision::auto();
     match bf16_isa() {
         Bf16Isa::Amx => assert_eq!(auto, Precision::Bf16),
         Bf16Isa::Portable => assert_eq!(auto, Precision::F32),
-        Bf16Isa::Avx512 => assert!(timed_faster.is_some()),
+        Bf16Isa::Avx512 => {
+            let measured = avx512_timing();
+            eprintln!("AVX-512 bf16 against f32: {measured:?}, auto {auto}");
+            assert!(measured.f32_secs > 0.0 && measured.bf16_secs > 0.0);
+            assert!(measured.f32_secs.is_finite() && measured.bf16_secs.is_finite());
+            assert_eq!(auto == Precision::Bf16, measured.bf16_wins());
+        }
     }
     assert!(Precision::F32.has_hardware());
     assert_eq!(

@@ -69,9 +69,9 @@ impl Isa {
     fn supported(self) -> bool {
         match self {
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => is_x86_feature_detected!("avx512f"),
+            Isa::Avx512 => super::isa::avx512f(),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"),
+            Isa::Avx2 => super::isa::avx2_fma(),
             Isa::Portable => true,
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
@@ -100,6 +100,15 @@ impl Isa {
                 kernel(1, 32, portable::<1, 4>),
             ],
         }
+    }
+}
+
+/// The widest blocks this CPU runs under the instruction-set cap ([`super::isa`]).
+pub(super) fn level() -> super::isa::Level {
+    match isa() {
+        Isa::Avx512 => super::isa::Level::Avx512,
+        Isa::Avx2 => super::isa::Level::Avx2,
+        Isa::Portable => super::isa::Level::Portable,
     }
 }
 

@@ -8,7 +8,7 @@
 //! Hand-written rather than a crate: the few math crates with vector `exp` bring whole SIMD
 //! abstraction layers for these twenty lines.
 
-use super::cpu::is_cpu_f32;
+use super::tensor::is_cpu_f32;
 use candle_core::{Device, Result, Tensor};
 
 /// `e^x` for x in [−87, 88] (inputs are clamped there), relative error < 2e-7.
@@ -112,9 +112,19 @@ fn gelu_slice(xs: &mut [f32]) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+/// Whether the elementwise functions take their AVX2 + FMA copies (under the instruction-set
+/// cap, [`super::isa`]).
 fn has_avx2() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    super::isa::avx2_fma()
+}
+
+/// The widest vectors the elementwise functions use.
+pub(super) fn level() -> super::isa::Level {
+    if has_avx2() {
+        super::isa::Level::Avx2
+    } else {
+        super::isa::Level::Portable
+    }
 }
 
 /// `$vis fn $name(args)`: the plain-arithmetic `$body` compiled once more with AVX2 + FMA

@@ -14,7 +14,7 @@
 //! the offset (`128 · Σ w_q[co]`), rescales by `s_w[co] · s_x` and adds bias and residuals in
 //! `f32`.
 
-use super::direct::{Rows, RowsMut, SampleMap};
+use super::rows::{Rows, RowsMut, SampleMap};
 
 /// Floats of mapped input tile.
 const TILE_FLOATS: usize = 64 * 1024;
@@ -22,18 +22,9 @@ const TILE_FLOATS: usize = 64 * 1024;
 const ROWS: usize = 8;
 const COLS: usize = 32;
 
-/// Whether this CPU has the AVX-512 VNNI dot product.
+/// Whether this CPU has the AVX-512 VNNI dot product (and the cap allows it).
 pub(super) fn available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512vnni")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    super::isa::avx512_vnni()
 }
 
 /// Weights [C_out, C_in, K] quantized per output channel, laid out [C_out / 8][quads][K][8],
