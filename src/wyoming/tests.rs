@@ -63,6 +63,14 @@ impl Synthesizer for Fake {
         .boxed()
     }
 
+    fn speak_sentence(
+        &self,
+        sentence: crate::speech::Sentence,
+        voice: VoiceChoice,
+    ) -> BoxFuture<'_, Result<Speech, SpeakError>> {
+        self.speak(sentence.text().to_string(), voice)
+    }
+
     fn speak(&self, text: String, voice: VoiceChoice) -> BoxFuture<'_, Result<Speech, SpeakError>> {
         async move {
             self.calls
@@ -80,15 +88,17 @@ impl Synthesizer for Fake {
             }
             let total = SAMPLES_PER_CHAR * text.chars().count();
             let samples: Vec<i16> = (0..total).map(|i| (i % 32_000) as i16).collect();
-            let mut pieces: Vec<Result<Vec<i16>, SpeakError>> =
-                samples.chunks(PIECE).map(|p| Ok(p.to_vec())).collect();
+            let mut pieces: Vec<Result<bytes::Bytes, SpeakError>> = samples
+                .chunks(PIECE)
+                .map(|p| Ok(p.iter().flat_map(|s| s.to_le_bytes()).collect()))
+                .collect();
             if text.contains("FAIL") {
                 pieces.truncate(1);
                 pieces.push(Err(SpeakError::Failed("model exploded".into())));
             }
             Ok(Speech {
                 sample_rate: RATE,
-                samples: stream::iter(pieces).boxed(),
+                pcm: stream::iter(pieces).boxed(),
             })
         }
         .boxed()
