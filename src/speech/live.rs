@@ -54,7 +54,8 @@ impl LiveText {
     /// Adds a piece of text; returns the sentences it completed, in order.
     pub fn push(&mut self, piece: &str) -> Vec<Sentence> {
         let normalized = self.normalizer.push(piece);
-        wrap(self.sentences.push(&normalized, now()))
+        let next = self.normalizer.peek();
+        wrap(self.sentences.push_before(&normalized, &next, now()))
     }
 
     /// Everything received, as if the text ended here.
@@ -322,5 +323,132 @@ impl Drop for SentenceAudio {
     fn drop(&mut self) {
         // Nobody will play it: stop synthesizing (queued utterances are then dropped too).
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MARKUP: &str = "# Streaming\nMr. **Smith** paid 3.50 dollars, i.e. *less*. See \
+        [the docs. Really](https://x.org/a_b) now!\n\n- apples\n- pears. And more\nA heading\n\n\
+        Some text, e.g. this. Dr. Jones met me at 3.14 p.m. Done. - not a list. “Quoted,” he \
+        said… ```rust\nlet x = 1;\n```\nThe end";
+
+    fn sentences_of(pieces: &[String]) -> Vec<String> {
+        let mut text = LiveText::new(None);
+        let mut out = Vec::new();
+        for piece in pieces {
+            out.extend(text.push(piece));
+        }
+        out.extend(text.flush());
+        assert_eq!(text.pending_chars(), 0);
+        out.into_iter().map(|s| s.0).collect()
+    }
+
+    /// Streamed in any pieces, the text becomes the utterances of the whole text, in order.
+    #[test]
+    fn streamed_text_becomes_the_utterances_of_the_whole_text() {
+        let whole = super::super::utterances(MARKUP);
+        assert!(whole.len() > 8, "{whole:?}");
+        let chars: Vec<char> = MARKUP.chars().collect();
+        for cut in 0..=chars.len() {
+            let pieces = [chars[..cut].iter().collect(), chars[cut..].iter().collect()];
+            assert_eq!(sentences_of(&pieces), whole, "cut at char {cut}");
+        }
+        for n in [1, 2, 3, 5, 8, 13] {
+            let pieces: Vec<String> = chars.chunks(n).map(|c| c.iter().collect()).collect();
+            assert_eq!(sentences_of(&pieces), whole, "pieces of {n}");
+        }
+    }
+
+    /// A sentence is out as soon as the next one has begun, before the next word ends.
+    #[test]
+    fn a_sentence_is_out_once_the_next_one_begins() {
+        let mut text = LiveText::new(None);
+        assert!(text.push("First **sentence**. ").is_empty());
+        let out = text.push("Sec");
+        assert_eq!(out, [Sentence("First sentence.".into())]);
+        assert!(text.push("ond, unfinished").is_empty());
+        assert_eq!(text.flush(), [Sentence("Second, unfinished".into())]);
+        // A link's text may still be cut off: nothing is settled inside it.
+        assert!(text.push("Read [the docs. Now").is_empty());
+        assert_eq!(
+            text.push("](x) and go. "),
+            [Sentence("Read the docs.".into())]
+        );
+    }
+
+    #[test]
+    fn generated_text_becomes_the_utterances_of_the_whole_text() {
+        let tokens = [
+            "**",
+            "*",
+            "_",
+            "`",
+            "```",
+            "[",
+            "](",
+            ")",
+            "]",
+            "(",
+            "<https://a.b>",
+            "#",
+            "\n",
+            "\n\n",
+            "- ",
+            "> ",
+            "word",
+            "Word",
+            "Dr.",
+            "e.g.",
+            "3.14",
+            ".",
+            "!",
+            "?",
+            "...",
+            ",",
+            ";",
+            "\"",
+            "“",
+            "’",
+            "–",
+            "--",
+            "…",
+            " ",
+            "  ",
+            "1990",
+            "Ünï",
+            "👍",
+            "U.S.",
+            "X.",
+        ];
+        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for round in 0..1500 {
+            let text: String = (0..(round % 60))
+                .map(|_| tokens[next(tokens.len())])
+                .collect();
+            let chars: Vec<char> = text.chars().collect();
+            let mut cuts: Vec<usize> = (0..next(10)).map(|_| next(chars.len() + 1)).collect();
+            cuts.sort_unstable();
+            cuts.push(chars.len());
+            let mut at = 0;
+            let pieces: Vec<String> = cuts
+                .iter()
+                .map(|&cut| {
+                    let piece = chars[at..cut].iter().collect();
+                    at = cut;
+                    piece
+                })
+                .collect();
+            let whole = super::super::utterances(&text);
+            assert_eq!(sentences_of(&pieces), whole, "{text:?} cut at {cuts:?}");
+        }
     }
 }

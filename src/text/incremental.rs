@@ -47,8 +47,15 @@ impl SentenceBuffer {
 
     /// Adds `chunk` (received at `now`) and returns the sentences it completed, in order.
     pub fn push(&mut self, chunk: &str, now: Instant) -> Vec<String> {
+        self.push_before(chunk, "", now)
+    }
+
+    /// As [`push`](Self::push), where `next` is how the text is known to go on without being
+    /// received for good (the start of the next sentence): it only settles where the
+    /// sentences before it end.
+    pub fn push_before(&mut self, chunk: &str, next: &str, now: Instant) -> Vec<String> {
         self.pending.push_str(chunk);
-        let done = self.take_complete();
+        let done = self.take_complete(next);
         self.rearm(now, !done.is_empty());
         done
     }
@@ -95,8 +102,9 @@ impl SentenceBuffer {
 
     /// Hands out the sentences whose end is settled, and the leading pieces of a pending
     /// sentence that has grown past the length limit.
-    fn take_complete(&mut self) -> Vec<String> {
-        let spans = split_sentences(&self.pending, usize::MAX);
+    fn take_complete(&mut self, next: &str) -> Vec<String> {
+        let text = format!("{}{next}", self.pending);
+        let spans = split_sentences(&text, usize::MAX);
         // The boundary before the last span is settled only once the span holds a character
         // that decides it (a lowercase letter would have joined the sentences): openers and
         // whitespace do not.
@@ -109,7 +117,11 @@ impl SentenceBuffer {
         let mut cursor = 0;
         let mut done = Vec::new();
         for sentence in complete {
-            cursor = skip_piece(&self.pending, cursor, sentence);
+            let end = skip_piece(&text, cursor, sentence);
+            if end > self.pending.len() {
+                break; // it lies in `next`
+            }
+            cursor = end;
             done.extend(split_sentences(sentence, self.max_chars));
         }
         let rest = &self.pending[cursor..];
@@ -175,10 +187,10 @@ fn last_clause_cut(text: &str) -> Option<usize> {
 /// Texts appended to the line received so far to see whether its normalization up to a cut
 /// can still change: another word (a heading's trailing `#`s and a list item's final period
 /// depend on how the line ends), the rest of a horizontal rule, and the ends of a link whose
-/// `[` is already in (with and without a title).
+/// `[` (or an autolink's `<`) is already in (with and without a title).
 const PROBES: &[&str] = &[
     "", " x", "x", " x #", " - -", " * *", " _ _", "](x)", "]](x)", "]]](x)", ")", "\")", "')",
-    "(x)", "\"x\")", " \"x\")", "'x')", " 'x')",
+    "(x)", "\"x\")", " \"x\")", "'x')", " 'x')", ">",
 ];
 
 /// Normalizes text that arrives in pieces exactly as [`normalize`] normalizes the whole text,
@@ -235,6 +247,36 @@ impl StreamNormalizer {
     /// Characters received and not handed out yet.
     pub fn pending_chars(&self) -> usize {
         self.line[self.stand_in..].chars().count()
+    }
+
+    /// How the normalized text goes on after what was handed out, up to its first letter or
+    /// digit, when nothing that may follow can change that: enough to settle where the
+    /// sentence before it ends (see [`SentenceBuffer::push_before`]). Empty when unknown.
+    pub fn peek(&self) -> String {
+        if !self.started {
+            return String::new();
+        }
+        let start_of = |line: &str| {
+            let normalized = self.normalized(line);
+            let tail = normalized.get(self.stand_in_normalized..)?.trim_start();
+            let (at, c) = tail.char_indices().find(|&(_, c)| c.is_alphanumeric())?;
+            // A link or an autolink may yet lose its marks, however it ends.
+            if tail[..at].contains(['[', '<']) {
+                return None;
+            }
+            Some(format!(" {}", &tail[..at + c.len_utf8()]))
+        };
+        let Some(peek) = start_of(&self.line) else {
+            return String::new();
+        };
+        let stable = PROBES
+            .iter()
+            .all(|probe| start_of(&format!("{}{probe}", self.line)).as_ref() == Some(&peek));
+        if stable {
+            peek
+        } else {
+            String::new()
+        }
     }
 
     fn normalized(&self, line: &str) -> String {
