@@ -96,7 +96,6 @@ pub async fn run(
 fn wyoming_limits(settings: &Settings) -> crate::wyoming::Limits {
     crate::wyoming::Limits {
         max_text_chars: settings.max_input_chars,
-        max_sentence_chars: crate::speech::MAX_UTTERANCE_CHARS,
         shutdown_grace: Duration::from_secs(settings.shutdown_timeout_s),
         ..crate::wyoming::Limits::default()
     }

@@ -1,5 +1,6 @@
-//! Speech for text that is still being written: sentences are handed in one at a time, as a
-//! language model produces them, and all of them become one continuous audio stream.
+//! Speech for text that is still being written: text comes in pieces, as a language model
+//! produces it, is cut into sentences exactly as the whole text would be (normalized, then
+//! split: [`LiveText`]), and all of them become one continuous audio stream.
 //!
 //! Each sentence is its own request to the batcher (so a long conversation never holds a
 //! place in line), but the sentences share what makes a stream one utterance: one encoder
@@ -8,19 +9,95 @@
 //! same text sent at once with the same seed. Live audio is never cached: every sentence is
 //! new text, and its bytes only make sense inside this stream's encoder.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::synthesis::Delivery;
-use super::{join, utterances, Job, Request, SpeechError, SpeechService, Utterances};
+use super::{join, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS};
 use crate::audio::StreamEncoder;
 use crate::metrics as m;
+use crate::text::incremental::{SentenceBuffer, StreamNormalizer};
 
-/// One stream of speech fed sentence by sentence. Each sentence handed in is synthesized at
-/// once, concurrently with the others, and its audio is encoded strictly in the order the
-/// sentences were handed in, a piece at a time as it is computed.
+/// A sentence of streamed text, normalized and cut as the whole text is cut into utterances:
+/// what [`LiveSpeech::sentence`] speaks, as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sentence(String);
+
+impl Sentence {
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Text that arrives in pieces, cut into the sentences that [`SpeechService::speak`] would
+/// cut the whole text into, each as soon as it is settled: normalized as it comes in
+/// ([`StreamNormalizer`]), then split ([`SentenceBuffer`]), the order of the whole-body path.
+/// With a wait limit, text that waits that long for its sentence to end is spoken up to its
+/// last clause. Its clock is tokio's.
+#[derive(Debug, Clone)]
+pub struct LiveText {
+    normalizer: StreamNormalizer,
+    sentences: SentenceBuffer,
+}
+
+impl LiveText {
+    pub fn new(max_wait: Option<Duration>) -> Self {
+        Self {
+            normalizer: StreamNormalizer::new(),
+            sentences: SentenceBuffer::new(MAX_UTTERANCE_CHARS, max_wait),
+        }
+    }
+
+    /// Adds a piece of text; returns the sentences it completed, in order.
+    pub fn push(&mut self, piece: &str) -> Vec<Sentence> {
+        let normalized = self.normalizer.push(piece);
+        let next = self.normalizer.peek();
+        wrap(self.sentences.push_before(&normalized, &next, now()))
+    }
+
+    /// Everything received, as if the text ended here.
+    pub fn flush(&mut self) -> Vec<Sentence> {
+        let normalized = self.normalizer.finish();
+        let mut done = self.sentences.push(&normalized, now());
+        done.extend(self.sentences.finish());
+        wrap(done)
+    }
+
+    /// When text will have waited too long for its sentence to end, if any waits.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.sentences.deadline().map(Instant::from_std)
+    }
+
+    /// Once the [`deadline`](Self::deadline) has passed, what can be spoken without waiting
+    /// for more (see [`SentenceBuffer::flush_overdue`]).
+    pub fn flush_overdue(&mut self) -> Vec<Sentence> {
+        wrap(self.sentences.flush_overdue(now()))
+    }
+
+    /// Characters received and not handed out in a sentence yet.
+    pub fn pending_chars(&self) -> usize {
+        self.normalizer.pending_chars() + self.sentences.pending().chars().count()
+    }
+}
+
+fn now() -> std::time::Instant {
+    Instant::now().into_std()
+}
+
+fn wrap(sentences: Vec<String>) -> Vec<Sentence> {
+    sentences.into_iter().map(Sentence).collect()
+}
+
+/// One stream of speech fed text piece by piece. Each sentence the text makes
+/// ([`push_text`](Self::push_text)) and that is handed in ([`sentence`](Self::sentence)) is
+/// synthesized at once, concurrently with the others, and its audio is encoded strictly in
+/// the order the sentences were handed in, a piece at a time as it is computed.
 pub struct LiveSpeech {
     service: SpeechService,
+    text: LiveText,
     job: Job,
     base_seed: u64,
     /// Utterance index of the next sentence's first utterance, across the whole stream.
@@ -74,6 +151,7 @@ impl SpeechService {
         let encoder = super::stream_encoder(&job)?;
         Ok(LiveSpeech {
             service: self.clone(),
+            text: LiveText::new(None),
             base_seed: job.params().seed.unwrap_or_else(rand::random),
             job,
             next_utterance: 0,
@@ -98,10 +176,43 @@ impl LiveSpeech {
         &self.job
     }
 
-    /// Hands in the next sentence and starts synthesizing it. Text with nothing speakable
-    /// in it ends at once, with no audio.
-    pub fn sentence(&mut self, text: &str) -> SentenceAudio {
-        let sentences = utterances(text);
+    /// The same stream, with text that waits `max_wait` for its sentence to end spoken up to
+    /// its last clause (see [`LiveText`]); without, it waits for the sentence.
+    pub fn with_max_wait(mut self, max_wait: Option<Duration>) -> Self {
+        self.text = LiveText::new(max_wait);
+        self
+    }
+
+    /// Adds a piece of the text; returns the sentences it completed, to hand in.
+    pub fn push_text(&mut self, piece: &str) -> Vec<Sentence> {
+        self.text.push(piece)
+    }
+
+    /// The sentences of everything received, as if the text ended here.
+    pub fn flush(&mut self) -> Vec<Sentence> {
+        self.text.flush()
+    }
+
+    /// When text will have waited too long for its sentence to end, if any waits: then
+    /// [`flush_overdue`](Self::flush_overdue).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.text.deadline()
+    }
+
+    /// Past the [`deadline`](Self::deadline), the sentences that can be spoken without
+    /// waiting for more text.
+    pub fn flush_overdue(&mut self) -> Vec<Sentence> {
+        self.text.flush_overdue()
+    }
+
+    /// Characters of text received and not yet in a sentence.
+    pub fn pending_chars(&self) -> usize {
+        self.text.pending_chars()
+    }
+
+    /// Hands in the next sentence and starts synthesizing it.
+    pub fn sentence(&mut self, sentence: Sentence) -> SentenceAudio {
+        let sentences = vec![sentence.0];
         let first_index = self.next_utterance;
         self.next_utterance += sentences.len();
         let index = self.handed_in;
@@ -109,9 +220,6 @@ impl LiveSpeech {
         let (service, job, base_seed) = (self.service.clone(), self.job.clone(), self.base_seed);
         let (sender, parts) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
-            if sentences.is_empty() {
-                return;
-            }
             metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
             let utterances = Utterances {
                 sentences,
@@ -221,5 +329,132 @@ impl Drop for SentenceAudio {
     fn drop(&mut self) {
         // Nobody will play it: stop synthesizing (queued utterances are then dropped too).
         self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MARKUP: &str = "# Streaming\nMr. **Smith** paid 3.50 dollars, i.e. *less*. See \
+        [the docs. Really](https://x.org/a_b) now!\n\n- apples\n- pears. And more\nA heading\n\n\
+        Some text, e.g. this. Dr. Jones met me at 3.14 p.m. Done. - not a list. “Quoted,” he \
+        said… ```rust\nlet x = 1;\n```\nThe end";
+
+    fn sentences_of(pieces: &[String]) -> Vec<String> {
+        let mut text = LiveText::new(None);
+        let mut out = Vec::new();
+        for piece in pieces {
+            out.extend(text.push(piece));
+        }
+        out.extend(text.flush());
+        assert_eq!(text.pending_chars(), 0);
+        out.into_iter().map(|s| s.0).collect()
+    }
+
+    /// Streamed in any pieces, the text becomes the utterances of the whole text, in order.
+    #[test]
+    fn streamed_text_becomes_the_utterances_of_the_whole_text() {
+        let whole = super::super::utterances(MARKUP);
+        assert!(whole.len() > 8, "{whole:?}");
+        let chars: Vec<char> = MARKUP.chars().collect();
+        for cut in 0..=chars.len() {
+            let pieces = [chars[..cut].iter().collect(), chars[cut..].iter().collect()];
+            assert_eq!(sentences_of(&pieces), whole, "cut at char {cut}");
+        }
+        for n in [1, 2, 3, 5, 8, 13] {
+            let pieces: Vec<String> = chars.chunks(n).map(|c| c.iter().collect()).collect();
+            assert_eq!(sentences_of(&pieces), whole, "pieces of {n}");
+        }
+    }
+
+    /// A sentence is out as soon as the next one has begun, before the next word ends.
+    #[test]
+    fn a_sentence_is_out_once_the_next_one_begins() {
+        let mut text = LiveText::new(None);
+        assert!(text.push("First **sentence**. ").is_empty());
+        let out = text.push("Sec");
+        assert_eq!(out, [Sentence("First sentence.".into())]);
+        assert!(text.push("ond, unfinished").is_empty());
+        assert_eq!(text.flush(), [Sentence("Second, unfinished".into())]);
+        // A link's text may still be cut off: nothing is settled inside it.
+        assert!(text.push("Read [the docs. Now").is_empty());
+        assert_eq!(
+            text.push("](x) and go. "),
+            [Sentence("Read the docs.".into())]
+        );
+    }
+
+    #[test]
+    fn generated_text_becomes_the_utterances_of_the_whole_text() {
+        let tokens = [
+            "**",
+            "*",
+            "_",
+            "`",
+            "```",
+            "[",
+            "](",
+            ")",
+            "]",
+            "(",
+            "<https://a.b>",
+            "#",
+            "\n",
+            "\n\n",
+            "- ",
+            "> ",
+            "word",
+            "Word",
+            "Dr.",
+            "e.g.",
+            "3.14",
+            ".",
+            "!",
+            "?",
+            "...",
+            ",",
+            ";",
+            "\"",
+            "“",
+            "’",
+            "–",
+            "--",
+            "…",
+            " ",
+            "  ",
+            "1990",
+            "Ünï",
+            "👍",
+            "U.S.",
+            "X.",
+        ];
+        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for round in 0..1500 {
+            let text: String = (0..(round % 60))
+                .map(|_| tokens[next(tokens.len())])
+                .collect();
+            let chars: Vec<char> = text.chars().collect();
+            let mut cuts: Vec<usize> = (0..next(10)).map(|_| next(chars.len() + 1)).collect();
+            cuts.sort_unstable();
+            cuts.push(chars.len());
+            let mut at = 0;
+            let pieces: Vec<String> = cuts
+                .iter()
+                .map(|&cut| {
+                    let piece = chars[at..cut].iter().collect();
+                    at = cut;
+                    piece
+                })
+                .collect();
+            let whole = super::super::utterances(&text);
+            assert_eq!(sentences_of(&pieces), whole, "{text:?} cut at {cuts:?}");
+        }
     }
 }

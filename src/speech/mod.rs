@@ -29,7 +29,7 @@ use crate::metrics as m;
 use crate::text;
 
 pub use error::{Failure, InvalidReason, SpeechError};
-pub use live::{LiveSpeech, SentenceAudio, SentencePart, SpokenSentence};
+pub use live::{LiveSpeech, LiveText, Sentence, SentenceAudio, SentencePart, SpokenSentence};
 pub use request::{Job, Request};
 pub use stream::{SpeechStream, TimedChunk};
 pub use subtitles::{SubtitleFormat, Subtitles};
@@ -493,9 +493,12 @@ mod tests {
                 })
                 .unwrap();
             assert_eq!(live.sample_rate(), 22_050);
-            let mut hello = live.sentence("Hello there.");
-            let mut fine = live.sentence("Fine.");
-            let mut how = live.sentence("How are you?");
+            let mut sentences = live.push_text("Hello there. Fine. How are you?");
+            sentences.extend(live.flush());
+            let [hello, fine, how] = <[_; 3]>::try_from(sentences).expect("three sentences");
+            let mut hello = live.sentence(hello);
+            let mut fine = live.sentence(fine);
+            let mut how = live.sentence(how);
             let early = how.next_part().await.expect("audio");
             assert!(
                 matches!(live.encode(early), Err(SpeechError::Encoding(_))),

@@ -6,11 +6,14 @@
 //! "3.14", so a sentence is handed out only once the text after it settles where it ends. The
 //! rules are those of [`split_sentences`]: fed the same text in any chunking, a
 //! [`SentenceBuffer`] yields the same sentences as splitting the whole text at once, unless it
-//! had to speak early because of its length or wait limit. It is pure and synchronous: the
-//! caller passes the time in and owns the timer.
+//! had to speak early because of its length or wait limit. A whole text is normalized before
+//! it is split, so streamed text goes through a [`StreamNormalizer`] first, which hands out
+//! the normalization of the whole text in pieces. Both are pure and synchronous: the caller
+//! passes the time in and owns the timer.
 
 use std::time::{Duration, Instant};
 
+use super::normalize::normalize;
 use super::split::split_sentences;
 
 /// Clause marks after which text held too long may be spoken before its sentence ends.
@@ -44,8 +47,15 @@ impl SentenceBuffer {
 
     /// Adds `chunk` (received at `now`) and returns the sentences it completed, in order.
     pub fn push(&mut self, chunk: &str, now: Instant) -> Vec<String> {
+        self.push_before(chunk, "", now)
+    }
+
+    /// As [`push`](Self::push), where `next` is how the text is known to go on without being
+    /// received for good (the start of the next sentence): it only settles where the
+    /// sentences before it end.
+    pub fn push_before(&mut self, chunk: &str, next: &str, now: Instant) -> Vec<String> {
         self.pending.push_str(chunk);
-        let done = self.take_complete();
+        let done = self.take_complete(next);
         self.rearm(now, !done.is_empty());
         done
     }
@@ -92,8 +102,9 @@ impl SentenceBuffer {
 
     /// Hands out the sentences whose end is settled, and the leading pieces of a pending
     /// sentence that has grown past the length limit.
-    fn take_complete(&mut self) -> Vec<String> {
-        let spans = split_sentences(&self.pending, usize::MAX);
+    fn take_complete(&mut self, next: &str) -> Vec<String> {
+        let text = format!("{}{next}", self.pending);
+        let spans = split_sentences(&text, usize::MAX);
         // The boundary before the last span is settled only once the span holds a character
         // that decides it (a lowercase letter would have joined the sentences): openers and
         // whitespace do not.
@@ -106,7 +117,11 @@ impl SentenceBuffer {
         let mut cursor = 0;
         let mut done = Vec::new();
         for sentence in complete {
-            cursor = skip_piece(&self.pending, cursor, sentence);
+            let end = skip_piece(&text, cursor, sentence);
+            if end > self.pending.len() {
+                break; // it lies in `next`
+            }
+            cursor = end;
             done.extend(split_sentences(sentence, self.max_chars));
         }
         let rest = &self.pending[cursor..];
@@ -167,6 +182,205 @@ fn last_clause_cut(text: &str) -> Option<usize> {
                 && !text[..b].trim().is_empty()
         })
         .map(|(b, c)| b + c.len_utf8())
+}
+
+/// Texts appended to the line received so far to see whether its normalization up to a cut
+/// can still change: another word (a heading's trailing `#`s and a list item's final period
+/// depend on how the line ends), the rest of a horizontal rule, and the ends of a link whose
+/// `[` (or an autolink's `<`) is already in (with and without a title).
+const PROBES: &[&str] = &[
+    "", " x", "x", " x #", " - -", " * *", " _ _", "](x)", "]](x)", "]]](x)", ")", "\")", "')",
+    "(x)", "\"x\")", " \"x\")", "'x')", " 'x')", ">",
+];
+
+/// Normalizes text that arrives in pieces exactly as [`normalize`] normalizes the whole text,
+/// handing the result out in pieces as soon as they are settled.
+///
+/// [`normalize`] works line by line (only a code fence carries over from one line to the
+/// next), and within a line its rules look at the neighbours of a character, except for a
+/// link, whose end may come much later, and the line's start and end (headings, list items,
+/// rules). So a line is normalized from its start each time text arrives, and the text up to
+/// its last whitespace is handed out once appending more to the line (probed with
+/// [`PROBES`]) cannot change how it normalizes. What was handed out is then replaced by a
+/// stand-in that keeps the line's kind, so a long line is not normalized again and again.
+#[derive(Debug, Clone, Default)]
+pub struct StreamNormalizer {
+    /// The stand-in for what was handed out of the current line, then the rest of the line
+    /// received so far (raw).
+    line: String,
+    /// Raw bytes of the stand-in at the start of `line`, and of its normalization.
+    stand_in: usize,
+    stand_in_normalized: usize,
+    /// Whether the current line is inside a code fence.
+    in_fence: bool,
+    /// Whether anything was handed out: what follows is then separated by a space.
+    started: bool,
+}
+
+impl StreamNormalizer {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `piece` and returns the normalized text that it settled (possibly nothing). All
+    /// pieces returned, joined, are the normalization of all text received.
+    pub fn push(&mut self, piece: &str) -> String {
+        let mut out = String::new();
+        let mut rest = piece;
+        while let Some(newline) = rest.find('\n') {
+            self.line.push_str(&rest[..newline]);
+            self.end_line(&mut out);
+            rest = &rest[newline + 1..];
+        }
+        self.line.push_str(rest);
+        self.settle(&mut out);
+        out
+    }
+
+    /// Hands out the rest of the current line as if it ended here.
+    pub fn finish(&mut self) -> String {
+        let mut out = String::new();
+        self.end_line(&mut out);
+        out
+    }
+
+    /// Characters received and not handed out yet.
+    pub fn pending_chars(&self) -> usize {
+        self.line[self.stand_in..].chars().count()
+    }
+
+    /// How the normalized text goes on after what was handed out, up to its first letter or
+    /// digit, when nothing that may follow can change that: enough to settle where the
+    /// sentence before it ends (see [`SentenceBuffer::push_before`]). Empty when unknown.
+    pub fn peek(&self) -> String {
+        if !self.started {
+            return String::new();
+        }
+        let start_of = |line: &str| {
+            let normalized = self.normalized(line);
+            let tail = normalized.get(self.stand_in_normalized..)?.trim_start();
+            let (at, c) = tail.char_indices().find(|&(_, c)| c.is_alphanumeric())?;
+            // A link or an autolink may yet lose its marks, however it ends.
+            if tail[..at].contains(['[', '<']) {
+                return None;
+            }
+            Some(format!(" {}", &tail[..at + c.len_utf8()]))
+        };
+        let Some(peek) = start_of(&self.line) else {
+            return String::new();
+        };
+        let stable = PROBES
+            .iter()
+            .all(|probe| start_of(&format!("{}{probe}", self.line)).as_ref() == Some(&peek));
+        if stable {
+            peek
+        } else {
+            String::new()
+        }
+    }
+
+    fn normalized(&self, line: &str) -> String {
+        if self.in_fence {
+            normalize(&format!("```\n{line}"))
+        } else {
+            normalize(line)
+        }
+    }
+
+    /// Appends `text` (the next part of the whole normalization) to `out`.
+    fn emit(&mut self, text: &str, out: &mut String) {
+        let text = text.trim_start();
+        if text.is_empty() {
+            return;
+        }
+        if self.started {
+            out.push(' ');
+        }
+        out.push_str(text);
+        self.started = true;
+    }
+
+    /// The line is complete: the rest of its normalization, and the fence state after it.
+    fn end_line(&mut self, out: &mut String) {
+        let line = std::mem::take(&mut self.line);
+        let line = line.strip_suffix('\r').unwrap_or(&line);
+        let normalized = self.normalized(line);
+        let rest = normalized
+            .get(self.stand_in_normalized..)
+            .unwrap_or_default();
+        self.emit(rest, out);
+        self.in_fence = self.in_fence_after(line);
+        self.stand_in = 0;
+        self.stand_in_normalized = 0;
+    }
+
+    /// Hands out the line up to its last whitespace if nothing that can follow changes how
+    /// that part normalizes.
+    fn settle(&mut self, out: &mut String) {
+        let Some((cut, space)) = self.line[self.stand_in..]
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| c.is_whitespace())
+        else {
+            return;
+        };
+        let cut = self.stand_in + cut;
+        if self.in_fence_after(&self.line[..cut]) != self.in_fence {
+            // A fence line: the stand-in would lose its marks (and such lines are short).
+            return;
+        }
+        let settled = self.normalized(&self.line[..cut]);
+        if settled.len() <= self.stand_in_normalized {
+            return;
+        }
+        let stand_in = self.stand_in_for(&self.line[..cut + space.len_utf8()]);
+        let shorter = format!("{stand_in}{}", &self.line[cut..]);
+        let stand_in_normalized = self.normalized(stand_in).len();
+        // What may follow normalizes the same after the settled text as after the stand-in.
+        let stable = PROBES.iter().all(|probe| {
+            let later = self.normalized(&format!("{}{probe}", self.line));
+            let rest = later.strip_prefix(settled.as_str());
+            let rest_after_stand_in = self.normalized(&format!("{shorter}{probe}"));
+            rest.is_some_and(|rest| {
+                rest.chars().next().is_none_or(char::is_whitespace)
+                    && rest_after_stand_in.get(stand_in_normalized..) == Some(rest)
+            })
+        });
+        if !stable {
+            return;
+        }
+        self.emit(
+            settled.get(self.stand_in_normalized..).unwrap_or_default(),
+            out,
+        );
+        self.line = shorter;
+        self.stand_in = stand_in.len();
+        self.stand_in_normalized = stand_in_normalized;
+    }
+
+    /// Whether a code fence is open after `line` (a list item after it is left as it is
+    /// only inside a fence).
+    fn in_fence_after(&self, line: &str) -> bool {
+        self.normalized(&format!("{line}\n- x")).ends_with("- x")
+    }
+
+    /// A short line start that normalizes the rest of a line as `line_start` (which ends in
+    /// whitespace) does: as a
+    /// heading's, a list item's or a plain line's. What was handed out of a heading or list
+    /// item ends so that it gets no final period; so does the stand-in.
+    fn stand_in_for(&self, line_start: &str) -> &'static str {
+        let ends = |probe: &str, end: &str| {
+            self.normalized(&format!("{line_start}{probe}"))
+                .ends_with(end)
+        };
+        if !ends("x", "x.") {
+            "x"
+        } else if ends("x #", "x.") {
+            "# x."
+        } else {
+            "- x."
+        }
+    }
 }
 
 #[cfg(test)]
@@ -384,5 +598,142 @@ mod tests {
             None,
             "whitespace does not wait to be spoken"
         );
+    }
+
+    /// Markup of every kind normalize knows, cut by sentences, links and lines.
+    const MARKUP: &str = "# Intro ##\nMr. **Smith** paid $3.50, i.e. *less*. See [the docs. Really](https://x.org/a_b \"T\") \
+        or <https://a.b/c>! Then `code.` ran -- fast\u{301}.\n\n- apples. pears\n* [x] done\n\
+        > quoted. **bold\nline** 1990–1995 👍 ok…\n---\n* * *\n```rust\nlet x = 1; - no\n# no\n```\n\
+        ## Part two ## more\r\nEnd (really). [a [b](c) d](e) [brackets] stay. 2 * 3 = 6 e.g. this";
+
+    fn normalize_in(chunks: &[&str]) -> String {
+        let mut stream = StreamNormalizer::new();
+        let mut out = String::new();
+        for chunk in chunks {
+            out.push_str(&stream.push(chunk));
+        }
+        out.push_str(&stream.finish());
+        assert_eq!(stream.pending_chars(), 0);
+        out
+    }
+
+    #[test]
+    fn streamed_text_normalizes_as_the_whole_text_in_any_chunking() {
+        let whole = normalize(MARKUP);
+        for cut in 0..=MARKUP.chars().count() {
+            let chunks = chunks_at(MARKUP, &[cut]);
+            assert_eq!(normalize_in(&as_strs(&chunks)), whole, "cut at char {cut}");
+        }
+        let singles: Vec<String> = MARKUP.chars().map(String::from).collect();
+        assert_eq!(normalize_in(&as_strs(&singles)), whole);
+        let len = MARKUP.chars().count();
+        let mut state: u64 = 0x2545_F491_4F6C_DD1D;
+        for _ in 0..300 {
+            let mut cuts = Vec::new();
+            let mut at = 0;
+            loop {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                at += 1 + (state % 12) as usize;
+                if at >= len {
+                    break;
+                }
+                cuts.push(at);
+            }
+            let chunks = chunks_at(MARKUP, &cuts);
+            assert_eq!(normalize_in(&as_strs(&chunks)), whole, "cuts {cuts:?}");
+        }
+    }
+
+    #[test]
+    fn settled_text_comes_out_before_the_line_ends() {
+        let mut stream = StreamNormalizer::new();
+        assert_eq!(stream.push("Hello **there**. How"), "Hello there.");
+        assert_eq!(stream.pending_chars(), " How".chars().count());
+        // A link may still close: its text waits.
+        assert_eq!(stream.push(" are [the docs. And"), "");
+        assert_eq!(stream.push(" more](x) now"), " How are the docs. And more");
+        assert_eq!(stream.finish(), " now");
+    }
+
+    #[test]
+    fn generated_markup_normalizes_as_the_whole_text_in_pieces() {
+        let tokens = [
+            "**",
+            "*",
+            "_",
+            "__",
+            "~~",
+            "`",
+            "```",
+            "~~~",
+            "[",
+            "](",
+            ")",
+            "![",
+            "]",
+            "(",
+            "<https://a.b>",
+            "<",
+            ">",
+            "#",
+            "##",
+            "\n",
+            "\n\n",
+            "- ",
+            "* ",
+            "> ",
+            "[x] ",
+            "---",
+            "word",
+            "Word",
+            "Dr.",
+            "e.g.",
+            "3.14",
+            ".",
+            "!",
+            "?",
+            ",",
+            ";",
+            "\"",
+            "'",
+            "“",
+            "’",
+            "–",
+            "--",
+            "…",
+            " ",
+            "  ",
+            "\t",
+            "\r\n",
+            "1990",
+            "Ünï",
+            "e\u{301}",
+            "👍",
+            "\u{200B}",
+        ];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        for round in 0..4000 {
+            let text: String = (0..(round % 60))
+                .map(|_| tokens[next(tokens.len())])
+                .collect();
+            let whole = normalize(&text);
+            let len = text.chars().count();
+            let mut cuts: Vec<usize> = (0..next(10)).map(|_| next(len + 1)).collect();
+            cuts.sort_unstable();
+            let chunks = chunks_at(&text, &cuts);
+            assert_eq!(
+                normalize_in(&as_strs(&chunks)),
+                whole,
+                "{text:?} cut at {cuts:?}"
+            );
+        }
     }
 }

@@ -202,15 +202,6 @@ pub(crate) enum ServerEvent {
 }
 
 impl ServerEvent {
-    /// An `audio-chunk` of mono 16-bit samples.
-    pub fn audio_chunk(rate: u32, samples: &[i16]) -> Self {
-        let pcm: Vec<u8> = samples.iter().flat_map(|s| s.to_le_bytes()).collect();
-        ServerEvent::AudioChunk {
-            rate,
-            pcm: Bytes::from(pcm),
-        }
-    }
-
     pub fn into_raw(self) -> RawEvent {
         let (kind, data, payload) = match self {
             ServerEvent::Info { voices } => ("info", info_data(&voices), Bytes::new()),
@@ -464,7 +455,15 @@ mod tests {
 
     #[test]
     fn audio_chunks_carry_little_endian_pcm() {
-        let raw = ServerEvent::audio_chunk(16000, &[1, -2, 0x1234]).into_raw();
+        let pcm: Vec<u8> = [1i16, -2, 0x1234]
+            .iter()
+            .flat_map(|s| s.to_le_bytes())
+            .collect();
+        let raw = ServerEvent::AudioChunk {
+            rate: 16000,
+            pcm: Bytes::from(pcm),
+        }
+        .into_raw();
         assert_eq!(raw.kind, "audio-chunk");
         assert_eq!(
             raw.data,

@@ -14,8 +14,11 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
+
+use crate::speech::Sentence;
 
 mod accept;
 mod event;
@@ -40,6 +43,15 @@ pub trait Synthesizer: Send + Sync {
     /// samples at `sample_rate` as they are synthesized; one call becomes one
     /// `audio-start` … `audio-stop` on the wire.
     fn speak(&self, text: String, voice: VoiceChoice) -> BoxFuture<'_, Result<Speech, SpeakError>>;
+
+    /// Starts speaking one sentence of a text stream exactly as the pipeline's
+    /// [`LiveText`](crate::speech::LiveText) cut it (it is not normalized or split again);
+    /// otherwise as [`speak`](Self::speak).
+    fn speak_sentence(
+        &self,
+        sentence: Sentence,
+        voice: VoiceChoice,
+    ) -> BoxFuture<'_, Result<Speech, SpeakError>>;
 }
 
 /// The voice a request settled on: `name` as listed in [`VoiceDescription::name`] (or an alias
@@ -51,10 +63,11 @@ pub struct VoiceChoice {
     pub speaker: Option<String>,
 }
 
-/// Audio on its way: the sample rate, and mono 16-bit samples in pieces of any size.
+/// Audio on its way: the sample rate, and mono 16-bit little-endian samples (what an
+/// `audio-chunk` carries) in pieces of any whole number of samples.
 pub struct Speech {
     pub sample_rate: u32,
-    pub samples: BoxStream<'static, Result<Vec<i16>, SpeakError>>,
+    pub pcm: BoxStream<'static, Result<Bytes, SpeakError>>,
 }
 
 /// Why the pipeline could not speak; each becomes an `error` event with its own code.
@@ -92,8 +105,6 @@ pub struct Limits {
     pub max_text_chars: usize,
     /// Samples per `audio-chunk`.
     pub samples_per_chunk: usize,
-    /// Longest piece of streamed text spoken at once; longer sentences are cut at clauses.
-    pub max_sentence_chars: usize,
     /// How long streamed text may wait for its sentence to end before it is spoken up to its
     /// last clause; `None` waits for the sentence (or the end of the stream).
     pub sentence_max_wait: Option<Duration>,
@@ -112,7 +123,6 @@ impl Default for Limits {
             max_payload_bytes: 1 << 20,
             max_text_chars: 20_000,
             samples_per_chunk: 1024,
-            max_sentence_chars: 400,
             sentence_max_wait: Some(Duration::from_millis(1500)),
             shutdown_grace: Duration::from_secs(10),
         }

@@ -2,14 +2,17 @@
 //! [`SpeechService`], so Wyoming shares batching, the audio cache, the registry, the limits
 //! and the metrics with HTTP.
 
+use bytes::Bytes;
 use futures::future::BoxFuture;
-use futures::stream::StreamExt;
+use futures::stream::{self, StreamExt};
 use futures::FutureExt;
 use tracing::Instrument;
 
 use super::{Attribution, SpeakError, Speech, Synthesizer, VoiceChoice, VoiceDescription};
 use crate::metrics as m;
-use crate::speech::{Request, SpeechError, SpeechService, VoiceListing};
+use crate::speech::{
+    LiveSpeech, Request, Sentence, SentenceAudio, SpeechError, SpeechService, VoiceListing,
+};
 
 /// OpenAI's names for "the default engine" and "the default voice", which the registry
 /// resolves to whatever the server is configured with.
@@ -29,24 +32,96 @@ impl Synthesizer for SpeechService {
             voice = voice.name.as_deref().unwrap_or("default"),
             chars = text.chars().count()
         );
-        async move {
-            let result = self.start_speaking(text, voice).await;
-            match &result {
-                Ok(_) => count("synthesize", "ok"),
-                Err(e) => {
-                    tracing::debug!(error = %e, "wyoming synthesis refused");
-                    count("synthesize", error_code(e));
-                }
-            }
-            result
-        }
-        .instrument(span)
-        .boxed()
+        counted(self.start_speaking(text, voice))
+            .instrument(span)
+            .boxed()
+    }
+
+    fn speak_sentence(
+        &self,
+        sentence: Sentence,
+        voice: VoiceChoice,
+    ) -> BoxFuture<'_, Result<Speech, SpeakError>> {
+        let span = tracing::info_span!(
+            "wyoming_synthesize",
+            voice = voice.name.as_deref().unwrap_or("default"),
+            chars = sentence.text().chars().count()
+        );
+        counted(self.start_speaking_sentence(sentence, voice))
+            .instrument(span)
+            .boxed()
     }
 }
 
+/// Counts a request by how it started.
+async fn counted(
+    start: impl std::future::Future<Output = Result<Speech, SpeakError>>,
+) -> Result<Speech, SpeakError> {
+    let result = start.await;
+    match &result {
+        Ok(_) => count("synthesize", "ok"),
+        Err(e) => {
+            tracing::debug!(error = %e, "wyoming synthesis refused");
+            count("synthesize", error_code(e));
+        }
+    }
+    result
+}
+
 impl SpeechService {
+    /// The whole text as one request, cached like HTTP's.
     async fn start_speaking(&self, text: String, voice: VoiceChoice) -> Result<Speech, SpeakError> {
+        let job = self
+            .prepare(Request {
+                input: text,
+                use_cache: true,
+                ..self.wyoming_request(voice)?
+            })
+            .map_err(speak_error)?;
+        let stream = self.stream(job).await.map_err(speak_error)?;
+        // Native-rate `pcm` is already what an `audio-chunk` carries.
+        let pcm = stream
+            .chunks
+            .map(|chunk| chunk.map_err(speak_error))
+            .boxed();
+        Ok(Speech {
+            sample_rate: stream.sample_rate,
+            pcm,
+        })
+    }
+
+    /// One sentence of a stream, as it is: a stream of the pipeline's own with this one
+    /// sentence in it. Resolves once its first audio (or its failure) is there, so that a
+    /// voice that fails to load is refused before `audio-start`.
+    async fn start_speaking_sentence(
+        &self,
+        sentence: Sentence,
+        voice: VoiceChoice,
+    ) -> Result<Speech, SpeakError> {
+        let mut live = self
+            .live(self.wyoming_request(voice)?)
+            .map_err(speak_error)?;
+        let sample_rate = live.sample_rate();
+        let mut audio = live.sentence(sentence);
+        let first = match audio.next_part().await {
+            Some(part) => Some(live.encode(part).map_err(speak_error)?),
+            None => None,
+        };
+        let rest = stream::unfold(Some((live, audio)), |state| async move {
+            let (mut live, mut audio) = state?;
+            Some(match next_bytes(&mut live, &mut audio).await {
+                Ok(Some(bytes)) => (Ok(bytes), Some((live, audio))),
+                Ok(None) => (finish(live, audio), None),
+                Err(e) => (Err(e), None),
+            })
+        });
+        let first = first.filter(|bytes| !bytes.is_empty());
+        let pcm = stream::iter(first.map(Ok)).chain(rest).boxed();
+        Ok(Speech { sample_rate, pcm })
+    }
+
+    /// The request of a Wyoming voice choice, without its input.
+    fn wyoming_request(&self, voice: VoiceChoice) -> Result<Request, SpeakError> {
         let (model, name) = match &voice.name {
             None => (DEFAULT_MODEL.to_string(), DEFAULT_VOICE.to_string()),
             Some(name) => {
@@ -63,33 +138,33 @@ impl SpeechService {
             Some(speaker) => format!("{name}:{speaker}"),
             None => name,
         };
-        let job = self
-            .prepare(Request {
-                model,
-                voice,
-                input: text,
-                use_cache: true,
-                native_pcm: true,
-                ..Request::default()
-            })
-            .map_err(speak_error)?;
-        let stream = self.stream(job).await.map_err(speak_error)?;
-        let samples = stream
-            .chunks
-            .map(|chunk| {
-                chunk.map_err(speak_error).map(|bytes| {
-                    bytes
-                        .chunks_exact(2)
-                        .map(|pair| i16::from_le_bytes([pair[0], pair[1]]))
-                        .collect()
-                })
-            })
-            .boxed();
-        Ok(Speech {
-            sample_rate: stream.sample_rate,
-            samples,
+        Ok(Request {
+            model,
+            voice,
+            native_pcm: true,
+            ..Request::default()
         })
     }
+}
+
+/// The sentence's next non-empty bytes; `None` once it is complete.
+async fn next_bytes(
+    live: &mut LiveSpeech,
+    audio: &mut SentenceAudio,
+) -> Result<Option<Bytes>, SpeakError> {
+    while let Some(part) = audio.next_part().await {
+        let bytes = live.encode(part).map_err(speak_error)?;
+        if !bytes.is_empty() {
+            return Ok(Some(bytes));
+        }
+    }
+    Ok(None)
+}
+
+/// The sentence is complete: the stream's last bytes.
+fn finish(mut live: LiveSpeech, audio: SentenceAudio) -> Result<Bytes, SpeakError> {
+    live.end_sentence(audio).map_err(speak_error)?;
+    live.finish().map_err(speak_error)
 }
 
 fn describe(voice: &VoiceListing) -> VoiceDescription {

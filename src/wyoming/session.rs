@@ -7,6 +7,7 @@
 //! `error` event and the connection is closed, because clients wait for `audio-stop` or
 //! `synthesize-stopped` and treat only a close as the end of a failed request.
 
+use bytes::{Bytes, BytesMut};
 use futures::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::{sleep_until, timeout, timeout_at, Instant};
@@ -15,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::event::{wyoming_language, ClientEvent, EventError, RequestedVoice, ServerEvent};
 use super::frame::{Codec, FrameError};
-use super::{Limits, SpeakError, Synthesizer, VoiceChoice, VoiceDescription};
-use crate::text::incremental::SentenceBuffer;
+use super::{Limits, SpeakError, Speech, Synthesizer, VoiceChoice, VoiceDescription};
+use crate::speech::{LiveText, Sentence};
 
 /// Serves one connection until the client closes it, breaks the protocol, goes idle past
 /// [`Limits::idle_timeout`], a request fails, or `shutdown` is cancelled (checked between
@@ -82,7 +83,8 @@ impl From<SpeakError> for Stop {
 /// An open `synthesize-start` … `synthesize-stop` stream.
 struct TextStream {
     voice: VoiceChoice,
-    sentences: SentenceBuffer,
+    /// The text not yet in a sentence, in the pipeline's hands.
+    text: LiveText,
     chars: usize,
 }
 
@@ -102,11 +104,7 @@ where
 {
     async fn run(&mut self, shutdown: &CancellationToken) -> Result<(), Stop> {
         loop {
-            let overdue = self
-                .stream
-                .as_ref()
-                .and_then(|s| s.sentences.deadline())
-                .map(Instant::from_std);
+            let overdue = self.stream.as_ref().and_then(|s| s.text.deadline());
             let idle = Instant::now() + self.limits.idle_timeout;
             tokio::select! {
                 biased;
@@ -156,7 +154,8 @@ where
                     return Err(refuse("empty-text", "nothing to speak"));
                 }
                 let voice = self.resolve(voice).await?;
-                self.speak(text, &voice).await
+                let speech = self.synthesizer.speak(text, voice).await?;
+                self.play(speech).await
             }
             ClientEvent::SynthesizeStart { voice } => {
                 if self.stream.is_some() {
@@ -165,10 +164,7 @@ where
                 let voice = self.resolve(voice).await?;
                 self.stream = Some(TextStream {
                     voice,
-                    sentences: SentenceBuffer::new(
-                        self.limits.max_sentence_chars,
-                        self.limits.sentence_max_wait,
-                    ),
+                    text: LiveText::new(self.limits.sentence_max_wait),
                     chars: 0,
                 });
                 Ok(())
@@ -182,7 +178,7 @@ where
                 };
                 stream.chars += text.chars().count();
                 check_length(stream.chars, self.limits.max_text_chars)?;
-                let sentences = stream.sentences.push(&text, Instant::now().into_std());
+                let sentences = stream.text.push(&text);
                 let voice = stream.voice.clone();
                 self.speak_each(sentences, &voice).await
             }
@@ -193,8 +189,7 @@ where
                         "synthesize-stop outside a stream",
                     ));
                 };
-                self.speak_each(stream.sentences.finish(), &stream.voice)
-                    .await?;
+                self.speak_each(stream.text.flush(), &stream.voice).await?;
                 self.send(ServerEvent::SynthesizeStopped).await
             }
         }
@@ -205,45 +200,55 @@ where
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
         };
-        let sentences = stream.sentences.flush_overdue(Instant::now().into_std());
+        let sentences = stream.text.flush_overdue();
         let voice = stream.voice.clone();
         self.speak_each(sentences, &voice).await
     }
 
+    /// Each sentence in its own `audio-start` … `audio-stop`.
     async fn speak_each(
         &mut self,
-        sentences: Vec<String>,
+        sentences: Vec<Sentence>,
         voice: &VoiceChoice,
     ) -> Result<(), Stop> {
         for sentence in sentences {
-            self.speak(sentence, voice).await?;
+            let speech = self
+                .synthesizer
+                .speak_sentence(sentence, voice.clone())
+                .await?;
+            self.play(speech).await?;
         }
         Ok(())
     }
 
     /// One `audio-start`, the audio in chunks of [`Limits::samples_per_chunk`] samples, one
-    /// `audio-stop`.
-    async fn speak(&mut self, text: String, voice: &VoiceChoice) -> Result<(), Stop> {
-        let speech = self.synthesizer.speak(text, voice.clone()).await?;
+    /// `audio-stop`. The pipeline's bytes are the payloads as they are, only cut to size.
+    async fn play(&mut self, speech: Speech) -> Result<(), Stop> {
         let rate = speech.sample_rate;
         self.send(ServerEvent::AudioStart { rate }).await?;
-        let per_chunk = self.limits.samples_per_chunk.max(1);
-        let mut chunk: Vec<i16> = Vec::with_capacity(per_chunk);
-        let mut samples = speech.samples;
-        while let Some(piece) = samples.next().await {
-            let mut piece = &piece?[..];
+        let per_chunk = 2 * self.limits.samples_per_chunk.max(1);
+        let mut chunk = BytesMut::new();
+        let mut pcm = speech.pcm;
+        while let Some(piece) = pcm.next().await {
+            let mut piece: Bytes = piece?;
             while !piece.is_empty() {
-                let take = (per_chunk - chunk.len()).min(piece.len());
-                chunk.extend_from_slice(&piece[..take]);
-                piece = &piece[take..];
-                if chunk.len() == per_chunk {
-                    self.send(ServerEvent::audio_chunk(rate, &chunk)).await?;
-                    chunk.clear();
-                }
+                let full = if chunk.is_empty() && piece.len() >= per_chunk {
+                    piece.split_to(per_chunk)
+                } else {
+                    let take = (per_chunk - chunk.len()).min(piece.len());
+                    chunk.extend_from_slice(&piece.split_to(take));
+                    if chunk.len() < per_chunk {
+                        continue;
+                    }
+                    chunk.split().freeze()
+                };
+                self.send(ServerEvent::AudioChunk { rate, pcm: full })
+                    .await?;
             }
         }
         if !chunk.is_empty() {
-            self.send(ServerEvent::audio_chunk(rate, &chunk)).await?;
+            let pcm = chunk.freeze();
+            self.send(ServerEvent::AudioChunk { rate, pcm }).await?;
         }
         self.send(ServerEvent::AudioStop).await
     }

@@ -63,6 +63,14 @@ impl Synthesizer for Fake {
         .boxed()
     }
 
+    fn speak_sentence(
+        &self,
+        sentence: crate::speech::Sentence,
+        voice: VoiceChoice,
+    ) -> BoxFuture<'_, Result<Speech, SpeakError>> {
+        self.speak(sentence.text().to_string(), voice)
+    }
+
     fn speak(&self, text: String, voice: VoiceChoice) -> BoxFuture<'_, Result<Speech, SpeakError>> {
         async move {
             self.calls
@@ -80,15 +88,17 @@ impl Synthesizer for Fake {
             }
             let total = SAMPLES_PER_CHAR * text.chars().count();
             let samples: Vec<i16> = (0..total).map(|i| (i % 32_000) as i16).collect();
-            let mut pieces: Vec<Result<Vec<i16>, SpeakError>> =
-                samples.chunks(PIECE).map(|p| Ok(p.to_vec())).collect();
+            let mut pieces: Vec<Result<bytes::Bytes, SpeakError>> = samples
+                .chunks(PIECE)
+                .map(|p| Ok(p.iter().flat_map(|s| s.to_le_bytes()).collect()))
+                .collect();
             if text.contains("FAIL") {
                 pieces.truncate(1);
                 pieces.push(Err(SpeakError::Failed("model exploded".into())));
             }
             Ok(Speech {
                 sample_rate: RATE,
-                samples: stream::iter(pieces).boxed(),
+                pcm: stream::iter(pieces).boxed(),
             })
         }
         .boxed()
@@ -375,6 +385,34 @@ async fn a_stream_gets_one_audio_run_per_sentence_as_soon_as_it_is_complete() {
     assert_eq!(h.fake.texts().last().unwrap(), "Again.");
 }
 
+/// A stream's sentences are the utterances of its whole text (normalized, then split), in
+/// any chunking, and each is spoken as it is.
+#[tokio::test]
+async fn streamed_sentences_are_the_utterances_of_the_whole_text() {
+    let text = "## Plan\n- Call **Dr. Smith** at 3.14 p.m.\n- Buy milk\n\nSee [the docs. Now](u) \
+        please, e.g. today. Done";
+    let whole = crate::text::split_sentences(
+        &crate::text::normalize(text),
+        crate::speech::MAX_UTTERANCE_CHARS,
+    );
+    assert!(whole.len() >= 5, "{whole:?}");
+    for n in [1, 4, 9] {
+        let mut h = start(quiet());
+        h.client.send("synthesize-start", json!({})).await;
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(n) {
+            let piece: String = piece.iter().collect();
+            h.client
+                .send("synthesize-chunk", json!({ "text": piece }))
+                .await;
+        }
+        h.client.send("synthesize-stop", json!({})).await;
+        let reply = h.client.until("synthesize-stopped").await;
+        assert_eq!(runs(&reply).len(), whole.len());
+        assert_eq!(h.fake.texts(), whole, "pieces of {n} characters");
+    }
+}
+
 #[tokio::test]
 async fn an_empty_stream_just_stops() {
     let mut h = start(quiet());
@@ -544,7 +582,8 @@ async fn text_over_the_limit_is_refused() {
     );
 }
 
-#[tokio::test]
+/// On the test's clock: the wait passes without sleeping.
+#[tokio::test(start_paused = true)]
 async fn a_stalled_stream_speaks_its_clause_after_the_wait() {
     let limits = Limits {
         sentence_max_wait: Some(Duration::from_millis(200)),
@@ -557,7 +596,11 @@ async fn a_stalled_stream_speaks_its_clause_after_the_wait() {
         .send("synthesize-chunk", json!({"text": "Well, let me think"}))
         .await;
     let first = h.client.until("audio-stop").await;
-    assert!(sent.elapsed() >= Duration::from_millis(200));
+    let waited = sent.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_millis(250),
+        "spoken after {waited:?}"
+    );
     assert_eq!(audio_samples(&first), SAMPLES_PER_CHAR * "Well,".len());
     assert_eq!(h.fake.texts(), ["Well,"]);
     h.client.send("synthesize-stop", json!({})).await;
@@ -565,7 +608,7 @@ async fn a_stalled_stream_speaks_its_clause_after_the_wait() {
     assert_eq!(h.fake.texts(), ["Well,", "let me think"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_idle_connection_is_closed() {
     let limits = Limits {
         idle_timeout: Duration::from_millis(300),
@@ -576,11 +619,15 @@ async fn an_idle_connection_is_closed() {
     // A header trickling in does not count as activity.
     h.client.send_bytes(b"{\"type\":").await;
     assert!(h.client.recv().await.is_none());
-    assert!(opened.elapsed() >= Duration::from_millis(300));
+    let idle = opened.elapsed();
+    assert!(
+        idle >= Duration::from_millis(300) && idle < Duration::from_millis(350),
+        "closed after {idle:?}"
+    );
     h.session.await.unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_client_that_stops_reading_is_dropped() {
     let limits = Limits {
         write_timeout: Duration::from_millis(300),
@@ -661,4 +708,164 @@ async fn the_listener_bounds_connections_and_shuts_down() {
         .expect("serve did not return after shutdown")
         .unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+/// A deterministic engine: a tone whose length follows the text.
+struct Tone {
+    info: crate::engine::VoiceInfo,
+}
+
+impl Tone {
+    fn info() -> crate::engine::VoiceInfo {
+        crate::engine::VoiceInfo {
+            id: "tone".into(),
+            engine: "tone".into(),
+            language: "en".into(),
+            sample_rate: RATE,
+            speakers: vec![],
+        }
+    }
+}
+
+impl crate::engine::Engine for Tone {
+    fn id(&self) -> &str {
+        "tone"
+    }
+
+    fn voices(&self) -> Vec<crate::engine::VoiceInfo> {
+        vec![Tone::info()]
+    }
+
+    fn load_voice(
+        &self,
+        _voice: &str,
+    ) -> Result<Arc<dyn crate::engine::Voice>, crate::engine::EngineError> {
+        Ok(Arc::new(Tone { info: Tone::info() }))
+    }
+}
+
+impl crate::engine::Voice for Tone {
+    fn info(&self) -> &crate::engine::VoiceInfo {
+        &self.info
+    }
+
+    fn synthesize_each(
+        &self,
+        batch: &[crate::engine::SynthesisItem],
+        done: &mut dyn FnMut(usize, crate::engine::Pcm),
+    ) -> Result<(), crate::engine::EngineError> {
+        for (i, item) in batch.iter().enumerate() {
+            let samples = (0..SAMPLES_PER_CHAR * item.text.chars().count())
+                .map(|n| 0.9 * (n as f32 * 0.031).sin())
+                .collect();
+            done(i, crate::engine::Pcm::new(samples, RATE));
+        }
+        Ok(())
+    }
+}
+
+/// The real pipeline with the [`Tone`] engine.
+fn tone_service() -> crate::speech::SpeechService {
+    use crate::batch::Batcher;
+    use crate::cache::AudioCache;
+    use crate::config::{BatchSettings, CacheSettings};
+    use crate::engine::registry::{Registry, RegistryConfig};
+    let registry = Registry::new(
+        vec![Arc::new(Tone { info: Tone::info() })],
+        RegistryConfig {
+            default_engine: "tone".into(),
+            default_voice: "tone".into(),
+            model_aliases: Default::default(),
+            voice_aliases: Default::default(),
+            max_loaded: 2,
+            single_engine_resident: false,
+            idle_unload: None,
+        },
+    )
+    .unwrap();
+    let batch = BatchSettings {
+        enabled: true,
+        max_size: 4,
+        timeout_ms: 1,
+        queue_size: 16,
+    };
+    let cache = CacheSettings {
+        enabled: false,
+        max_mb: 8,
+        ttl_s: 0,
+        redis: None,
+    };
+    crate::speech::SpeechService::new(
+        Arc::new(registry),
+        Batcher::start(&batch, 1),
+        AudioCache::new(&cache),
+        1000,
+        None,
+    )
+}
+
+/// The concatenated payloads of one `audio-start` … `audio-stop` run.
+fn payloads(run: &[RawEvent]) -> Vec<u8> {
+    run.iter()
+        .filter(|e| e.kind == "audio-chunk")
+        .flat_map(|e| e.payload.to_vec())
+        .collect()
+}
+
+/// The real pipeline's audio reaches the wire exactly as the pipeline encodes it: the
+/// `audio-chunk` payloads of a one-shot request, joined, are the bytes of the same text's
+/// whole body in native-rate `pcm`, and so are a streamed sentence's those of that sentence.
+#[tokio::test]
+async fn audio_chunks_carry_the_pipelines_pcm_unchanged() {
+    let speech = tone_service();
+    let whole = |input: &str| {
+        let job = speech
+            .prepare(crate::speech::Request {
+                model: "tone".into(),
+                voice: "tone".into(),
+                input: input.into(),
+                native_pcm: true,
+                ..Default::default()
+            })
+            .unwrap();
+        let speech = speech.clone();
+        async move { speech.speak(job).await.unwrap().audio.bytes.to_vec() }
+    };
+    let (ours, theirs) = tokio::io::duplex(1 << 16);
+    let session = {
+        let speech = speech.clone();
+        tokio::spawn(async move {
+            let (r, w) = tokio::io::split(theirs);
+            serve_connection(&speech, r, w, &quiet(), &CancellationToken::new()).await;
+        })
+    };
+    let (r, w) = tokio::io::split(ours);
+    let mut client = Client::new(r, w);
+    let voice = json!({"name": "tone"});
+
+    let text = "Hello there. How are you today?";
+    client
+        .send("synthesize", json!({"text": text, "voice": voice}))
+        .await;
+    let reply = client.until("audio-stop").await;
+    let heard = payloads(&reply);
+    assert!(heard.len() > 22_050, "{} bytes", heard.len());
+    assert!(heard == whole(text).await, "one-shot audio differs");
+
+    client
+        .send("synthesize-start", json!({"voice": voice}))
+        .await;
+    for chunk in ["Hello the", "re. How are", " you today?"] {
+        client
+            .send("synthesize-chunk", json!({"text": chunk}))
+            .await;
+    }
+    client.send("synthesize-stop", json!({})).await;
+    let reply = client.until("synthesize-stopped").await;
+    let streamed = runs(&reply);
+    assert_eq!(streamed.len(), 2);
+    assert!(payloads(streamed[0]) == whole("Hello there.").await);
+    assert!(payloads(streamed[1]) == whole("How are you today?").await);
+    drop(client);
+    session.await.unwrap();
 }

@@ -87,7 +87,8 @@ pub(super) enum ServerMessage<'a> {
         response_format: &'static str,
         sample_rate: u32,
     },
-    /// After a sentence's audio: its text and how much audio it got.
+    /// After a sentence's audio: its text (as spoken: normalized, markup gone) and how much
+    /// audio it got.
     Sentence {
         index: usize,
         text: &'a str,

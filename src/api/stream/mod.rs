@@ -3,8 +3,8 @@
 //!
 //! An HTTP request needs the whole text up front; an assistant that speaks while its model is
 //! still writing would wait for the last token. Here the client sends text pieces cut
-//! anywhere, the same [`SentenceBuffer`](crate::text::incremental::SentenceBuffer) as
-//! Wyoming's decides when a sentence is ready, and its audio comes back while later pieces
+//! anywhere, the pipeline's [`LiveText`](crate::speech::LiveText) (as for Wyoming) cuts them
+//! into the sentences the whole text would make, and its audio comes back while later pieces
 //! are still arriving. `message` is the wire format, `session` one connection; this file is
 //! the upgrade, the browser-friendly way to send the API key, and the bound on connections.
 

@@ -1,5 +1,6 @@
-//! One WebSocket text stream: reads text pieces, hands finished sentences to the pipeline and
-//! sends their audio back in order, until the text ends, the client goes, or a limit is hit.
+//! One WebSocket text stream: reads text pieces, hands them to the pipeline, which cuts them
+//! into sentences, and sends each sentence's audio back in order, until the text ends, the
+//! client goes, or a limit is hit.
 //!
 //! Everything happens in one task, one event at a time: a client message, a sentence whose
 //! audio is ready, text that waited too long for its sentence to end, the idle timer, server
@@ -15,8 +16,7 @@ use tokio::time::{sleep_until, timeout, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::message::{ClientMessage, Kind, Refusal, ServerMessage, StreamSettings};
-use crate::speech::{LiveSpeech, Request, SentenceAudio, SentencePart, SpeechService};
-use crate::text::incremental::SentenceBuffer;
+use crate::speech::{LiveSpeech, Request, Sentence, SentenceAudio, SentencePart, SpeechService};
 
 /// Sentences synthesized while an earlier one is still being computed or sent.
 const LOOKAHEAD: usize = 2;
@@ -69,14 +69,14 @@ impl From<Refusal> for Stop {
 }
 
 enum Work {
-    Sentence(String),
+    Sentence(Sentence),
     Flushed,
 }
 
 /// Handed to the pipeline, in order: a sentence's audio on its way, or a flush mark.
 enum InFlight {
     Sentence {
-        text: String,
+        sentence: Sentence,
         audio: SentenceAudio,
         /// Bytes of its audio sent so far.
         sent: usize,
@@ -115,7 +115,6 @@ pub(super) async fn serve(
         speech,
         limits,
         live: None,
-        sentences: SentenceBuffer::new(crate::speech::MAX_UTTERANCE_CHARS, None),
         waiting: VecDeque::new(),
         in_flight: VecDeque::new(),
         unspoken_chars: 0,
@@ -166,9 +165,8 @@ struct Session {
     socket: WebSocket,
     speech: SpeechService,
     limits: Limits,
-    /// Opened by the first message.
+    /// Opened by the first message; it also holds the text not yet in a sentence.
     live: Option<LiveSpeech>,
-    sentences: SentenceBuffer,
     /// Sentences not yet handed to the pipeline, in order, and flush marks between them.
     waiting: VecDeque<Work>,
     in_flight: VecDeque<InFlight>,
@@ -190,10 +188,10 @@ impl Session {
                 return Ok(self.ending.take().unwrap_or(Stop::Done));
             }
             let overdue = self
-                .sentences
-                .deadline()
-                .filter(|_| self.ending.is_none())
-                .map(Instant::from_std);
+                .live
+                .as_ref()
+                .and_then(LiveSpeech::deadline)
+                .filter(|_| self.ending.is_none());
             let idle = self.last_heard + self.limits.idle_timeout;
             let busy = !self.in_flight.is_empty() || !self.waiting.is_empty();
             tokio::select! {
@@ -203,8 +201,8 @@ impl Session {
                     self.deliver(next).await?;
                 }
                 _ = sleep_until(overdue.unwrap_or(idle)), if overdue.is_some() => {
-                    let ready = self.sentences.flush_overdue(std::time::Instant::now());
-                    self.enqueue(ready);
+                    let ready = self.live.as_mut().map(LiveSpeech::flush_overdue);
+                    self.enqueue(ready.unwrap_or_default());
                 }
                 _ = sleep_until(idle), if !busy => {
                     return Err(Refusal::new(
@@ -281,8 +279,8 @@ impl Session {
             None => {}
         }
         if message.flush == Some(true) || message.kind == Some(Kind::Flush) {
-            let rest = self.sentences.finish();
-            self.enqueue(rest);
+            let rest = self.live.as_mut().map(LiveSpeech::flush);
+            self.enqueue(rest.unwrap_or_default());
             self.waiting.push_back(Work::Flushed);
         }
         if message.kind == Some(Kind::End) {
@@ -325,8 +323,8 @@ impl Session {
                 noise_w: settings.noise_w,
                 ..Request::default()
             })
-            .map_err(Refusal::from)?;
-        self.sentences = SentenceBuffer::new(crate::speech::MAX_UTTERANCE_CHARS, max_wait);
+            .map_err(Refusal::from)?
+            .with_max_wait(max_wait);
         let start = ServerMessage::Start {
             voice: live.job().voice().key.to_string(),
             response_format: live.job().format().as_str(),
@@ -338,8 +336,10 @@ impl Session {
 
     /// Adds a text piece, refusing it if too much text would wait to be spoken.
     fn push(&mut self, text: &str) -> Result<(), Stop> {
-        let waiting =
-            self.unspoken_chars + self.sentences.pending().chars().count() + text.chars().count();
+        let Some(live) = self.live.as_mut() else {
+            return Ok(());
+        };
+        let waiting = self.unspoken_chars + live.pending_chars() + text.chars().count();
         if waiting > self.limits.max_pending_chars {
             return Err(Refusal::new(
                 close_code::SIZE,
@@ -351,22 +351,22 @@ impl Session {
             )
             .into());
         }
-        let ready = self.sentences.push(text, std::time::Instant::now());
+        let ready = live.push_text(text);
         self.enqueue(ready);
         Ok(())
     }
 
-    fn enqueue(&mut self, sentences: Vec<String>) {
+    fn enqueue(&mut self, sentences: Vec<Sentence>) {
         for sentence in sentences {
-            self.unspoken_chars += sentence.chars().count();
+            self.unspoken_chars += sentence.text().chars().count();
             self.waiting.push_back(Work::Sentence(sentence));
         }
     }
 
     /// No more text: what is buffered is spoken, then the stream closes with `how`.
     fn end(&mut self, how: Stop) {
-        let rest = self.sentences.finish();
-        self.enqueue(rest);
+        let rest = self.live.as_mut().map(LiveSpeech::flush);
+        self.enqueue(rest.unwrap_or_default());
         self.ending = Some(how);
     }
 
@@ -380,9 +380,9 @@ impl Session {
                 break;
             };
             let next = match work {
-                Work::Sentence(text) => InFlight::Sentence {
-                    audio: live.sentence(&text),
-                    text,
+                Work::Sentence(sentence) => InFlight::Sentence {
+                    audio: live.sentence(sentence.clone()),
+                    sentence,
                     sent: 0,
                 },
                 Work::Flushed => InFlight::Flushed,
@@ -415,15 +415,20 @@ impl Session {
                 self.send(Message::Binary(bytes)).await
             }
             Progress::SentenceDone => {
-                let Some(InFlight::Sentence { text, audio, sent }) = self.in_flight.pop_front()
+                let Some(InFlight::Sentence {
+                    sentence,
+                    audio,
+                    sent,
+                }) = self.in_flight.pop_front()
                 else {
                     return Ok(());
                 };
                 let spoken = live.end_sentence(audio).map_err(Refusal::from)?;
+                let text = sentence.text();
                 self.unspoken_chars = self.unspoken_chars.saturating_sub(text.chars().count());
                 let sentence = ServerMessage::Sentence {
                     index: self.spoken,
-                    text: &text,
+                    text,
                     audio_bytes: sent,
                     start_s: spoken.start_s,
                     duration_s: spoken.duration_s,
