@@ -9,9 +9,9 @@
 //! relative terms are added along the diagonal in place; and the output product writes
 //! [B, H, T] directly. One [T, T] buffer serves every head.
 
-use super::cpu::is_cpu_f32;
 use super::fast_math::softmax_in_place;
 use super::gemm::product;
+use super::tensor::is_cpu_f32;
 use crate::spare::rows_in_parts;
 use candle_core::{Device, Result, Tensor};
 

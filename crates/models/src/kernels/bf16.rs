@@ -9,13 +9,64 @@
 //! rounding; a block's sums land in a small `f32` buffer and the epilogue adds bias, residuals
 //! and (when accumulating) the output's value in `f32`, so only the products are rounded.
 //!
-//! Three blocks, one picked per CPU ([`super::precision::bf16_isa`]): AMX tiles (32 × 32 per
+//! Three blocks, one picked per CPU ([`bf16_isa`]): AMX tiles (32 × 32 per
 //! call, [`super::amx`]), AVX-512 `vdpbf16ps` (8 rows × 32 columns in 16 registers) and a
 //! portable loop with the same roundings, which is how the bf16 arithmetic is tested on any CPU.
 
+use std::sync::OnceLock;
+
 use super::amx;
-use super::direct::{Rows, RowsMut, SampleMap};
-use super::precision::{self, Bf16Isa};
+use super::rows::{Rows, RowsMut, SampleMap};
+
+/// How bf16 products run on this CPU, best first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Bf16Isa {
+    /// AMX tiles (`tdpbf16ps`), 32 × 32 output blocks.
+    Amx,
+    /// AVX-512 `vdpbf16ps`, 8 × 32 register blocks.
+    Avx512,
+    /// Plain Rust with the same roundings: correct anywhere, slower than `f32`.
+    Portable,
+}
+
+impl Bf16Isa {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Bf16Isa::Amx => "AMX",
+            Bf16Isa::Avx512 => "AVX-512",
+            Bf16Isa::Portable => "portable",
+        }
+    }
+}
+
+/// The best bf16 implementation this CPU (and OS) supports, decided once.
+pub(super) fn bf16_isa() -> Bf16Isa {
+    static ISA: OnceLock<Bf16Isa> = OnceLock::new();
+    *ISA.get_or_init(|| {
+        if amx::usable() {
+            Bf16Isa::Amx
+        } else if avx512_bf16() {
+            Bf16Isa::Avx512
+        } else {
+            Bf16Isa::Portable
+        }
+    })
+}
+
+/// Whether the CPU has AVX-512 with the bf16 dot product (and the byte/word ops the input
+/// packing uses).
+pub(super) fn avx512_bf16() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// `u32`s of packed input tile (~256 KiB, inside L2), as in the `f32` kernel.
 const TILE_WORDS: usize = 64 * 1024;
@@ -146,7 +197,7 @@ impl Bf16Weights {
     }
 }
 
-/// [`super::direct::conv1d_rows`] for bf16 weights: the same definition, `out[co, j] = (out if
+/// `direct::conv1d_rows` for bf16 weights: the same definition, `out[co, j] = (out if
 /// accumulate) + bias[co] + Σ residuals[co, j] + Σ_ci Σ_k w[co, ci, k] · map(x[ci, j + offset
 /// + k·dilation])`, with weights and mapped inputs rounded to bf16.
 #[allow(clippy::too_many_arguments)]
@@ -182,7 +233,7 @@ pub(super) fn conv1d_rows(
     // No wider than the output needs: strips call this for a few thousand columns at a time.
     let tile = max_tile.min(l_out.div_ceil(cols) * cols);
     let row_len = tile + span;
-    let vector = precision::avx512_bf16();
+    let vector = avx512_bf16();
     let tiles = (w.isa == Bf16Isa::Amx).then(|| {
         assert!(amx::usable(), "weights packed for AMX on a CPU without it");
         // SAFETY: AMX is usable, checked above.
@@ -457,58 +508,10 @@ fn portable_block(a: &BlockArgs, sums: &mut [f32]) {
     }
 }
 
-/// Whether the AVX-512 bf16 block beats the `f32` kernel on this CPU: each timed (best of 5)
-/// on a 64-channel, 5-tap convolution over 4096 columns, like the decoder's middle stage;
-/// bf16 must be 20 % faster to count, so timing noise cannot flip a tie.
-pub(super) fn avx512_beats_f32() -> bool {
-    use super::direct::{Conv, PackedWeights};
-    use super::precision::PackedConv;
-    use std::time::Instant;
-    let (c, len, taps) = (64, 4096, 5);
-    let values = |n: usize, seed: usize| -> Vec<f32> {
-        (0..n)
-            .map(|i| (((i * 7919 + seed) % 1000) as f32 / 500.0) - 1.0)
-            .collect()
-    };
-    let (x, w, bias) = (values(c * len, 1), values(c * c * taps, 2), vec![0.0; c]);
-    let f32_weights = PackedConv::F32(PackedWeights::new(&w, c, c, taps));
-    let bf16_weights = PackedConv::Bf16(Bf16Weights::new(&w, c, c, taps, Bf16Isa::Avx512));
-    let mut out = vec![0f32; c * len];
-    let mut best = |weights: &PackedConv| -> f64 {
-        (0..5)
-            .map(|_| {
-                let started = Instant::now();
-                super::direct::conv1d_rows(
-                    RowsMut::new(&mut out, len, len),
-                    false,
-                    Rows::contiguous(&x, len),
-                    -2,
-                    &Conv {
-                        weights,
-                        bias: &bias,
-                        dilation: 1,
-                        map: SampleMap {
-                            scale: 1.0,
-                            leaky_slope: Some(0.1),
-                            mask: None,
-                        },
-                    },
-                    &[],
-                );
-                started.elapsed().as_secs_f64()
-            })
-            .fold(f64::INFINITY, f64::min)
-    };
-    let f32_time = best(&f32_weights);
-    let bf16_time = best(&bf16_weights);
-    tracing::debug!(f32_time, bf16_time, "AVX-512 bf16 against f32");
-    bf16_time * 1.2 < f32_time
-}
-
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use crate::kernels::direct::SampleMap;
     use super::{BlockArgs, Epilogue};
+    use crate::kernels::rows::SampleMap;
     use std::arch::x86_64::*;
 
     /// The vector part of [`super::pack_pairs`]: whole groups of 16 columns; returns how many
@@ -612,7 +615,7 @@ mod x86 {
 #[cfg(test)]
 pub(super) fn isas_for_tests() -> Vec<Bf16Isa> {
     let mut isas = vec![Bf16Isa::Portable];
-    if precision::avx512_bf16() {
+    if avx512_bf16() {
         isas.push(Bf16Isa::Avx512);
     }
     if amx::usable() {
@@ -642,7 +645,7 @@ mod tests {
     /// The vector packing gives the same words as the scalar one, with every map.
     #[test]
     fn vector_packing_matches_scalar() {
-        if !precision::avx512_bf16() {
+        if !avx512_bf16() {
             return;
         }
         let n = 77;

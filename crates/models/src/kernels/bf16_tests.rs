@@ -4,12 +4,10 @@
 //! within what rounding both operands to 8 significant bits allows.
 
 use super::bf16::{self, from_bf16, to_bf16, Bf16Weights};
-use super::direct::{Rows, RowsMut, SampleMap};
-use super::dispatch::{
-    conv1d_fused, conv_transpose1d_fused, residual_stack_sum, InputMap, PackedPhaseCache,
-    PackedWeightCache, StackConv,
-};
-use super::precision::Precision;
+use super::dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
+use super::layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
+use super::precision::{self, Precision};
+use super::rows::{Rows, RowsMut, SampleMap};
 use candle_core::{Device, Tensor};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -257,8 +255,8 @@ fn bf16_entry_points_agree_with_f32_within_rounding() {
 /// here whenever the CPU has it, so its code is exercised).
 #[test]
 fn auto_takes_bf16_only_where_the_hardware_is_faster() {
-    use super::precision::{avx512_bf16, bf16_isa, Bf16Isa};
-    let timed_faster = avx512_bf16().then(bf16::avx512_beats_f32);
+    use super::bf16::{avx512_bf16, bf16_isa, Bf16Isa};
+    let timed_faster = avx512_bf16().then(precision::avx512_beats_f32);
     let auto = Precision::auto();
     match bf16_isa() {
         Bf16Isa::Amx => assert_eq!(auto, Precision::Bf16),

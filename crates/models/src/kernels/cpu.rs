@@ -1,15 +1,16 @@
 //! The direct kernel and the strip-wise stages behind tensor arguments.
 //!
-//! Unpacks CPU `f32` tensors into the slices [`super::direct`] and [`super::strips`] work on,
+//! Unpacks CPU `f32` tensors into the slices the direct kernels ([`super::precision`] routes
+//! them) and [`super::strips`] work on,
 //! one batch item at a time, keeps each layer's packed weights in its
 //! [`PackedWeightCache`], and runs a transposed convolution as `stride` direct phases.
 
-use super::direct::{self, SampleMap};
-use super::dispatch::{
-    Conv1dShape, ConvTranspose1dShape, InputMap, PackedPhaseCache, PackedWeightCache, StackConv,
-};
-use super::precision::{PackedConv, Precision};
+use super::layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
+use super::precision::{self, PackedConv, Precision};
+use super::rows::SampleMap;
+use super::shape::{Conv1dShape, ConvTranspose1dShape};
 use super::strips;
+use super::tensor::{bias_or_zero, with_contiguous_f32};
 use candle_core::{Result, Storage, Tensor};
 use std::mem::MaybeUninit;
 
@@ -29,35 +30,7 @@ unsafe fn written_by(
     Ok(v)
 }
 
-/// Whether the kernels can take `t`: a CPU tensor of `f32`s (anything else stays with candle).
-pub(super) fn is_cpu_f32(t: &Tensor) -> bool {
-    matches!(t.device(), candle_core::Device::Cpu) && t.dtype() == candle_core::DType::F32
-}
-
-/// Runs `f` on the tensor's elements in row-major order, without a copy when the tensor is
-/// already contiguous.
-pub(super) fn with_contiguous_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
-    let t = t.contiguous()?;
-    let (storage, layout) = t.storage_and_layout();
-    let Storage::Cpu(cpu) = &*storage else {
-        candle_core::bail!("fast conv path needs a CPU tensor");
-    };
-    let data = cpu.as_slice::<f32>()?;
-    let Some((start, end)) = layout.contiguous_offsets() else {
-        candle_core::bail!("tensor is not contiguous after `contiguous()`");
-    };
-    Ok(f(&data[start..end]))
-}
-
-/// The bias as a vector, zeros when the layer has none.
-pub(super) fn bias_or_zero(bias: Option<&Tensor>, c_out: usize) -> Result<Vec<f32>> {
-    match bias {
-        Some(b) => b.flatten_all()?.to_vec1::<f32>(),
-        None => Ok(vec![0.0; c_out]),
-    }
-}
-
-/// [`super::dispatch::conv1d_fused`] through [`direct`] (groups 1).
+/// [`super::dispatch::conv1d_fused`] through the direct kernel (groups 1).
 pub(super) fn conv1d_direct(
     x: &Tensor,
     weight: &Tensor,
@@ -114,7 +87,7 @@ pub(super) fn conv1d_direct(
                         .iter()
                         .map(|r| &r[b * out_len..(b + 1) * out_len])
                         .collect();
-                    direct::conv1d(
+                    precision::conv1d(
                         out_b,
                         s.l_out,
                         &x[b * in_len..(b + 1) * in_len],
@@ -181,7 +154,7 @@ pub(super) fn residual_stack_sum(
                 let bias = biases.next().expect("one bias per convolution");
                 let taps = c.weight.dim(2)?;
                 unit_layers.push(strips::UnitConv {
-                    conv: direct::Conv {
+                    conv: precision::Conv {
                         weights: cached_pack(c.weight, c.cache, channels, channels, taps)?,
                         bias,
                         dilation: c.dilation,
@@ -296,7 +269,7 @@ pub(super) fn conv_transpose1d_direct(
                                     .collect()),
                                 // SAFETY: the phase convolution writes all its values.
                                 Some(packed) => written_by(s.c_out * n_q, |phase| {
-                                    direct::conv1d(
+                                    precision::conv1d(
                                         phase,
                                         n_q,
                                         x_b,

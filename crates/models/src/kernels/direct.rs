@@ -14,12 +14,11 @@
 //! (the decoder's strips, see [`super::strips`]) needs no copy. The register blocks themselves,
 //! one per instruction set, are in [`super::block`].
 
-use std::mem::MaybeUninit;
 use std::ops::Range;
 
-use super::precision::PackedConv;
+use super::block;
+use super::rows::{Rows, RowsMut, SampleMap};
 use crate::spare::{self, SharedOut};
-use super::{bf16, block};
 
 /// Floats of weights (all output channels, a chunk of input channels) used per input pass
 /// (~512 KiB, inside a 1 MiB L2; 128 KiB measured up to 10 % slower on the flow's 192 → 384).
@@ -27,124 +26,6 @@ const WEIGHT_CHUNK_FLOATS: usize = 128 * 1024;
 /// Floats of packed input tile (~256 KiB, inside L2). Outputs are written once, in place, so
 /// they need no tile of their own.
 const TILE_FLOATS: usize = 64 * 1024;
-
-/// What happens to each input value before the convolution sees it:
-/// `v ↦ LeakyReLU(v · scale) · mask[t]`.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct SampleMap<'a> {
-    pub scale: f32,
-    /// Negative-side slope of a LeakyReLU, if any (0 ≤ slope ≤ 1).
-    pub leaky_slope: Option<f32>,
-    /// One weight per input sample, indexed like the input's columns, shared by all channels.
-    pub mask: Option<&'a [f32]>,
-}
-
-impl SampleMap<'_> {
-    #[cfg(test)]
-    pub const IDENTITY: SampleMap<'static> = SampleMap {
-        scale: 1.0,
-        leaky_slope: None,
-        mask: None,
-    };
-
-    /// `dst[j] = map(src[j])` for the samples starting at `t0`, one loop per case so each
-    /// vectorizes.
-    pub(super) fn apply_slice(&self, dst: &mut [f32], src: &[f32], t0: usize) {
-        let scale = self.scale;
-        match (self.leaky_slope, self.mask) {
-            (None, None) => dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v * scale),
-            (Some(s), None) => dst.iter_mut().zip(src).for_each(|(d, &v)| {
-                let v = v * scale;
-                *d = v.max(v * s);
-            }),
-            (None, Some(m)) => {
-                for ((d, &v), &m) in dst.iter_mut().zip(src).zip(&m[t0..]) {
-                    *d = v * scale * m;
-                }
-            }
-            (Some(s), Some(m)) => {
-                for ((d, &v), &m) in dst.iter_mut().zip(src).zip(&m[t0..]) {
-                    let v = v * scale;
-                    *d = v.max(v * s) * m;
-                }
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn apply(&self, v: f32, t: usize) -> f32 {
-        let v = v * self.scale;
-        let v = match self.leaky_slope {
-            Some(s) => v.max(v * s),
-            None => v,
-        };
-        match self.mask {
-            Some(m) => v * m[t],
-            None => v,
-        }
-    }
-}
-
-/// A [channels, len] signal in row-major storage whose rows are `stride` floats apart.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Rows<'a> {
-    pub data: &'a [f32],
-    pub stride: usize,
-    pub len: usize,
-}
-
-impl<'a> Rows<'a> {
-    /// A contiguous [channels, len] signal.
-    pub fn contiguous(data: &'a [f32], len: usize) -> Self {
-        Self {
-            data,
-            stride: len,
-            len,
-        }
-    }
-
-    /// Columns `from..from + len` of every row.
-    pub fn window(&self, from: usize, len: usize) -> Rows<'a> {
-        assert!(from + len <= self.len && self.len <= self.stride);
-        Rows {
-            data: &self.data[from.min(self.data.len())..],
-            stride: self.stride,
-            len,
-        }
-    }
-
-    /// Whether `channels` rows of `len` values fit in `data`.
-    pub(super) fn holds(&self, channels: usize) -> bool {
-        channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
-    }
-}
-
-/// The output of a convolution: [channels, len] with rows `stride` floats apart. Values may be
-/// uninitialized unless the convolution accumulates into them.
-pub(super) struct RowsMut<'a> {
-    pub(super) data: &'a mut [MaybeUninit<f32>],
-    pub(super) stride: usize,
-    pub(super) len: usize,
-}
-
-impl<'a> RowsMut<'a> {
-    pub fn new(data: &'a mut [f32], stride: usize, len: usize) -> Self {
-        // SAFETY: f32 and MaybeUninit<f32> share layout, and every value the slice holds is
-        // initialized; writes through the result only ever store initialized f32s.
-        let data = unsafe { &mut *(data as *mut [f32] as *mut [MaybeUninit<f32>]) };
-        Self::uninit(data, stride, len)
-    }
-
-    /// For a fresh buffer: a convolution that does not accumulate writes every value of it.
-    pub fn uninit(data: &'a mut [MaybeUninit<f32>], stride: usize, len: usize) -> Self {
-        assert!(len <= stride);
-        Self { data, stride, len }
-    }
-
-    pub(super) fn holds(&self, channels: usize) -> bool {
-        channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
-    }
-}
 
 /// Weights [C_out, C_in, K] regrouped as [C_out / rows][C_in][K][rows] (rows past C_out are
 /// zero), so the kernel reads each block's weights front to back. `rows` is the register
@@ -208,87 +89,30 @@ impl PackedWeights {
     }
 }
 
-/// A convolution layer as the kernel runs it.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Conv<'a> {
-    pub weights: &'a PackedConv,
-    pub bias: &'a [f32],
-    pub dilation: usize,
-    pub map: SampleMap<'a>,
-}
-
-/// One batch item: `out[co, t] = bias[co] + Σ residuals[co, t] + Σ_ci Σ_k w[co, ci, k] ·
-/// map(x[ci, t + k·dilation − padding])`, with `x` outside `0..l_in` read as zero. A negative
-/// `padding` starts the output inside the signal (used by the transposed convolution's phases).
-/// `x` is [C_in, l_in], `out` and each residual are [C_out, l_out], all row-major.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn conv1d(
-    out: &mut [MaybeUninit<f32>],
-    l_out: usize,
-    x: &[f32],
-    l_in: usize,
-    w: &PackedConv,
-    bias: &[f32],
-    residuals: &[&[f32]],
-    padding: isize,
-    dilation: usize,
-    map: &SampleMap<'_>,
-) {
-    let residuals: Vec<Rows> = residuals
-        .iter()
-        .map(|r| Rows::contiguous(r, l_out))
-        .collect();
-    conv1d_rows(
-        RowsMut::uninit(out, l_out, l_out),
-        false,
-        Rows::contiguous(x, l_in),
-        -padding,
-        &Conv {
-            weights: w,
-            bias,
-            dilation,
-            map: *map,
-        },
-        &residuals,
-    );
-}
-
 /// The general form: `out[co, j] = (out[co, j] if accumulate) + bias[co] + Σ residuals[co, j] +
 /// Σ_ci Σ_k w[co, ci, k] · map(x[ci, j + offset + k·dilation])` for `j < out.len`, with `x` read
 /// as zero outside its `0..x.len` columns and the map's mask indexed like `x`'s columns.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn conv1d_rows(
     out: RowsMut<'_>,
     accumulate: bool,
     x: Rows<'_>,
     offset: isize,
-    conv: &Conv<'_>,
+    w: &PackedWeights,
+    bias: &[f32],
+    dilation: usize,
+    map: &SampleMap<'_>,
     residuals: &[Rows<'_>],
 ) {
-    let w = match conv.weights {
-        PackedConv::F32(w) => w,
-        PackedConv::Bf16(w) => {
-            let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
-            return bf16::conv1d_rows(
-                out, accumulate, x, offset, w, bias, dilation, map, residuals,
-            );
-        }
-        #[cfg(feature = "bench-kernels")]
-        PackedConv::Int8(w) => {
-            let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
-            return super::int8::conv1d_rows(
-                out, accumulate, x, offset, w, bias, dilation, map, residuals,
-            );
-        }
-    };
     let (c_in, c_out, taps, rows_per) = (w.c_in, w.c_out, w.taps, w.rows);
-    let (l_in, l_out, dilation) = (x.len, out.len, conv.dilation);
+    let (l_in, l_out) = (x.len, out.len);
     assert!(x.holds(c_in) && x.len <= x.stride);
     assert!(out.holds(c_out));
-    assert_eq!(conv.bias.len(), c_out);
+    assert_eq!(bias.len(), c_out);
     assert!(residuals
         .iter()
         .all(|r| r.holds(c_out) && r.len == l_out && r.len <= r.stride));
-    assert!(conv.map.mask.is_none_or(|m| m.len() >= l_in));
+    assert!(map.mask.is_none_or(|m| m.len() >= l_in));
     assert!(taps > 0 && dilation > 0);
     if l_out == 0 || c_out == 0 {
         return;
@@ -329,8 +153,7 @@ pub(super) fn conv1d_rows(
                 let i_lo = (first + j_lo as isize) as usize;
                 let i_hi = i_lo + (j_hi - j_lo);
                 let src = &x.data[ci * x.stride..];
-                conv.map
-                    .apply_slice(&mut row[j_lo..j_hi], &src[i_lo..i_hi], i_lo);
+                map.apply_slice(&mut row[j_lo..j_hi], &src[i_lo..i_hi], i_lo);
             }
             // Input channels in chunks whose weights (all output channels) stay in L2; per chunk,
             // column blocks outside and channel blocks inside, so the input columns one block reads
@@ -366,7 +189,7 @@ pub(super) fn conv1d_rows(
                             let start = at(out.stride);
                             assert!(start + (rows_per - 1) * out.stride + cols <= out_len);
                             let init = block::Init {
-                                bias: first_chunk.then(|| conv.bias[co0..].as_ptr()),
+                                bias: first_chunk.then(|| bias[co0..].as_ptr()),
                                 residuals: &res[..n_res],
                                 load_out: accumulate || !first_chunk,
                             };
@@ -392,7 +215,7 @@ pub(super) fn conv1d_rows(
                                             0.0
                                         };
                                         if first_chunk {
-                                            v += conv.bias[co0 + r];
+                                            v += bias[co0 + r];
                                             for res in residuals {
                                                 v += res.data[at(res.stride) + r * res.stride + j];
                                             }
@@ -522,22 +345,20 @@ mod tests {
                 let want = reference(
                     &x, l_in, &w, c_out, c_in, taps, &bias, res, padding, dilation, map,
                 );
-                let packed = PackedConv::F32(PackedWeights::new(&w, c_out, c_in, taps));
-                let mut got = vec![MaybeUninit::new(0f32); c_out * l_out];
-                conv1d(
-                    &mut got,
-                    l_out,
-                    &x,
-                    l_in,
+                let packed = PackedWeights::new(&w, c_out, c_in, taps);
+                let mut got = vec![0f32; c_out * l_out];
+                let res: Vec<Rows> = res.iter().map(|r| Rows::contiguous(r, l_out)).collect();
+                conv1d_rows(
+                    RowsMut::new(&mut got, l_out, l_out),
+                    false,
+                    Rows::contiguous(&x, l_in),
+                    -(padding as isize),
                     &packed,
                     &bias,
-                    res,
-                    padding as isize,
                     dilation,
                     map,
+                    &res,
                 );
-                // SAFETY: initialized above (and the kernel writes only floats).
-                let got: Vec<f32> = got.iter().map(|v| unsafe { v.assume_init() }).collect();
                 let worst = worst(&got, &want);
                 assert!(worst < 1e-4, "case {i}: max |diff| {worst}");
             }
@@ -574,13 +395,7 @@ mod tests {
             dilation,
             &map,
         );
-        let packed = PackedConv::F32(PackedWeights::new(&w, c, c, taps));
-        let conv = Conv {
-            weights: &packed,
-            bias: &bias,
-            dilation,
-            map,
-        };
+        let packed = PackedWeights::new(&w, c, c, taps);
         // Output columns 100..400 from input columns 90..430 (enough halo), written into a
         // copy of `before` in place.
         let (o0, o1, i0, i1) = (100, 400, 90, 430);
@@ -593,7 +408,10 @@ mod tests {
             true,
             input,
             o0 as isize - padding as isize - i0 as isize,
-            &conv,
+            &packed,
+            &bias,
+            dilation,
+            &map,
             &[res],
         );
         for ch in 0..c {

@@ -6,12 +6,12 @@
 //! per-tap products ([`super::gemm`]) or the strip-wise stage ([`super::strips`]). The routing
 //! thresholds come from side-by-side timings in `benches/conv.rs` (group `routes`).
 
-use std::sync::{Arc, OnceLock};
-
 use candle_core::{Result, Tensor};
 
-use super::precision::{PackedConv, Precision};
-use super::{cpu, gemm, strips};
+use super::layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
+use super::precision::Precision;
+use super::shape::{Conv1dShape, ConvTranspose1dShape};
+use super::{cpu, gemm, strips, tensor};
 
 /// `x` [B, C_in, L], `weight` [C_out, C_in / groups, K], `bias` [C_out]; stride 1.
 /// Returns [B, C_out, L + 2·padding − dilation·(K − 1)].
@@ -47,82 +47,6 @@ pub fn conv_transpose1d(
     }
     let y = x.conv_transpose1d(weight, padding, 0, stride, 1, 1)?;
     add_bias(y, bias)
-}
-
-/// An elementwise map fused into a convolution's input: `x ↦ LeakyReLU(x · scale) · mask`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct InputMap<'a> {
-    pub scale: f64,
-    /// Negative-side slope of a LeakyReLU applied after scaling (0 ≤ slope ≤ 1), if any.
-    pub leaky_slope: Option<f64>,
-    /// `[B, 1, L_in]` sequence mask, if any.
-    pub mask: Option<&'a Tensor>,
-}
-
-impl InputMap<'_> {
-    /// Leaves the input as it is.
-    pub const IDENTITY: InputMap<'static> = InputMap {
-        scale: 1.0,
-        leaky_slope: None,
-        mask: None,
-    };
-
-    /// The map as tensor ops, for the paths that do not fuse it.
-    pub fn apply(&self, x: &Tensor) -> Result<Tensor> {
-        let mut x = if self.scale == 1.0 {
-            x.clone()
-        } else {
-            (x * self.scale)?
-        };
-        if let Some(slope) = self.leaky_slope {
-            x = x.maximum(&(&x * slope)?)?;
-        }
-        match self.mask {
-            Some(m) => x.broadcast_mul(m),
-            None => Ok(x),
-        }
-    }
-}
-
-/// The direct kernel's copy of a layer's convolution weights in the layer's precision, made
-/// on first CPU use and kept with the layer: the weights never change after loading, so
-/// repacking (and for bf16, converting) them on every call (megabytes per utterance in the
-/// flow) is wasted work. Clones share the copy.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PackedWeightCache {
-    pub(super) packed: Arc<OnceLock<PackedConv>>,
-    pub(super) precision: Precision,
-}
-
-impl PackedWeightCache {
-    /// An empty cache whose weights will be packed for `precision`.
-    pub(crate) fn new(precision: Precision) -> Self {
-        Self {
-            packed: Arc::default(),
-            precision,
-        }
-    }
-
-    pub(crate) fn precision(&self) -> Precision {
-        self.precision
-    }
-}
-
-/// [`PackedWeightCache`] for a transposed convolution: one packed weight per phase (`None` for
-/// a phase without taps).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PackedPhaseCache {
-    pub(super) phases: Arc<OnceLock<Vec<Option<PackedConv>>>>,
-    pub(super) precision: Precision,
-}
-
-impl PackedPhaseCache {
-    pub(crate) fn new(precision: Precision) -> Self {
-        Self {
-            phases: Arc::default(),
-            precision,
-        }
-    }
 }
 
 /// `Σ residuals + conv1d(map(x))` (stride 1, groups 1): the decoder's residual step, which can
@@ -186,17 +110,6 @@ pub(crate) fn conv_transpose1d_fused(
     conv_transpose1d(&map.apply(x)?, weight, bias, stride, padding)
 }
 
-/// One convolution of a residual stack (see [`residual_stack_sum`]), borrowed from its layer.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StackConv<'a> {
-    /// [C, C, K]
-    pub weight: &'a Tensor,
-    pub bias: Option<&'a Tensor>,
-    pub padding: usize,
-    pub dilation: usize,
-    pub cache: &'a PackedWeightCache,
-}
-
 /// `Σ_blocks block(y)` for `y` [B, C, L], where a block is a chain of residual units
 /// `x ← x + convs(x)` and every convolution applies LeakyReLU(`slope`) and `mask` [B, 1, L] to
 /// its input: a decoder stage's multi-receptive-field sum. On the CPU in `f32`, for signals that
@@ -240,116 +153,7 @@ fn add_bias(y: Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
 
 /// True when all operands are `f32` tensors in CPU memory, the only case with a fast path.
 fn is_cpu_f32(x: &Tensor, weight: &Tensor, bias: Option<&Tensor>) -> bool {
-    cpu::is_cpu_f32(x) && cpu::is_cpu_f32(weight) && bias.is_none_or(cpu::is_cpu_f32)
-}
-
-/// Validated dimensions of a stride-1 grouped convolution. Inputs that fail validation are left to
-/// candle, so its error messages (and any of its edge-case behaviour) stay the reference.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Conv1dShape {
-    pub(super) batch: usize,
-    pub(super) c_in: usize,
-    pub(super) c_out: usize,
-    pub(super) l_in: usize,
-    pub(super) l_out: usize,
-    pub(super) taps: usize,
-    pub(super) padding: usize,
-    pub(super) dilation: usize,
-    pub(super) groups: usize,
-}
-
-impl Conv1dShape {
-    pub(super) fn for_fast_path(
-        x: &Tensor,
-        weight: &Tensor,
-        bias: Option<&Tensor>,
-        padding: usize,
-        dilation: usize,
-        groups: usize,
-    ) -> Option<Self> {
-        if !is_cpu_f32(x, weight, bias) || dilation == 0 || groups == 0 {
-            return None;
-        }
-        let (batch, c_in, l_in) = x.dims3().ok()?;
-        let (c_out, c_in_per_group, taps) = weight.dims3().ok()?;
-        let span = dilation.checked_mul(taps.checked_sub(1)?)?;
-        let l_out = (l_in + 2 * padding).checked_sub(span)?;
-        let valid = c_in_per_group * groups == c_in
-            && c_out % groups == 0
-            && l_out > 0
-            && batch > 0
-            && c_in_per_group > 0
-            && bias.is_none_or(|b| b.elem_count() == c_out);
-        valid.then_some(Self {
-            batch,
-            c_in,
-            c_out,
-            l_in,
-            l_out,
-            taps,
-            padding,
-            dilation,
-            groups,
-        })
-    }
-}
-
-impl Conv1dShape {
-    /// Whether the direct kernel beats per-tap matrix products. Measured on one core (AVX2,
-    /// thread CPU time; `benches/conv.rs`, group `routes`): from 3 taps it is faster at every model shape (192→384 k5 over 251
-    /// columns 4.0 → 3.0 ms, 768→192 k3 over 103 columns 2.2 → 1.8 ms, 64→64 k5 over 16064
-    /// columns 14.1 → 9.3 ms); pointwise convolutions tie or lose (192→192 over 103 columns
-    /// 0.15 → 0.20 ms), so they stay with gemm.
-    fn prefers_direct(&self) -> bool {
-        self.groups == 1 && self.taps >= 3
-    }
-}
-
-/// Validated dimensions of a transposed convolution (groups 1, dilation 1, no output padding).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct ConvTranspose1dShape {
-    pub(super) batch: usize,
-    pub(super) c_in: usize,
-    pub(super) c_out: usize,
-    pub(super) l_in: usize,
-    pub(super) l_out: usize,
-    pub(super) taps: usize,
-    pub(super) stride: usize,
-    pub(super) padding: usize,
-}
-
-impl ConvTranspose1dShape {
-    pub(super) fn for_fast_path(
-        x: &Tensor,
-        weight: &Tensor,
-        bias: Option<&Tensor>,
-        stride: usize,
-        padding: usize,
-    ) -> Option<Self> {
-        if !is_cpu_f32(x, weight, bias) || stride == 0 {
-            return None;
-        }
-        let (batch, c_in, l_in) = x.dims3().ok()?;
-        let (w_c_in, c_out, taps) = weight.dims3().ok()?;
-        let l_out = ((l_in.checked_sub(1)? * stride) + taps).checked_sub(2 * padding)?;
-        let valid = w_c_in == c_in
-            && c_in > 0
-            && c_out > 0
-            && taps > 0
-            && l_out > 0
-            && batch > 0
-            && bias.is_none_or(|b| b.elem_count() == c_out);
-        valid.then_some(Self {
-            batch,
-            c_in,
-            c_out,
-            l_in,
-            l_out,
-            taps,
-            stride,
-            padding,
-        })
-    }
+    tensor::is_cpu_f32(x) && tensor::is_cpu_f32(weight) && bias.is_none_or(tensor::is_cpu_f32)
 }
 
 /// Each CPU path forced whatever the routing rules say, so that `benches/conv.rs` can time them

@@ -8,7 +8,7 @@
 //! Hand-written rather than a crate: the few math crates with vector `exp` bring whole SIMD
 //! abstraction layers for these twenty lines.
 
-use super::cpu::is_cpu_f32;
+use super::tensor::is_cpu_f32;
 use candle_core::{Device, Result, Tensor};
 
 /// `e^x` for x in [−87, 88] (inputs are clamped there), relative error < 2e-7.

@@ -7,8 +7,8 @@
 //! convolutions (one input channel per group) are too little work per tap for a product and
 //! run as a direct loop. Everything runs on the caller's thread (`Parallelism::None`).
 
-use super::cpu::{bias_or_zero, with_contiguous_f32};
-use super::dispatch::{Conv1dShape, ConvTranspose1dShape};
+use super::shape::{Conv1dShape, ConvTranspose1dShape};
+use super::tensor::{bias_or_zero, with_contiguous_f32};
 use crate::spare;
 use ::gemm::{gemm, Parallelism};
 use candle_core::{Result, Tensor};

@@ -14,7 +14,7 @@
 //! the offset (`128 · Σ w_q[co]`), rescales by `s_w[co] · s_x` and adds bias and residuals in
 //! `f32`.
 
-use super::direct::{Rows, RowsMut, SampleMap};
+use super::rows::{Rows, RowsMut, SampleMap};
 
 /// Floats of mapped input tile.
 const TILE_FLOATS: usize = 64 * 1024;

@@ -28,6 +28,11 @@
 //! [`amx`] (AMX tiles), with `f32` sums, bias, residuals and activations.
 //!
 //! [`dispatch`] routes each call; [`cpu`] turns tensors into the slices the kernels work on.
+//! The modules are layered, and a test keeps their imports free of circles: at the bottom the
+//! plain types ([`rows`], [`tensor`], [`shape`]); above them the kernels ([`direct`] with its
+//! [`block`]s, [`bf16`] with [`amx`], `int8`), which know nothing of each other; then
+//! [`precision`], which packs a layer's weights and hands each call to its kernel; then
+//! [`layer`], [`strips`], [`cpu`] and [`gemm`]; [`dispatch`] on top.
 //! Other devices and dtypes keep candle's implementation (the fused entry points then run the
 //! map and adds as tensor ops). Everything runs on the caller's thread, whatever
 //! `RAYON_NUM_THREADS` says: the server runs several inference workers side by side, so each
@@ -49,19 +54,21 @@ mod fast_math;
 mod gemm;
 #[cfg(feature = "bench-kernels")]
 mod int8;
+mod layer;
 mod norm;
 mod precision;
+mod rows;
+mod shape;
 mod strips;
+mod tensor;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use attention::relative_attention;
 pub use dispatch::{conv1d, conv_transpose1d};
-pub(crate) use dispatch::{
-    conv1d_fused, conv_transpose1d_fused, residual_stack_sum, InputMap, PackedPhaseCache,
-    PackedWeightCache, StackConv,
-};
+pub(crate) use dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
 pub(crate) use fast_math::{gated_tanh, tanh};
+pub(crate) use layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
 pub(crate) use norm::channel_norm;
 pub use precision::Precision;
 

@@ -8,8 +8,8 @@
 //! positions at a time, in the `[B, C, T]` layout as it is, and the add and the GELU happen in
 //! the same passes.
 
-use super::cpu::{is_cpu_f32, with_contiguous_f32};
 use super::fast_math::gelu_in_place;
+use super::tensor::{is_cpu_f32, with_contiguous_f32};
 use candle_core::{Device, Result, Tensor};
 
 /// Positions normalized together: their running sums stay in registers while every channel

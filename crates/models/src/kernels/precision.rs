@@ -12,9 +12,18 @@
 //! not by its flags alone: see [`Precision::auto`].
 //!
 //! The kernels behind each precision: [`super::direct`] (`f32`), [`super::bf16`] (its
-//! AVX-512 and portable blocks) and [`super::amx`] (AMX tiles).
+//! AVX-512 and portable blocks, and [`super::amx`]'s tiles) and `int8`. They sit below this
+//! module and know nothing of each other: a layer's [`PackedConv`] says which one runs it,
+//! and [`conv1d_rows`] here is where that choice is made.
 
+use std::mem::MaybeUninit;
 use std::sync::OnceLock;
+
+use super::bf16::{self, bf16_isa, Bf16Isa, Bf16Weights};
+use super::direct::{self, PackedWeights};
+#[cfg(feature = "bench-kernels")]
+use super::int8::{self, Int8Weights};
+use super::rows::{Rows, RowsMut, SampleMap};
 
 /// The arithmetic of a model's convolutions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -49,7 +58,7 @@ impl Precision {
         static CHOICE: OnceLock<Precision> = OnceLock::new();
         *CHOICE.get_or_init(|| match bf16_isa() {
             Bf16Isa::Amx => Precision::Bf16,
-            Bf16Isa::Avx512 if super::bf16::avx512_beats_f32() => Precision::Bf16,
+            Bf16Isa::Avx512 if avx512_beats_f32() => Precision::Bf16,
             _ => Precision::F32,
         })
     }
@@ -61,7 +70,7 @@ impl Precision {
             Precision::F32 => true,
             Precision::Bf16 => bf16_isa() != Bf16Isa::Portable,
             #[cfg(feature = "bench-kernels")]
-            Precision::Int8 => super::int8::available(),
+            Precision::Int8 => int8::available(),
         }
     }
 
@@ -71,7 +80,7 @@ impl Precision {
             Precision::F32 => "f32".into(),
             Precision::Bf16 => format!("bf16 ({})", bf16_isa().name()),
             #[cfg(feature = "bench-kernels")]
-            Precision::Int8 if super::int8::available() => "int8 (VNNI)".into(),
+            Precision::Int8 if int8::available() => "int8 (VNNI)".into(),
             #[cfg(feature = "bench-kernels")]
             Precision::Int8 => "int8 (portable)".into(),
         }
@@ -84,63 +93,13 @@ impl std::fmt::Display for Precision {
     }
 }
 
-/// How bf16 products run on this CPU, best first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Bf16Isa {
-    /// AMX tiles (`tdpbf16ps`), 32 × 32 output blocks.
-    Amx,
-    /// AVX-512 `vdpbf16ps`, 8 × 32 register blocks.
-    Avx512,
-    /// Plain Rust with the same roundings: correct anywhere, slower than `f32`.
-    Portable,
-}
-
-impl Bf16Isa {
-    fn name(self) -> &'static str {
-        match self {
-            Bf16Isa::Amx => "AMX",
-            Bf16Isa::Avx512 => "AVX-512",
-            Bf16Isa::Portable => "portable",
-        }
-    }
-}
-
-/// The best bf16 implementation this CPU (and OS) supports, decided once.
-pub(super) fn bf16_isa() -> Bf16Isa {
-    static ISA: OnceLock<Bf16Isa> = OnceLock::new();
-    *ISA.get_or_init(|| {
-        if super::amx::usable() {
-            Bf16Isa::Amx
-        } else if avx512_bf16() {
-            Bf16Isa::Avx512
-        } else {
-            Bf16Isa::Portable
-        }
-    })
-}
-
-/// Whether the CPU has AVX-512 with the bf16 dot product (and the byte/word ops the input
-/// packing uses).
-pub(super) fn avx512_bf16() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        is_x86_feature_detected!("avx512f")
-            && is_x86_feature_detected!("avx512bw")
-            && is_x86_feature_detected!("avx512bf16")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// A layer's weights as the kernel for its precision reads them, packed once.
 #[derive(Debug)]
 pub(super) enum PackedConv {
-    F32(super::direct::PackedWeights),
-    Bf16(super::bf16::Bf16Weights),
+    F32(PackedWeights),
+    Bf16(Bf16Weights),
     #[cfg(feature = "bench-kernels")]
-    Int8(super::int8::Int8Weights),
+    Int8(Int8Weights),
 }
 
 impl PackedConv {
@@ -148,14 +107,14 @@ impl PackedConv {
     /// output channels than one block has rows) keeps `f32`.
     pub(super) fn new(w: &[f32], c_out: usize, c_in: usize, taps: usize, p: Precision) -> Self {
         match p {
-            Precision::Bf16 if super::bf16::worth_it(c_out, bf16_isa()) => PackedConv::Bf16(
-                super::bf16::Bf16Weights::new(w, c_out, c_in, taps, bf16_isa()),
-            ),
+            Precision::Bf16 if bf16::worth_it(c_out, bf16_isa()) => {
+                PackedConv::Bf16(Bf16Weights::new(w, c_out, c_in, taps, bf16_isa()))
+            }
             #[cfg(feature = "bench-kernels")]
             Precision::Int8 if c_out >= 8 => {
-                PackedConv::Int8(super::int8::Int8Weights::new(w, c_out, c_in, taps))
+                PackedConv::Int8(Int8Weights::new(w, c_out, c_in, taps))
             }
-            _ => PackedConv::F32(super::direct::PackedWeights::new(w, c_out, c_in, taps)),
+            _ => PackedConv::F32(PackedWeights::new(w, c_out, c_in, taps)),
         }
     }
 
@@ -167,4 +126,120 @@ impl PackedConv {
             PackedConv::Int8(w) => w.has_shape(c_out, c_in, taps),
         }
     }
+}
+
+/// A convolution layer as the kernel runs it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Conv<'a> {
+    pub weights: &'a PackedConv,
+    pub bias: &'a [f32],
+    pub dilation: usize,
+    pub map: SampleMap<'a>,
+}
+
+/// One batch item: `out[co, t] = bias[co] + Σ residuals[co, t] + Σ_ci Σ_k w[co, ci, k] ·
+/// map(x[ci, t + k·dilation − padding])`, with `x` outside `0..l_in` read as zero. A negative
+/// `padding` starts the output inside the signal (used by the transposed convolution's phases).
+/// `x` is [C_in, l_in], `out` and each residual are [C_out, l_out], all row-major.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn conv1d(
+    out: &mut [MaybeUninit<f32>],
+    l_out: usize,
+    x: &[f32],
+    l_in: usize,
+    w: &PackedConv,
+    bias: &[f32],
+    residuals: &[&[f32]],
+    padding: isize,
+    dilation: usize,
+    map: &SampleMap<'_>,
+) {
+    let residuals: Vec<Rows> = residuals
+        .iter()
+        .map(|r| Rows::contiguous(r, l_out))
+        .collect();
+    conv1d_rows(
+        RowsMut::uninit(out, l_out, l_out),
+        false,
+        Rows::contiguous(x, l_in),
+        -padding,
+        &Conv {
+            weights: w,
+            bias,
+            dilation,
+            map: *map,
+        },
+        &residuals,
+    );
+}
+
+/// [`direct::conv1d_rows`] for a layer in any precision: the same definition, run by the kernel
+/// its weights were packed for.
+pub(super) fn conv1d_rows(
+    out: RowsMut<'_>,
+    accumulate: bool,
+    x: Rows<'_>,
+    offset: isize,
+    conv: &Conv<'_>,
+    residuals: &[Rows<'_>],
+) {
+    let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
+    match conv.weights {
+        PackedConv::F32(w) => direct::conv1d_rows(
+            out, accumulate, x, offset, w, bias, dilation, map, residuals,
+        ),
+        PackedConv::Bf16(w) => bf16::conv1d_rows(
+            out, accumulate, x, offset, w, bias, dilation, map, residuals,
+        ),
+        #[cfg(feature = "bench-kernels")]
+        PackedConv::Int8(w) => int8::conv1d_rows(
+            out, accumulate, x, offset, w, bias, dilation, map, residuals,
+        ),
+    }
+}
+
+/// Whether the AVX-512 bf16 block beats the `f32` kernel on this CPU: each timed (best of 5)
+/// on a 64-channel, 5-tap convolution over 4096 columns, like the decoder's middle stage;
+/// bf16 must be 20 % faster to count, so timing noise cannot flip a tie.
+pub(super) fn avx512_beats_f32() -> bool {
+    use std::time::Instant;
+    let (c, len, taps) = (64, 4096, 5);
+    let values = |n: usize, seed: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + seed) % 1000) as f32 / 500.0) - 1.0)
+            .collect()
+    };
+    let (x, w, bias) = (values(c * len, 1), values(c * c * taps, 2), vec![0.0; c]);
+    let f32_weights = PackedConv::F32(PackedWeights::new(&w, c, c, taps));
+    let bf16_weights = PackedConv::Bf16(Bf16Weights::new(&w, c, c, taps, Bf16Isa::Avx512));
+    let mut out = vec![0f32; c * len];
+    let mut best = |weights: &PackedConv| -> f64 {
+        (0..5)
+            .map(|_| {
+                let started = Instant::now();
+                conv1d_rows(
+                    RowsMut::new(&mut out, len, len),
+                    false,
+                    Rows::contiguous(&x, len),
+                    -2,
+                    &Conv {
+                        weights,
+                        bias: &bias,
+                        dilation: 1,
+                        map: SampleMap {
+                            scale: 1.0,
+                            leaky_slope: Some(0.1),
+                            mask: None,
+                        },
+                    },
+                    &[],
+                );
+                started.elapsed().as_secs_f64()
+            })
+            .fold(f64::INFINITY, f64::min)
+    };
+    let f32_time = best(&f32_weights);
+    let bf16_time = best(&bf16_weights);
+    tracing::debug!(f32_time, bf16_time, "AVX-512 bf16 against f32");
+    bf16_time * 1.2 < f32_time
 }

@@ -9,7 +9,8 @@
 //! it is in L2, and the block adds its result straight into the stage's output. Halos are
 //! recomputed — a few percent of extra arithmetic for the last stages.
 
-use super::direct::{conv1d_rows, Conv, Rows, RowsMut, SampleMap};
+use super::precision::{conv1d_rows, Conv};
+use super::rows::{Rows, RowsMut, SampleMap};
 
 /// Floats of one strip buffer (a block's running signal over strip + halo): ~256 KiB, so the
 /// three a block uses stay in a 1 MiB L2.

@@ -3,8 +3,9 @@
 
 use super::dispatch::{
     conv1d, conv1d_fused, conv_transpose1d, conv_transpose1d_fused, residual_stack_sum,
-    Conv1dShape, ConvTranspose1dShape, InputMap, PackedWeightCache, StackConv,
 };
+use super::layer::{InputMap, PackedWeightCache, StackConv};
+use super::shape::{Conv1dShape, ConvTranspose1dShape};
 use super::{cpu, gemm};
 use candle_core::{DType, Device, Tensor};
 use rand::rngs::StdRng;
@@ -520,4 +521,84 @@ fn lengths_mask(lengths: &[usize], len: usize) -> Tensor {
         .flat_map(|&l| (0..len).map(move |t| if t < l { 1.0 } else { 0.0 }))
         .collect();
     Tensor::from_vec(data, (lengths.len(), 1, len), &Device::Cpu).unwrap()
+}
+
+/// The kernel modules' imports form no circle: the plain types sit at the bottom, each kernel
+/// imports only them and its own blocks, and the routing sits on top. An edge is any
+/// `super::module` or `crate::kernels::module` path outside comments.
+#[test]
+fn module_imports_form_no_circle() {
+    use std::collections::BTreeMap;
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/kernels");
+    let sources: BTreeMap<String, String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .filter(|path| !path.ends_with("mod.rs"))
+        .map(|path| {
+            let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read_to_string(&path).unwrap())
+        })
+        .collect();
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut imports: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (module, source) in &sources {
+        let code: String = source
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut names = Vec::new();
+        for prefix in ["super::", "crate::kernels::"] {
+            for (at, _) in code.match_indices(prefix) {
+                let rest = &code[at + prefix.len()..];
+                match rest.strip_prefix('{') {
+                    Some(group) => {
+                        let group = &group[..group.find('}').unwrap_or(group.len())];
+                        names.extend(group.split(',').map(ident));
+                    }
+                    None => names.push(ident(rest)),
+                }
+            }
+        }
+        let mut edges: Vec<&str> = sources
+            .keys()
+            .map(String::as_str)
+            .filter(|other| *other != module && names.iter().any(|n| n == other))
+            .collect();
+        edges.dedup();
+        imports.insert(module, edges);
+    }
+    // Depth-first search; a module met again while still on the path closes a circle.
+    fn visit<'a>(
+        module: &'a str,
+        imports: &BTreeMap<&'a str, Vec<&'a str>>,
+        path: &mut Vec<&'a str>,
+        done: &mut Vec<&'a str>,
+    ) {
+        if let Some(at) = path.iter().position(|m| *m == module) {
+            panic!("import circle: {} → {module}", path[at..].join(" → "));
+        }
+        if done.contains(&module) {
+            return;
+        }
+        path.push(module);
+        for next in &imports[module] {
+            visit(next, imports, path, done);
+        }
+        path.pop();
+        done.push(module);
+    }
+    let mut done = Vec::new();
+    for module in imports.keys() {
+        visit(module, &imports, &mut Vec::new(), &mut done);
+    }
+    // Bottom first, as each module's imports were finished before it.
+    eprintln!("kernel modules, lowest layer first: {}", done.join(", "));
+    assert!(imports["dispatch"].contains(&"cpu") && imports["rows"].is_empty());
 }

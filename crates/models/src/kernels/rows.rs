@@ -1,0 +1,125 @@
+//! The slice views every direct kernel reads and writes, and the input map they fuse.
+//!
+//! The `f32`, bf16 and int8 kernels, the strip-wise stage and the routing over them all speak
+//! in these types, so they live below all of them: a kernel imports them, never another
+//! kernel or the routing that sits on top.
+
+use std::mem::MaybeUninit;
+
+/// What happens to each input value before the convolution sees it:
+/// `v ↦ LeakyReLU(v · scale) · mask[t]`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct SampleMap<'a> {
+    pub scale: f32,
+    /// Negative-side slope of a LeakyReLU, if any (0 ≤ slope ≤ 1).
+    pub leaky_slope: Option<f32>,
+    /// One weight per input sample, indexed like the input's columns, shared by all channels.
+    pub mask: Option<&'a [f32]>,
+}
+
+impl SampleMap<'_> {
+    #[cfg(test)]
+    pub const IDENTITY: SampleMap<'static> = SampleMap {
+        scale: 1.0,
+        leaky_slope: None,
+        mask: None,
+    };
+
+    /// `dst[j] = map(src[j])` for the samples starting at `t0`, one loop per case so each
+    /// vectorizes.
+    pub(super) fn apply_slice(&self, dst: &mut [f32], src: &[f32], t0: usize) {
+        let scale = self.scale;
+        match (self.leaky_slope, self.mask) {
+            (None, None) => dst.iter_mut().zip(src).for_each(|(d, &v)| *d = v * scale),
+            (Some(s), None) => dst.iter_mut().zip(src).for_each(|(d, &v)| {
+                let v = v * scale;
+                *d = v.max(v * s);
+            }),
+            (None, Some(m)) => {
+                for ((d, &v), &m) in dst.iter_mut().zip(src).zip(&m[t0..]) {
+                    *d = v * scale * m;
+                }
+            }
+            (Some(s), Some(m)) => {
+                for ((d, &v), &m) in dst.iter_mut().zip(src).zip(&m[t0..]) {
+                    let v = v * scale;
+                    *d = v.max(v * s) * m;
+                }
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(super) fn apply(&self, v: f32, t: usize) -> f32 {
+        let v = v * self.scale;
+        let v = match self.leaky_slope {
+            Some(s) => v.max(v * s),
+            None => v,
+        };
+        match self.mask {
+            Some(m) => v * m[t],
+            None => v,
+        }
+    }
+}
+
+/// A [channels, len] signal in row-major storage whose rows are `stride` floats apart.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Rows<'a> {
+    pub data: &'a [f32],
+    pub stride: usize,
+    pub len: usize,
+}
+
+impl<'a> Rows<'a> {
+    /// A contiguous [channels, len] signal.
+    pub fn contiguous(data: &'a [f32], len: usize) -> Self {
+        Self {
+            data,
+            stride: len,
+            len,
+        }
+    }
+
+    /// Columns `from..from + len` of every row.
+    pub fn window(&self, from: usize, len: usize) -> Rows<'a> {
+        assert!(from + len <= self.len && self.len <= self.stride);
+        Rows {
+            data: &self.data[from.min(self.data.len())..],
+            stride: self.stride,
+            len,
+        }
+    }
+
+    /// Whether `channels` rows of `len` values fit in `data`.
+    pub(super) fn holds(&self, channels: usize) -> bool {
+        channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
+    }
+}
+
+/// The output of a convolution: [channels, len] with rows `stride` floats apart. Values may be
+/// uninitialized unless the convolution accumulates into them.
+pub(super) struct RowsMut<'a> {
+    pub(super) data: &'a mut [MaybeUninit<f32>],
+    pub(super) stride: usize,
+    pub(super) len: usize,
+}
+
+impl<'a> RowsMut<'a> {
+    pub fn new(data: &'a mut [f32], stride: usize, len: usize) -> Self {
+        // SAFETY: f32 and MaybeUninit<f32> share layout, and every value the slice holds is
+        // initialized; writes through the result only ever store initialized f32s.
+        let data = unsafe { &mut *(data as *mut [f32] as *mut [MaybeUninit<f32>]) };
+        Self::uninit(data, stride, len)
+    }
+
+    /// For a fresh buffer: a convolution that does not accumulate writes every value of it.
+    pub fn uninit(data: &'a mut [MaybeUninit<f32>], stride: usize, len: usize) -> Self {
+        assert!(len <= stride);
+        Self { data, stride, len }
+    }
+
+    pub(super) fn holds(&self, channels: usize) -> bool {
+        channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
+    }
+}

@@ -1,0 +1,35 @@
+//! The tensor plumbing every tensor-level kernel entry point shares: which tensors the kernels
+//! take, and their values as plain slices.
+//!
+//! A leaf: the entry points ([`super::dispatch`], [`super::cpu`], [`super::gemm`], the
+//! activations, the norm and the attention) all import it, and it imports none of them.
+
+use candle_core::{Result, Storage, Tensor};
+
+/// Whether the kernels can take `t`: a CPU tensor of `f32`s (anything else stays with candle).
+pub(super) fn is_cpu_f32(t: &Tensor) -> bool {
+    matches!(t.device(), candle_core::Device::Cpu) && t.dtype() == candle_core::DType::F32
+}
+
+/// Runs `f` on the tensor's elements in row-major order, without a copy when the tensor is
+/// already contiguous.
+pub(super) fn with_contiguous_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
+    let t = t.contiguous()?;
+    let (storage, layout) = t.storage_and_layout();
+    let Storage::Cpu(cpu) = &*storage else {
+        candle_core::bail!("fast conv path needs a CPU tensor");
+    };
+    let data = cpu.as_slice::<f32>()?;
+    let Some((start, end)) = layout.contiguous_offsets() else {
+        candle_core::bail!("tensor is not contiguous after `contiguous()`");
+    };
+    Ok(f(&data[start..end]))
+}
+
+/// The bias as a vector, zeros when the layer has none.
+pub(super) fn bias_or_zero(bias: Option<&Tensor>, c_out: usize) -> Result<Vec<f32>> {
+    match bias {
+        Some(b) => b.flatten_all()?.to_vec1::<f32>(),
+        None => Ok(vec![0.0; c_out]),
+    }
+}
