@@ -11,7 +11,9 @@
 /// Applies the settings. Call it once, first thing in `main`, before any other thread exists.
 pub fn tune() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator parameters, and runs before other threads exist.
+    // SAFETY: mallopt takes plain integers (no pointers to keep valid) and changes only
+    // allocator parameters; `tune` runs first in `main`, before any other thread could be
+    // allocating while they change.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
         libc::mallopt(libc::M_MMAP_THRESHOLD, 64 << 20);

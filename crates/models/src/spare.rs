@@ -341,8 +341,9 @@ pub(super) struct SharedOut<'a> {
     _out: PhantomData<&'a mut [f32]>,
 }
 
-// SAFETY: the parts holding it write disjoint columns, and `in_parts` returns only when all
-// are done, inside the borrow.
+// SAFETY: sharing it hands other threads only copies of the pointer; each access through
+// one is an `unsafe` block of its own, sound because the parts of an `in_parts` call write
+// disjoint columns and the call returns only when all are done, inside the `'a` borrow.
 unsafe impl Sync for SharedOut<'_> {}
 
 impl<'a> SharedOut<'a> {

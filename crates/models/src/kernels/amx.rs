@@ -51,7 +51,11 @@ impl Tiles {
     /// [`usable`] must have returned true.
     pub(super) unsafe fn configure() -> Self {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        x86::configure();
+        // SAFETY: `usable` returned true (the caller's promise): the CPU has AMX and Linux
+        // granted this process the tile state.
+        unsafe {
+            x86::configure()
+        };
         Tiles {
             _not_send: std::marker::PhantomData,
         }
@@ -64,8 +68,11 @@ impl Tiles {
     /// `x_stride` `u32`s apart, tap `k` read `k·dilation` columns further.
     ///
     /// # Safety
-    /// `w0` and `w1` must hold `taps · chunks` tiles; `x` must be readable for
-    /// `16·chunks` rows of `COLS + (taps − 1)·dilation` values; `out` must hold `ROWS·COLS`.
+    /// `w0` and `w1` must each be readable for `taps · chunks` tiles of [`TILE_WORDS`] values;
+    /// `x` must be readable for `16·chunks` rows, `x_stride` apart, of
+    /// `COLS + (taps − 1)·dilation` values; `out` must be writable for `ROWS·COLS` values and
+    /// overlap none of the inputs. (That the tiles are configured on this thread, `&self`
+    /// proves.)
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn block(
         &self,
@@ -79,7 +86,11 @@ impl Tiles {
         out: *mut f32,
     ) {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        x86::block(w0, w1, x, x_stride, chunks, taps, dilation, out);
+        // SAFETY: `self` exists only after `configure` on this thread (it is not `Send`) and
+        // until its drop releases the tiles; the pointers are the caller's promise.
+        unsafe {
+            x86::block(w0, w1, x, x_stride, chunks, taps, dilation, out)
+        };
         #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
         {
             let _ = (w0, w1, x, x_stride, chunks, taps, dilation, out);
@@ -91,7 +102,9 @@ impl Tiles {
 impl Drop for Tiles {
     fn drop(&mut self) {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-        // SAFETY: releasing the tile state is always allowed once configured.
+        // SAFETY: a `Tiles` exists only after `configure` succeeded on this thread (it is not
+        // `Send`), so the CPU has AMX and the tile state is loaded here; releasing it is then
+        // always allowed, and nothing uses the tiles after this drop.
         unsafe {
             x86::release()
         };
@@ -122,9 +135,15 @@ mod x86 {
         }
     }
 
+    /// XCR0, the state components the OS saves (and so lets programs use).
+    ///
+    /// # Safety
+    /// The CPU must support XSAVE and the OS must have enabled it: CPUID reports OSXSAVE.
     #[target_feature(enable = "xsave")]
     unsafe fn xgetbv0() -> u64 {
-        _xgetbv(0)
+        // SAFETY: OSXSAVE is set (the caller's promise), so XGETBV does not fault, and XCR0
+        // (register 0) exists on every CPU with XSAVE.
+        unsafe { _xgetbv(0) }
     }
 
     /// Linux hands out the tile state only on request (`arch_prctl(ARCH_REQ_XCOMP_PERM,
@@ -152,6 +171,11 @@ mod x86 {
         rows: [u8; 16],
     }
 
+    /// Loads the tile configuration on this thread.
+    ///
+    /// # Safety
+    /// The CPU must have AMX-TILE ([`has_amx_bf16`]) and the process must hold the tile state
+    /// ([`request_tiles`] returned true), or `ldtilecfg` faults.
     pub(super) unsafe fn configure() {
         let mut config = Config {
             palette: 1,
@@ -164,15 +188,29 @@ mod x86 {
             config.bytes_per_row[t] = 64;
             config.rows[t] = 16;
         }
-        asm!("ldtilecfg [{}]", in(reg) &config, options(nostack, readonly));
+        // SAFETY: AMX is present and granted (the caller's promise); `config` is a live,
+        // 64-byte aligned `Config` in the layout `ldtilecfg` reads (palette 1, every field
+        // in range), and the instruction only reads it.
+        unsafe { asm!("ldtilecfg [{}]", in(reg) &config, options(nostack, readonly)) };
     }
 
+    /// Returns the tiles to their initial state, so the OS need not save them.
+    ///
+    /// # Safety
+    /// The CPU must have AMX-TILE (`tilerelease` faults otherwise) and the process must hold
+    /// the tile state.
     pub(super) unsafe fn release() {
-        asm!("tilerelease", options(nostack, nomem));
+        // SAFETY: AMX is present and granted (the caller's promise); `tilerelease` touches no
+        // memory and no register the compiler allocates.
+        unsafe { asm!("tilerelease", options(nostack, nomem)) };
     }
 
     /// tmm0..3 accumulate the four 16 × 16 quarters (rows 0–15 / 16–31 × columns 0–15 /
     /// 16–31), tmm4–5 hold the two weight tiles and tmm6–7 the two input tiles of a step.
+    ///
+    /// # Safety
+    /// [`configure`] must have run on this thread (tiles of 16 rows × 64 bytes) with no
+    /// [`release`] since; the pointers must satisfy [`super::Tiles::block`]'s contract.
     #[allow(clippy::too_many_arguments)]
     pub(super) unsafe fn block(
         w0: *const u32,
@@ -184,47 +222,63 @@ mod x86 {
         dilation: usize,
         out: *mut f32,
     ) {
-        asm!(
-            "tilezero tmm0",
-            "tilezero tmm1",
-            "tilezero tmm2",
-            "tilezero tmm3",
-            options(nostack, nomem)
-        );
+        // SAFETY: the tiles are configured on this thread (the caller's promise); zeroing
+        // them touches no memory.
+        unsafe {
+            asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nostack, nomem)
+            )
+        };
         let x_bytes = x_stride * 4;
-        for k in 0..taps {
-            let xk = x.add(k * dilation);
-            for c in 0..chunks {
-                let step = (k * chunks + c) * TILE_WORDS;
-                let b = xk.add(c * 16 * x_stride);
-                asm!(
-                    "tileloadd tmm4, [{a0} + {s64}*1]",
-                    "tileloadd tmm5, [{a1} + {s64}*1]",
-                    "tileloadd tmm6, [{b} + {xs}*1]",
-                    "tileloadd tmm7, [{b} + {xs}*1 + 64]",
-                    "tdpbf16ps tmm0, tmm4, tmm6",
-                    "tdpbf16ps tmm1, tmm4, tmm7",
-                    "tdpbf16ps tmm2, tmm5, tmm6",
-                    "tdpbf16ps tmm3, tmm5, tmm7",
-                    a0 = in(reg) w0.add(step),
-                    a1 = in(reg) w1.add(step),
-                    b = in(reg) b,
-                    s64 = in(reg) 64usize,
-                    xs = in(reg) x_bytes,
-                    options(nostack, readonly)
-                );
+        // SAFETY: for tap k < taps and chunk c < chunks, the two weight tiles at `step` (16
+        // rows of 64 bytes, contiguous) lie inside `w0`'s and `w1`'s taps · chunks tiles, and
+        // the two input tiles at `b` (rows 16c..16c + 16, `x_stride` apart, columns
+        // k·dilation..k·dilation + COLS) inside `x`'s readable rows, as the caller promised;
+        // the loads only read memory, and the tiles are configured (the caller's promise).
+        unsafe {
+            for k in 0..taps {
+                let xk = x.add(k * dilation);
+                for c in 0..chunks {
+                    let step = (k * chunks + c) * TILE_WORDS;
+                    let b = xk.add(c * 16 * x_stride);
+                    asm!(
+                        "tileloadd tmm4, [{a0} + {s64}*1]",
+                        "tileloadd tmm5, [{a1} + {s64}*1]",
+                        "tileloadd tmm6, [{b} + {xs}*1]",
+                        "tileloadd tmm7, [{b} + {xs}*1 + 64]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        a0 = in(reg) w0.add(step),
+                        a1 = in(reg) w1.add(step),
+                        b = in(reg) b,
+                        s64 = in(reg) 64usize,
+                        xs = in(reg) x_bytes,
+                        options(nostack, readonly)
+                    );
+                }
             }
         }
         let row = COLS * 4;
-        asm!(
-            "tilestored [{o} + {s}*1], tmm0",
-            "tilestored [{o} + {s}*1 + 64], tmm1",
-            "tilestored [{h} + {s}*1], tmm2",
-            "tilestored [{h} + {s}*1 + 64], tmm3",
-            o = in(reg) out,
-            h = in(reg) out.add(16 * COLS),
-            s = in(reg) row,
-            options(nostack)
-        );
+        // SAFETY: with the tiles configured, the four stores write rows 0..16 and 16..32 of
+        // `out`, `COLS` floats apart, columns 0..16 and 16..32: exactly the ROWS × COLS
+        // values the caller made writable.
+        unsafe {
+            asm!(
+                "tilestored [{o} + {s}*1], tmm0",
+                "tilestored [{o} + {s}*1 + 64], tmm1",
+                "tilestored [{h} + {s}*1], tmm2",
+                "tilestored [{h} + {s}*1 + 64], tmm3",
+                o = in(reg) out,
+                h = in(reg) out.add(16 * COLS),
+                s = in(reg) row,
+                options(nostack)
+            )
+        };
     }
 }

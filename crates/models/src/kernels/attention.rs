@@ -111,9 +111,10 @@ impl Head<'_> {
         let (p, band) = (&mut scratch.p, &mut scratch.band);
         // Element (row, col) of an operand is at row·rs + col·cs; q, k and v are [d, T], so
         // "qᵀ" is q read with rs 1, cs T.
-        // SAFETY (all four products): every operand view lies inside its slice — q, k, v and
-        // out hold d·T values, p holds T·T, band T·width, the bands width·d — and the
-        // destination never aliases an input (distinct borrows).
+        // SAFETY: (for all four products) every operand view lies inside its slice — as
+        // `relative_attention` and `Scratch::new` size them, q, k, v and out hold d·T values,
+        // p T·T, band T·width, the bands width·d — and the destination never aliases an
+        // input (distinct borrows).
         unsafe {
             // scores[i, j] = Σ_c q[c, i]·k[c, j]
             product(
@@ -155,7 +156,8 @@ impl Head<'_> {
                     .map_or(0.0, |j| row[j]);
             }
         }
-        // SAFETY: as above.
+        // SAFETY: as for the first two products: the views lie inside `v`, `p`, `band_v`,
+        // `band` and `out` (sizes above), and `out` is a distinct borrow from every input.
         unsafe {
             // out[e, i] = Σ_j v[e, j]·p[i, j]
             product(

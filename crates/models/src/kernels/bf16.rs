@@ -320,8 +320,10 @@ pub(super) fn conv1d_rows(
                         n_cols,
                         accumulate,
                     };
-                    // SAFETY: the output and residual rows are in bounds (asserted above);
-                    // with `accumulate` the caller initialized every output value.
+                    // SAFETY: the output and residual rows are in bounds (asserted above), and
+                    // `out` is an exclusive borrow, apart from the shared residuals and sums;
+                    // with `accumulate` the caller initialized every output value; `vector`
+                    // is `avx512_bf16()`.
                     unsafe { block.run(vector) };
                 }
             }
@@ -381,28 +383,37 @@ struct Epilogue<'a> {
 
 impl Epilogue<'_> {
     /// # Safety
-    /// `out` and each residual must be valid for `bias.len()` rows of `n_cols` values;
-    /// `out`'s must be initialized when `accumulate`. `vector` only where AVX-512 exists.
+    /// `out` must be valid for writes, and each residual for reads, of `bias.len()` rows of
+    /// `n_cols` values (`out_stride` or the residual's stride apart); `out`'s rows must
+    /// overlap neither the residuals nor `sums`, and must be initialized when `accumulate`.
+    /// `vector` only where AVX-512F exists.
     unsafe fn run(&self, vector: bool) {
         assert!(self.n_cols <= self.sums_stride);
         assert!(self.sums.len() >= self.bias.len() * self.sums_stride);
         #[cfg(target_arch = "x86_64")]
         if vector {
-            return x86::epilogue(self);
+            // SAFETY: `vector` means AVX-512F (the caller's promise), the pointers are valid as
+            // the caller promised, and the two sums bounds `x86::epilogue` relies on are
+            // asserted above.
+            return unsafe { x86::epilogue(self) };
         }
         let _ = vector;
-        for (r, &b) in self.bias.iter().enumerate() {
-            let out = self.out.add(r * self.out_stride);
-            let sums = &self.sums[r * self.sums_stride..];
-            for (j, &s) in sums[..self.n_cols].iter().enumerate() {
-                let mut v = b + s;
-                for &(p, stride) in self.residuals {
-                    v += *p.add(r * stride + j);
+        // SAFETY: r < bias.len() and j < n_cols, so every read and write lies in the rows the
+        // caller made valid, and `out` is read only when `accumulate`, when it is initialized.
+        unsafe {
+            for (r, &b) in self.bias.iter().enumerate() {
+                let out = self.out.add(r * self.out_stride);
+                let sums = &self.sums[r * self.sums_stride..];
+                for (j, &s) in sums[..self.n_cols].iter().enumerate() {
+                    let mut v = b + s;
+                    for &(p, stride) in self.residuals {
+                        v += *p.add(r * stride + j);
+                    }
+                    if self.accumulate {
+                        v += *out.add(j);
+                    }
+                    *out.add(j) = v;
                 }
-                if self.accumulate {
-                    v += *out.add(j);
-                }
-                *out.add(j) = v;
             }
         }
     }
@@ -423,7 +434,9 @@ fn pack_pairs(
     assert!(map.mask.is_none_or(|m| m.len() >= i0 + lo.len()));
     #[cfg(target_arch = "x86_64")]
     if vector {
-        // SAFETY: the caller checked the CPU features; lengths are asserted above.
+        // SAFETY: `vector` is true only where `avx512_bf16()` holds (its two
+        // callers pass exactly that), which is every feature `x86::pack_pairs` enables; the
+        // lengths it relies on are asserted above.
         let done = unsafe { x86::pack_pairs(dst, lo, hi, map, i0) };
         return pack_pairs_scalar(
             &mut dst[done..],
@@ -516,6 +529,11 @@ mod x86 {
 
     /// The vector part of [`super::pack_pairs`]: whole groups of 16 columns; returns how many
     /// columns it packed.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F, BW and BF16 ([`super::avx512_bf16`]).
+    /// `lo` and `hi` (when given) must hold at least `dst.len()` values, and `map.mask` (when
+    /// given) at least `i0 + dst.len()`.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
     pub(super) unsafe fn pack_pairs(
         dst: &mut [u32],
@@ -538,74 +556,111 @@ mod x86 {
                 None => v,
             };
             match map.mask {
-                Some(m) => _mm512_mul_ps(v, _mm512_loadu_ps(m.as_ptr().add(i0 + j))),
+                Some(m) => {
+                    // SAFETY: j + 16 ≤ n ≤ dst.len(), and the mask holds i0 + dst.len() values
+                    // (the caller's promise).
+                    let m = unsafe { _mm512_loadu_ps(m.as_ptr().add(i0 + j)) };
+                    _mm512_mul_ps(v, m)
+                }
                 None => v,
             }
         };
         for j in (0..n).step_by(16) {
-            let a = f(_mm512_loadu_ps(lo.as_ptr().add(j)), j);
-            let b = match hi {
-                Some(h) => f(_mm512_loadu_ps(h.as_ptr().add(j)), j),
-                None => _mm512_setzero_ps(),
-            };
-            let halves: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(b, a));
-            let words = _mm512_permutexvar_epi16(interleave, halves);
-            _mm512_storeu_si512(dst.as_mut_ptr().add(j).cast(), words);
+            // SAFETY: j + 16 ≤ n ≤ dst.len(), and `lo` and `hi` hold dst.len() values (the
+            // caller's promise), so the loads and the store stay in bounds; the transmute
+            // reinterprets 64 bytes of bf16 pairs as 64 bytes of integers, any bits valid.
+            unsafe {
+                let a = f(_mm512_loadu_ps(lo.as_ptr().add(j)), j);
+                let b = match hi {
+                    Some(h) => f(_mm512_loadu_ps(h.as_ptr().add(j)), j),
+                    None => _mm512_setzero_ps(),
+                };
+                let halves: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(b, a));
+                let words = _mm512_permutexvar_epi16(interleave, halves);
+                _mm512_storeu_si512(dst.as_mut_ptr().add(j).cast(), words);
+            }
         }
         n
     }
 
     /// [`super::Epilogue::run`] in 16-column vectors, the last of each row masked.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `e` must meet [`super::Epilogue::run`]'s contract, and
+    /// `e.n_cols ≤ e.sums_stride`, `e.sums.len() ≥ e.bias.len() · e.sums_stride` (which `run`
+    /// asserts).
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn epilogue(e: &Epilogue) {
         let n = e.n_cols;
-        for (r, &bias) in e.bias.iter().enumerate() {
-            let b = _mm512_set1_ps(bias);
-            let out = e.out.add(r * e.out_stride);
-            let sums = e.sums.as_ptr().add(r * e.sums_stride);
-            for j in (0..n).step_by(16) {
-                let mask: __mmask16 = if n - j >= 16 {
-                    0xFFFF
-                } else {
-                    (1u16 << (n - j)) - 1
-                };
-                let mut v = _mm512_add_ps(b, _mm512_maskz_loadu_ps(mask, sums.add(j)));
-                for &(p, stride) in e.residuals {
-                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, p.add(r * stride + j)));
+        // SAFETY: r < bias.len() and every lane read or written is at a column j + i < n_cols
+        // (the mask clears the rest, and masked-off lanes are never accessed, so they cannot
+        // fault), inside the rows the caller made valid and inside `sums` (bounds above);
+        // `out` is read only when `accumulate`, when it is initialized.
+        unsafe {
+            for (r, &bias) in e.bias.iter().enumerate() {
+                let b = _mm512_set1_ps(bias);
+                let out = e.out.add(r * e.out_stride);
+                let sums = e.sums.as_ptr().add(r * e.sums_stride);
+                for j in (0..n).step_by(16) {
+                    let mask: __mmask16 = if n - j >= 16 {
+                        0xFFFF
+                    } else {
+                        (1u16 << (n - j)) - 1
+                    };
+                    let mut v = _mm512_add_ps(b, _mm512_maskz_loadu_ps(mask, sums.add(j)));
+                    for &(p, stride) in e.residuals {
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, p.add(r * stride + j)));
+                    }
+                    if e.accumulate {
+                        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.add(j)));
+                    }
+                    _mm512_mask_storeu_ps(out.add(j), mask, v);
                 }
-                if e.accumulate {
-                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.add(j)));
-                }
-                _mm512_mask_storeu_ps(out.add(j), mask, v);
             }
         }
     }
 
     /// `R` rows × `V` vectors of 16 columns, `vdpbf16ps` per pair and tap.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F and BF16. `a.weights` must hold at least
+    /// `a.pairs · a.taps · R` words and `a.x` at least `(a.pairs − 1)·a.x_stride +
+    /// (a.taps − 1)·a.dilation + 16·V` (as `super::run_block` asserts); `sums` must be valid
+    /// for writes of `R · 16·V` values.
     #[target_feature(enable = "avx512f,avx512bf16")]
     pub(super) unsafe fn block<const R: usize, const V: usize>(a: &BlockArgs, sums: *mut f32) {
         let mut acc = [[_mm512_setzero_ps(); V]; R];
         let mut wp = a.weights.as_ptr();
         let x = a.x.as_ptr();
-        for p in 0..a.pairs {
-            let row = x.add(p * a.x_stride);
-            for k in 0..a.taps {
-                let xs = row.add(k * a.dilation);
-                let xv: [__m512bh; V] = std::array::from_fn(|v| {
-                    std::mem::transmute(_mm512_loadu_si512(xs.add(16 * v).cast()))
-                });
-                for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let w: __m512bh = std::mem::transmute(_mm512_set1_epi32(*wp.add(r) as i32));
-                    for v in 0..V {
-                        acc_r[v] = _mm512_dpbf16_ps(acc_r[v], w, xv[v]);
+        // SAFETY: for p < pairs and k < taps the loads read columns k·dilation..+16·V of pair
+        // row p, and the weight reads the p·taps + k'th group of R words: inside `a.x` and
+        // `a.weights` by the caller's bounds. The transmutes reinterpret 64 bytes of integers
+        // as 64 bytes of bf16 pairs, any bits valid.
+        unsafe {
+            for p in 0..a.pairs {
+                let row = x.add(p * a.x_stride);
+                for k in 0..a.taps {
+                    let xs = row.add(k * a.dilation);
+                    let xv: [__m512bh; V] = std::array::from_fn(|v| {
+                        std::mem::transmute(_mm512_loadu_si512(xs.add(16 * v).cast()))
+                    });
+                    for (r, acc_r) in acc.iter_mut().enumerate() {
+                        let w: __m512bh = std::mem::transmute(_mm512_set1_epi32(*wp.add(r) as i32));
+                        for v in 0..V {
+                            acc_r[v] = _mm512_dpbf16_ps(acc_r[v], w, xv[v]);
+                        }
                     }
+                    wp = wp.add(R);
                 }
-                wp = wp.add(R);
             }
         }
-        for (r, acc_r) in acc.iter().enumerate() {
-            for (v, &s) in acc_r.iter().enumerate() {
-                _mm512_storeu_ps(sums.add(r * 16 * V + 16 * v), s);
+        // SAFETY: r < R and v < V, so each store lies in the R · 16·V values the caller made
+        // writable.
+        unsafe {
+            for (r, acc_r) in acc.iter().enumerate() {
+                for (v, &s) in acc_r.iter().enumerate() {
+                    _mm512_storeu_ps(sums.add(r * 16 * V + 16 * v), s);
+                }
             }
         }
     }

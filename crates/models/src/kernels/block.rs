@@ -39,8 +39,11 @@ pub(super) struct Kernel {
 
 impl Kernel {
     /// # Safety
-    /// `out` (with `out_stride`) and every `init` pointer must be valid for `rows` rows of
-    /// `cols` values; `out`'s values must be initialized when `init.load_out`.
+    /// `out` must be valid for reads and writes of `rows` rows of `cols` values, `out_stride`
+    /// apart, initialized when `init.load_out`; `init.bias` (when given) valid for `rows`
+    /// reads, and each residual for reads of `rows` rows of `cols` values at its stride; and
+    /// `out`'s rows must overlap neither `args`' slices nor the `init` values. (The bounds of
+    /// `args` are checked here.)
     pub(super) unsafe fn run(&self, args: &Args, out: *mut f32, out_stride: usize, init: &Init) {
         // Checked here, once per block, so the pointer arithmetic of the loops stays in
         // bounds whatever the caller computed.
@@ -50,7 +53,10 @@ impl Kernel {
             args.x.len()
                 >= (args.c_in - 1) * args.x_stride + (args.taps - 1) * args.dilation + self.cols
         );
-        (self.block)(args, out, out_stride, init)
+        // SAFETY: a `Kernel` is made only by `Isa::kernels`, and only for an ISA whose
+        // `supported()` holds, so `block` runs on a CPU with its features; the bounds of
+        // `args` it relies on are asserted above, and the pointers are the caller's promise.
+        unsafe { (self.block)(args, out, out_stride, init) }
     }
 }
 
@@ -139,6 +145,10 @@ pub(super) fn pick(rows: usize) -> Kernel {
 }
 
 /// The same sums in plain Rust, 8-float lanes: `V` lanes per row.
+///
+/// # Safety
+/// [`Kernel::run`]'s contract on `out` and `init`, with `R` rows of `8·V` columns (`args` is
+/// read with bounds checks).
 unsafe fn portable<const R: usize, const V: usize>(
     a: &Args,
     out: *mut f32,
@@ -146,20 +156,24 @@ unsafe fn portable<const R: usize, const V: usize>(
     init: &Init,
 ) {
     let mut acc = [[[0f32; 8]; V]; R];
-    for (r, acc_r) in acc.iter_mut().enumerate() {
-        for (j, v) in acc_r.as_flattened_mut().iter_mut().enumerate() {
-            let mut s = if init.load_out {
-                *out.add(r * out_stride + j)
-            } else {
-                0.0
-            };
-            if let Some(b) = init.bias {
-                s += *b.add(r);
+    // SAFETY: r < R and j < 8·V, inside the rows of `out`, the bias and the residuals the
+    // caller made valid; `out` is read only when `load_out`, when it is initialized.
+    unsafe {
+        for (r, acc_r) in acc.iter_mut().enumerate() {
+            for (j, v) in acc_r.as_flattened_mut().iter_mut().enumerate() {
+                let mut s = if init.load_out {
+                    *out.add(r * out_stride + j)
+                } else {
+                    0.0
+                };
+                if let Some(b) = init.bias {
+                    s += *b.add(r);
+                }
+                for &(p, stride) in init.residuals {
+                    s += *p.add(r * stride + j);
+                }
+                *v = s;
             }
-            for &(p, stride) in init.residuals {
-                s += *p.add(r * stride + j);
-            }
-            *v = s;
         }
     }
     let mut w = a.weights.chunks_exact(R);
@@ -174,9 +188,12 @@ unsafe fn portable<const R: usize, const V: usize>(
             }
         }
     }
-    for (r, acc_r) in acc.iter().enumerate() {
-        for (j, &v) in acc_r.as_flattened().iter().enumerate() {
-            *out.add(r * out_stride + j) = v;
+    // SAFETY: r < R and j < 8·V, inside the rows of `out` the caller made writable.
+    unsafe {
+        for (r, acc_r) in acc.iter().enumerate() {
+            for (j, &v) in acc_r.as_flattened().iter().enumerate() {
+                *out.add(r * out_stride + j) = v;
+            }
         }
     }
 }
@@ -190,6 +207,10 @@ mod x86 {
     macro_rules! block {
         ($name:ident, $features:literal, $vec:ty, $lanes:literal,
          $load:ident, $store:ident, $set1:ident, $zero:ident, $fma:ident, $add:ident) => {
+            /// # Safety
+            /// The CPU must have the features this copy is compiled for (its
+            /// `target_feature`); `a` must meet the bounds [`super::Kernel::run`] asserts (for
+            /// `R` rows of `V` vectors), and `out` and `init` its contract.
             #[target_feature(enable = $features)]
             pub unsafe fn $name<const R: usize, const V: usize>(
                 a: &Args,
@@ -198,42 +219,56 @@ mod x86 {
                 init: &Init,
             ) {
                 let mut acc = [[$zero(); V]; R];
-                for r in 0..R {
-                    for v in 0..V {
-                        let at = r * out_stride + $lanes * v;
-                        let mut s = if init.load_out {
-                            $load(out.add(at))
-                        } else {
-                            $zero()
-                        };
-                        if let Some(b) = init.bias {
-                            s = $add(s, $set1(*b.add(r)));
+                // SAFETY: r < R and v < V, so every load is inside the rows of `out`, the
+                // bias and the residuals the caller made valid; `out` is read only when
+                // `load_out`, when it is initialized.
+                unsafe {
+                    for r in 0..R {
+                        for v in 0..V {
+                            let at = r * out_stride + $lanes * v;
+                            let mut s = if init.load_out {
+                                $load(out.add(at))
+                            } else {
+                                $zero()
+                            };
+                            if let Some(b) = init.bias {
+                                s = $add(s, $set1(*b.add(r)));
+                            }
+                            for &(p, stride) in init.residuals {
+                                s = $add(s, $load(p.add(r * stride + $lanes * v)));
+                            }
+                            acc[r][v] = s;
                         }
-                        for &(p, stride) in init.residuals {
-                            s = $add(s, $load(p.add(r * stride + $lanes * v)));
-                        }
-                        acc[r][v] = s;
                     }
                 }
                 let mut wp = a.weights.as_ptr();
                 let x = a.x.as_ptr();
-                for ci in 0..a.c_in {
-                    let row = x.add(ci * a.x_stride);
-                    for k in 0..a.taps {
-                        let xs = row.add(k * a.dilation);
-                        let xv: [$vec; V] = std::array::from_fn(|v| $load(xs.add($lanes * v)));
-                        for r in 0..R {
-                            let w = $set1(*wp.add(r));
-                            for v in 0..V {
-                                acc[r][v] = $fma(w, xv[v], acc[r][v]);
+                // SAFETY: for ci < c_in and k < taps the loads read the V vectors from column
+                // k·dilation of input row ci, and the weight reads the
+                // ci·taps + k'th group of R values: inside `a.x` and `a.weights` by the bounds
+                // `Kernel::run` asserts.
+                unsafe {
+                    for ci in 0..a.c_in {
+                        let row = x.add(ci * a.x_stride);
+                        for k in 0..a.taps {
+                            let xs = row.add(k * a.dilation);
+                            let xv: [$vec; V] = std::array::from_fn(|v| $load(xs.add($lanes * v)));
+                            for r in 0..R {
+                                let w = $set1(*wp.add(r));
+                                for v in 0..V {
+                                    acc[r][v] = $fma(w, xv[v], acc[r][v]);
+                                }
                             }
+                            wp = wp.add(R);
                         }
-                        wp = wp.add(R);
                     }
                 }
-                for r in 0..R {
-                    for v in 0..V {
-                        $store(out.add(r * out_stride + $lanes * v), acc[r][v]);
+                // SAFETY: r < R and v < V, inside the rows of `out` the caller made writable.
+                unsafe {
+                    for r in 0..R {
+                        for v in 0..V {
+                            $store(out.add(r * out_stride + $lanes * v), acc[r][v]);
+                        }
                     }
                 }
             }

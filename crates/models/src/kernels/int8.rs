@@ -164,7 +164,8 @@ pub(super) fn conv1d_rows(
                 assert!(xs.len() >= (quads - 1) * row_len + span + COLS);
                 #[cfg(target_arch = "x86_64")]
                 if vnni {
-                    // SAFETY: VNNI checked; weight and input bounds asserted above.
+                    // SAFETY: `vnni` is `available()` (AVX-512F, BW and VNNI); `weights` is
+                    // exactly quads · taps · ROWS words and the input bound is asserted above.
                     unsafe { x86::block(weights, xs, row_len, quads, taps, dilation, &mut sums) };
                 }
                 if !vnni {
@@ -188,8 +189,9 @@ pub(super) fn conv1d_rows(
                         bias: bias[co],
                         residuals: &res[..residuals.len()],
                     };
-                    // SAFETY: `n_cols` values from `i` are in bounds (asserted); with
-                    // `accumulate` the caller initialized them.
+                    // SAFETY: `n_cols` values from `i` are in bounds (asserted), in the output's
+                    // exclusive borrow, apart from `sums` and the residuals; with `accumulate`
+                    // the caller initialized them; `vnni` implies AVX-512F.
                     unsafe { end.write(out_ptr.add(i), accumulate, vnni) };
                 }
             }
@@ -204,7 +206,8 @@ fn quantize_quads(dst: &mut [u32], rows: [&[f32]; 4], live: usize, inv_scale: f3
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if vector {
-        // SAFETY: AVX-512 checked by the caller; lengths asserted above.
+        // SAFETY: `vector` is `available()` from the one caller, which includes AVX-512F and
+        // BW, all that `x86::quantize_quads` enables; the row lengths are asserted above.
         done = unsafe { x86::quantize_quads(dst, rows, live, inv_scale) };
     }
     let _ = vector;
@@ -229,12 +232,16 @@ struct Epilogue<'a> {
 
 impl Epilogue<'_> {
     /// # Safety
-    /// `out` must be valid for `sums.len()` values, initialized when `accumulate`.
+    /// `out` must be valid for reads and writes of `sums.len()` values, initialized when
+    /// `accumulate`, and overlap neither `sums` nor the residuals. `vector` only where
+    /// AVX-512F exists.
     unsafe fn write(&self, out: *mut f32, accumulate: bool, vector: bool) {
         assert!(self.residuals.iter().all(|r| r.len() == self.sums.len()));
         #[cfg(target_arch = "x86_64")]
         if vector {
-            return x86::epilogue(self, out, accumulate);
+            // SAFETY: `vector` means AVX-512F and `out` is valid (the caller's promise); the
+            // residual lengths `x86::epilogue` relies on are asserted above.
+            return unsafe { x86::epilogue(self, out, accumulate) };
         }
         let _ = vector;
         for (j, &s) in self.sums.iter().enumerate() {
@@ -242,10 +249,14 @@ impl Epilogue<'_> {
             for r in self.residuals {
                 v += r[j];
             }
-            if accumulate {
-                v += out.add(j).read();
+            // SAFETY: j < sums.len(), the values the caller made valid; `out` is read only
+            // when `accumulate`, when it is initialized.
+            unsafe {
+                if accumulate {
+                    v += out.add(j).read();
+                }
+                out.add(j).write(v);
             }
-            out.add(j).write(v);
         }
     }
 }
@@ -282,6 +293,10 @@ mod x86 {
     use std::arch::x86_64::*;
 
     /// [`super::quantize_quads`] for whole groups of 16 columns; returns how many it packed.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F and BW; `rows[..live]` must each hold at least `dst.len()`
+    /// values (the rows from `live` on are not read).
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(super) unsafe fn quantize_quads(
         dst: &mut [u32],
@@ -297,7 +312,10 @@ mod x86 {
             // word j from row e.
             let bytes: [__m128i; 4] = std::array::from_fn(|e| {
                 let v = if e < live {
-                    _mm512_mul_ps(_mm512_loadu_ps(rows[e].as_ptr().add(j)), s)
+                    // SAFETY: j + 16 ≤ n ≤ dst.len(), and row e < live holds dst.len() values
+                    // (the caller's promise).
+                    let v = unsafe { _mm512_loadu_ps(rows[e].as_ptr().add(j)) };
+                    _mm512_mul_ps(v, s)
                 } else {
                     _mm512_setzero_ps()
                 };
@@ -311,16 +329,24 @@ mod x86 {
                 _mm_unpacklo_epi8(bytes[2], bytes[3]),
                 _mm_unpackhi_epi8(bytes[2], bytes[3]),
             ];
-            let out = dst.as_mut_ptr().add(j).cast::<__m128i>();
-            _mm_storeu_si128(out, _mm_unpacklo_epi16(ab[0], cd[0]));
-            _mm_storeu_si128(out.add(1), _mm_unpackhi_epi16(ab[0], cd[0]));
-            _mm_storeu_si128(out.add(2), _mm_unpacklo_epi16(ab[1], cd[1]));
-            _mm_storeu_si128(out.add(3), _mm_unpackhi_epi16(ab[1], cd[1]));
+            // SAFETY: the four 16-byte stores write words j..j + 16 of `dst`, and
+            // j + 16 ≤ n ≤ dst.len().
+            unsafe {
+                let out = dst.as_mut_ptr().add(j).cast::<__m128i>();
+                _mm_storeu_si128(out, _mm_unpacklo_epi16(ab[0], cd[0]));
+                _mm_storeu_si128(out.add(1), _mm_unpackhi_epi16(ab[0], cd[0]));
+                _mm_storeu_si128(out.add(2), _mm_unpacklo_epi16(ab[1], cd[1]));
+                _mm_storeu_si128(out.add(3), _mm_unpackhi_epi16(ab[1], cd[1]));
+            }
         }
         n
     }
 
     /// [`super::Epilogue::write`] in 16-column vectors, the last one masked.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F; `out` must meet [`super::Epilogue::write`]'s contract, and
+    /// every residual hold `e.sums.len()` values (which `write` asserts).
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn epilogue(e: &Epilogue, out: *mut f32, accumulate: bool) {
         let n = e.sums.len();
@@ -329,26 +355,36 @@ mod x86 {
             _mm512_set1_ps(e.scale),
             _mm512_set1_ps(e.bias),
         );
-        for j in (0..n).step_by(16) {
-            let mask: __mmask16 = if n - j >= 16 {
-                0xFFFF
-            } else {
-                (1u16 << (n - j)) - 1
-            };
-            let sums = _mm512_maskz_loadu_epi32(mask, e.sums.as_ptr().add(j));
-            let sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, offset));
-            let mut v = _mm512_fmadd_ps(sums, scale, bias);
-            for r in e.residuals {
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, r.as_ptr().add(j)));
+        // SAFETY: every lane read or written is at j + i < n = sums.len() (the mask clears
+        // the rest, and masked-off lanes are never accessed, so they cannot fault), inside
+        // `sums`, each residual and the values of `out` the caller made valid; `out` is read
+        // only when `accumulate`, when it is initialized.
+        unsafe {
+            for j in (0..n).step_by(16) {
+                let mask: __mmask16 = if n - j >= 16 {
+                    0xFFFF
+                } else {
+                    (1u16 << (n - j)) - 1
+                };
+                let sums = _mm512_maskz_loadu_epi32(mask, e.sums.as_ptr().add(j));
+                let sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, offset));
+                let mut v = _mm512_fmadd_ps(sums, scale, bias);
+                for r in e.residuals {
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, r.as_ptr().add(j)));
+                }
+                if accumulate {
+                    v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.add(j)));
+                }
+                _mm512_mask_storeu_ps(out.add(j), mask, v);
             }
-            if accumulate {
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.add(j)));
-            }
-            _mm512_mask_storeu_ps(out.add(j), mask, v);
         }
     }
 
     /// 8 rows × 2 vectors of 16 columns, one `vpdpbusd` per quad, tap and row.
+    ///
+    /// # Safety
+    /// The CPU must have AVX-512F and VNNI; `w` must hold at least `quads · taps · ROWS`
+    /// words and `x` at least `(quads − 1)·x_stride + (taps − 1)·dilation + COLS`.
     #[target_feature(enable = "avx512f,avx512vnni")]
     pub(super) unsafe fn block(
         w: &[u32],
@@ -361,25 +397,33 @@ mod x86 {
     ) {
         let mut acc = [[_mm512_setzero_si512(); 2]; ROWS];
         let mut wp = w.as_ptr();
-        for g in 0..quads {
-            let row = x.as_ptr().add(g * x_stride);
-            for k in 0..taps {
-                let xs = row.add(k * dilation);
-                let xv = [
-                    _mm512_loadu_si512(xs.cast()),
-                    _mm512_loadu_si512(xs.add(16).cast()),
-                ];
-                for (r, acc_r) in acc.iter_mut().enumerate() {
-                    let wv = _mm512_set1_epi32(*wp.add(r) as i32);
-                    acc_r[0] = _mm512_dpbusd_epi32(acc_r[0], xv[0], wv);
-                    acc_r[1] = _mm512_dpbusd_epi32(acc_r[1], xv[1], wv);
+        // SAFETY: for g < quads and k < taps the loads read columns k·dilation..+COLS of quad
+        // row g, and the weight reads the g·taps + k'th group of ROWS words: inside `x` and
+        // `w` by the caller's bounds.
+        unsafe {
+            for g in 0..quads {
+                let row = x.as_ptr().add(g * x_stride);
+                for k in 0..taps {
+                    let xs = row.add(k * dilation);
+                    let xv = [
+                        _mm512_loadu_si512(xs.cast()),
+                        _mm512_loadu_si512(xs.add(16).cast()),
+                    ];
+                    for (r, acc_r) in acc.iter_mut().enumerate() {
+                        let wv = _mm512_set1_epi32(*wp.add(r) as i32);
+                        acc_r[0] = _mm512_dpbusd_epi32(acc_r[0], xv[0], wv);
+                        acc_r[1] = _mm512_dpbusd_epi32(acc_r[1], xv[1], wv);
+                    }
+                    wp = wp.add(ROWS);
                 }
-                wp = wp.add(ROWS);
             }
         }
         for (r, acc_r) in acc.iter().enumerate() {
-            _mm512_storeu_si512(sums.as_mut_ptr().add(r * COLS).cast(), acc_r[0]);
-            _mm512_storeu_si512(sums.as_mut_ptr().add(r * COLS + 16).cast(), acc_r[1]);
+            // SAFETY: r < ROWS, so both 16-value stores lie in `sums`' row r of COLS = 32.
+            unsafe {
+                _mm512_storeu_si512(sums.as_mut_ptr().add(r * COLS).cast(), acc_r[0]);
+                _mm512_storeu_si512(sums.as_mut_ptr().add(r * COLS + 16).cast(), acc_r[1]);
+            }
         }
     }
 }
