@@ -19,8 +19,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use candle_core::Device;
-use omnivoice_server::text::phonemize::{phonemize, PhonemeIdMap};
 use omnivoice_models::vits::{Precision, Sampling, Vits, VitsInput};
+use omnivoice_server::text::phonemize::{phonemize, PhonemeIdMap};
 
 #[path = "../tests/audio_quality/mod.rs"]
 mod audio_quality;

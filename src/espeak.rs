@@ -134,8 +134,7 @@ static LIBRARY: Mutex<Option<Library>> = Mutex::new(None);
 /// leave espeak half-updated from our side (every call is a single FFI call), and the lock
 /// (parking_lot's) does not poison, so one panic never fails every later call.
 fn library() -> Result<MutexGuard<'static, Option<Library>>, EspeakError> {
-    let mut guard = LIBRARY
-        .lock();
+    let mut guard = LIBRARY.lock();
     if guard.is_none() {
         // SAFETY: called under the lock, with a NULL data path (the system default).
         let rate = unsafe {
@@ -200,15 +199,23 @@ fn read_voice_list() -> Vec<EspeakVoice> {
 }
 
 /// Parses espeak's `languages` field: (priority byte, NUL-terminated name)* then a 0 byte.
+///
+/// # Safety
+/// `ptr` is NULL or points to such a field, as espeak's voice list holds it, and the list
+/// stays alive and unchanged during the call (it is read under the library's lock).
 unsafe fn read_languages(mut ptr: *const c_char) -> Vec<String> {
     let mut languages = Vec::new();
     if ptr.is_null() {
         return languages;
     }
-    while *ptr != 0 {
-        let name = CStr::from_ptr(ptr.add(1));
-        ptr = ptr.add(1 + name.to_bytes().len() + 1);
-        languages.push(name.to_string_lossy().into_owned());
+    // SAFETY: by the contract, every byte read here lies inside the field: each entry is a
+    // priority byte and a NUL-terminated name, and the field ends with a 0 priority byte.
+    unsafe {
+        while *ptr != 0 {
+            let name = CStr::from_ptr(ptr.add(1));
+            ptr = ptr.add(1 + name.to_bytes().len() + 1);
+            languages.push(name.to_string_lossy().into_owned());
+        }
     }
     languages
 }
@@ -371,6 +378,7 @@ extern "C" fn collect_samples(wav: *mut c_short, count: c_int, events: *mut ffi:
     let mut event = events;
     // SAFETY: espeak passes an array of events ended by a LIST_TERMINATED one (or NULL).
     while !event.is_null() && unsafe { (*event).kind } != EVENT_LIST_TERMINATED {
+        // SAFETY: `event` is non-NULL and before the terminator, so inside espeak's array.
         let e = unsafe { &*event };
         if e.kind == EVENT_WORD && e.text_position > 0 {
             words.push(SpokenWord {

@@ -55,6 +55,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let device_name = describe(&device);
+    if device.is_cpu() {
+        tracing::info!("{}", omnivoice_models::kernels::isa_report());
+    }
     let piper = PiperEngine::new(&settings.voices_dir, device)
         .with_precision(settings.precision.requested());
     let engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
@@ -158,7 +161,10 @@ fn select_device(choice: DeviceChoice) -> candle_core::Result<Device> {
             };
             match gpu {
                 Some((kind, Ok(device))) => {
-                    tracing::info!(device = kind, "device auto: built with {kind} and device 0 opened");
+                    tracing::info!(
+                        device = kind,
+                        "device auto: built with {kind} and device 0 opened"
+                    );
                     Ok(device)
                 }
                 Some((kind, Err(e))) => {
@@ -166,7 +172,9 @@ fn select_device(choice: DeviceChoice) -> candle_core::Result<Device> {
                     Ok(Device::Cpu)
                 }
                 None => {
-                    tracing::info!("device auto: built without the cuda and metal features; using the cpu");
+                    tracing::info!(
+                        "device auto: built without the cuda and metal features; using the cpu"
+                    );
                     Ok(Device::Cpu)
                 }
             }

@@ -13,8 +13,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use candle_core::Device;
-use omnivoice_server::text::{phonemize, PhonemeIdMap};
 use omnivoice_models::vits::{Precision, Sampling, Vits, VitsInput};
+use omnivoice_server::text::{phonemize, PhonemeIdMap};
 
 mod audio_quality;
 use audio_quality::{log_mel_distance_db, snr_db, SAMPLE_RATE};

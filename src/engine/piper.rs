@@ -95,10 +95,7 @@ impl PiperEngine {
     }
 
     fn files(&self, voice: &str) -> Option<Arc<VoiceFiles>> {
-        self.voices
-            .read()
-            .get(voice)
-            .cloned()
+        self.voices.read().get(voice).cloned()
     }
 
     fn load(&self, voice: &str) -> Result<PiperVoice, EngineError> {

@@ -11,8 +11,8 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use crate::kernels::{gated_tanh, Precision};
 use super::layers::{flip_channels, split_channels, Conv1d, ConvSpec, Reach};
+use crate::kernels::{gated_tanh, Precision};
 
 /// Non-causal WaveNet: gated dilated convs with residual and skip paths (`modules.WN`).
 #[derive(Debug, Clone)]

@@ -16,8 +16,8 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::{ResBlockKind, VitsConfig};
-use crate::kernels::{self, InputMap, Precision};
 use super::layers::{apply_mask, Conv1d, ConvSpec, Reach};
+use crate::kernels::{self, InputMap, Precision};
 
 /// LeakyReLU slope inside HiFi-GAN.
 const LRELU_SLOPE: f64 = 0.1;

@@ -14,9 +14,9 @@
 
 use candle_core::{Result as CandleResult, Tensor};
 
-use crate::spare;
 use super::layers::Reach;
 use super::{Prior, Vits, VitsError, VitsInput};
+use crate::spare;
 
 /// What [`Vits::synthesize_windowed`] reports once it is done.
 #[derive(Debug, Clone, PartialEq)]

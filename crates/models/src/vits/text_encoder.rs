@@ -11,8 +11,8 @@ use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::VitsConfig;
-use crate::kernels::{self, InputMap};
 use super::layers::{sequence_mask, ChannelNorm, Conv1d, ConvSpec};
+use crate::kernels::{self, InputMap};
 
 /// Fill value for masked attention logits (VITS uses -1e4, not -inf).
 const MASKED_LOGIT: f64 = -1e4;

@@ -8,8 +8,8 @@ use candle_core::Device;
 
 use super::super::tests::{input, load, max_abs_diff, Variant};
 use super::*;
-use crate::vits::Sampling;
 use crate::vits::ResBlockKind;
+use crate::vits::Sampling;
 
 /// Batch-equivalence tolerance of the model tests (float rounding differs between code paths).
 const TOLERANCE: f32 = 1e-4;
@@ -219,7 +219,8 @@ fn receptive_field_adds_up_the_pieces() {
 fn real_voice() -> &'static Vits {
     static VITS: OnceLock<Vits> = OnceLock::new();
     VITS.get_or_init(|| {
-        let voice = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../voices/en_US-joe-medium.onnx");
+        let voice =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../voices/en_US-joe-medium.onnx");
         let json = voice.with_extension("onnx.json");
         let json = std::fs::read_to_string(&json)
             .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", json.display()));
