@@ -42,7 +42,6 @@ fn spoken_text(markdown: &str) -> String {
         items: Vec::new(),
         spans: Vec::new(),
         cell_comma: None,
-        html_block: None,
     };
     for (event, range) in Parser::new_ext(markdown, options).into_offset_iter() {
         speech.event(event, range);
@@ -63,8 +62,6 @@ struct Speech<'a> {
     spans: Vec<Option<&'a str>>,
     /// Where the comma that ended the last table cell is, while it is the last character.
     cell_comma: Option<usize>,
-    /// Whether the open HTML block is text after all (decided by its first tag).
-    html_block: Option<bool>,
 }
 
 impl<'a> Speech<'a> {
@@ -74,13 +71,10 @@ impl<'a> Speech<'a> {
             Event::SoftBreak => self.text.push(' '),
             Event::HardBreak | Event::Rule => self.line_break(),
             // A tag is no word, but may stand between two (`one<br>two`).
-            Event::InlineHtml(html) if is_markup(&html) => self.text.push(' '),
-            Event::Html(html) if *self.html_block.get_or_insert_with(|| is_markup(&html)) => {}
-            // Tag-shaped but no HTML ("<here>", "<name@host>"): what was written.
-            Event::InlineHtml(html) | Event::Html(html) => self.text.push_str(&html),
+            Event::InlineHtml(_) => self.text.push(' '),
             Event::Start(tag) => self.start(tag, range),
             Event::End(tag) => self.end(tag),
-            // Task-list boxes: markup, nothing to say.
+            // Block HTML, task-list boxes: markup, nothing to say.
             _ => {}
         }
     }
@@ -166,10 +160,6 @@ impl<'a> Speech<'a> {
                 }
             }
             TagEnd::Link | TagEnd::Image => {}
-            TagEnd::HtmlBlock => {
-                self.html_block = None;
-                self.line_break();
-            }
             _ => self.line_break(),
         }
     }
@@ -210,145 +200,6 @@ impl<'a> Speech<'a> {
         open
     }
 }
-
-/// Whether tag-shaped text is HTML, which is not read: a comment, a declaration, or a tag of
-/// an HTML element. A client's `<here>` or `<placeholder>` is text.
-fn is_markup(html: &str) -> bool {
-    let Some(tag) = html.trim_start().strip_prefix('<') else {
-        return false;
-    };
-    if tag.starts_with(['!', '?']) {
-        return true;
-    }
-    let tag = tag.strip_prefix('/').unwrap_or(tag);
-    let name_len = tag
-        .find(|c: char| !c.is_ascii_alphanumeric())
-        .unwrap_or(tag.len());
-    HTML_ELEMENTS.contains(&tag[..name_len].to_ascii_lowercase().as_str())
-}
-
-/// The elements of HTML (the living standard's list, and the obsolete ones still written).
-const HTML_ELEMENTS: &[&str] = &[
-    "a",
-    "abbr",
-    "address",
-    "area",
-    "article",
-    "aside",
-    "audio",
-    "b",
-    "base",
-    "bdi",
-    "bdo",
-    "big",
-    "blockquote",
-    "body",
-    "br",
-    "button",
-    "canvas",
-    "caption",
-    "center",
-    "cite",
-    "code",
-    "col",
-    "colgroup",
-    "data",
-    "datalist",
-    "dd",
-    "del",
-    "details",
-    "dfn",
-    "dialog",
-    "div",
-    "dl",
-    "dt",
-    "em",
-    "embed",
-    "fieldset",
-    "figcaption",
-    "figure",
-    "font",
-    "footer",
-    "form",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "head",
-    "header",
-    "hgroup",
-    "hr",
-    "html",
-    "i",
-    "iframe",
-    "img",
-    "input",
-    "ins",
-    "kbd",
-    "label",
-    "legend",
-    "li",
-    "link",
-    "main",
-    "map",
-    "mark",
-    "menu",
-    "meta",
-    "meter",
-    "nav",
-    "noscript",
-    "object",
-    "ol",
-    "optgroup",
-    "option",
-    "output",
-    "p",
-    "param",
-    "picture",
-    "pre",
-    "progress",
-    "q",
-    "rp",
-    "rt",
-    "ruby",
-    "s",
-    "samp",
-    "script",
-    "search",
-    "section",
-    "select",
-    "slot",
-    "small",
-    "source",
-    "span",
-    "strike",
-    "strong",
-    "style",
-    "sub",
-    "summary",
-    "sup",
-    "svg",
-    "table",
-    "tbody",
-    "td",
-    "template",
-    "textarea",
-    "tfoot",
-    "th",
-    "thead",
-    "time",
-    "title",
-    "tr",
-    "track",
-    "tt",
-    "u",
-    "ul",
-    "var",
-    "video",
-    "wbr",
-];
 
 /// An ordered item's number as written (`3.`, `12)`): part of what is read, and where a list
 /// was not meant ("2024. A good year.") the text stays as it was.
@@ -582,15 +433,6 @@ mod tests {
             ("<div>\nhidden block\n</div>\n\nShown.", "Shown."),
             ("Before <!-- a comment --> after", "Before after"),
             ("<!--\nmulti\nline\n-->\nText", "Text"),
-            (
-                "<p align=\"center\">\n<img src=\"x\">\n</p>\n\nAfter",
-                "After",
-            ),
-            ("Fish & chips <here>.", "Fish & chips <here>."),
-            (
-                "Dear <name>,\n\n<placeholder>\nstays",
-                "Dear <name>, <placeholder> stays",
-            ),
         ]);
     }
 
