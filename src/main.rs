@@ -47,17 +47,16 @@ fn serve(args: ServeArgs) -> ExitCode {
     init_logging(&settings);
     share_cores_among_workers(settings.max_concurrent);
     omnivoice_server::allocator::tune();
-    let device = match select_device(settings.device) {
-        Ok(device) => device,
+    let (device, device_reason) = match select_device(settings.device) {
+        Ok(chosen) => chosen,
         Err(e) => {
             eprintln!("error: invalid setting 'device': {e}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
     let device_name = describe(&device);
-    if device.is_cpu() {
-        tracing::info!("{}", omnivoice_models::kernels::isa_report());
-    }
+    // Said once the settings are known to be valid: a refused start stays one line.
+    let kernel_paths = device.is_cpu().then(omnivoice_models::kernels::isa_report);
     let piper = PiperEngine::new(&settings.voices_dir, device)
         .with_precision(settings.precision.requested());
     let engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
@@ -100,6 +99,10 @@ fn serve(args: ServeArgs) -> ExitCode {
             },
         };
         let local = listener.local_addr().expect("bound address");
+        tracing::info!(device = %device_name, "{device_reason}");
+        if let Some(paths) = &kernel_paths {
+            tracing::info!("{paths}");
+        }
         tracing::info!(address = %local, device = %device_name, "listening");
         // Tests and scripts read these lines to find ephemeral ports.
         println!("omnivoice-server listening on http://{local}");
@@ -144,13 +147,14 @@ fn init_logging(settings: &Settings) {
     }
 }
 
-/// The device for `choice`; `auto` says which one it chose and why, since a server that
-/// quietly ran on the CPU beside an idle GPU (or the reverse) is hard to diagnose.
-fn select_device(choice: DeviceChoice) -> candle_core::Result<Device> {
+/// The device for `choice`, and why it was chosen: for `auto` that matters, since a server
+/// that quietly ran on the CPU beside an idle GPU (or the reverse) is hard to diagnose.
+fn select_device(choice: DeviceChoice) -> candle_core::Result<(Device, String)> {
+    let asked = |device| Ok((device, "device as configured".to_string()));
     match choice {
-        DeviceChoice::Cpu => Ok(Device::Cpu),
-        DeviceChoice::Cuda => Device::new_cuda(0),
-        DeviceChoice::Metal => Device::new_metal(0),
+        DeviceChoice::Cpu => asked(Device::Cpu),
+        DeviceChoice::Cuda => asked(Device::new_cuda(0)?),
+        DeviceChoice::Metal => asked(Device::new_metal(0)?),
         DeviceChoice::Auto => {
             let gpu = if candle_core::utils::cuda_is_available() {
                 Some(("cuda", Device::new_cuda(0)))
@@ -159,25 +163,20 @@ fn select_device(choice: DeviceChoice) -> candle_core::Result<Device> {
             } else {
                 None
             };
-            match gpu {
-                Some((kind, Ok(device))) => {
-                    tracing::info!(
-                        device = kind,
-                        "device auto: built with {kind} and device 0 opened"
-                    );
-                    Ok(device)
-                }
-                Some((kind, Err(e))) => {
-                    tracing::warn!(error = %e, "device auto: built with {kind} but device 0 did not open; using the cpu");
-                    Ok(Device::Cpu)
-                }
-                None => {
-                    tracing::info!(
-                        "device auto: built without the cuda and metal features; using the cpu"
-                    );
-                    Ok(Device::Cpu)
-                }
-            }
+            Ok(match gpu {
+                Some((kind, Ok(device))) => (
+                    device,
+                    format!("device auto: built with {kind} and device 0 opened"),
+                ),
+                Some((kind, Err(e))) => (
+                    Device::Cpu,
+                    format!("device auto: built with {kind} but device 0 did not open ({e}); using the cpu"),
+                ),
+                None => (
+                    Device::Cpu,
+                    "device auto: built without the cuda and metal features; using the cpu".into(),
+                ),
+            })
         }
     }
 }
