@@ -48,7 +48,7 @@ fn load(precision: Precision) -> Vits {
 fn sentences() -> &'static [Vec<i64>] {
     static IDS: OnceLock<Vec<Vec<i64>>> = OnceLock::new();
     IDS.get_or_init(|| {
-        let dir = root().join("tests/fixtures/vits");
+        let dir = root().join("crates/models/tests/fixtures/vits");
         let mut ids: Vec<Vec<i64>> = (0..4)
             .map(|i| {
                 let text = std::fs::read_to_string(dir.join(format!("sentence{i}.ids"))).unwrap();
