@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::normalize::normalize;
+use super::normalize::Context;
 use super::split::split_sentences;
 
 /// Clause marks after which text held too long may be spoken before its sentence ends.
@@ -186,22 +186,50 @@ fn last_clause_cut(text: &str) -> Option<usize> {
 
 /// Texts appended to the line received so far to see whether its normalization up to a cut
 /// can still change: another word (a heading's trailing `#`s and a list item's final period
-/// depend on how the line ends), the rest of a horizontal rule, and the ends of a link whose
-/// `[` (or an autolink's `<`) is already in (with and without a title).
+/// depend on how the line ends), the rest of a horizontal rule, the ends of a link whose `[`
+/// (or an autolink's or a tag's `<`) is already in (with and without a title), and the
+/// closing marks of emphasis and code spans opened before the cut (after a word, and between
+/// punctuation, where CommonMark pairs them by other rules).
 const PROBES: &[&str] = &[
     "", " x", "x", " x #", " - -", " * *", " _ _", "](x)", "]](x)", "]]](x)", ")", "\")", "')",
-    "(x)", "\"x\")", " \"x\")", "'x')", " 'x')", ">",
+    "(x)", "\"x\")", " \"x\")", "'x')", " 'x')", ">", "*", "x*", "**", "x**", "***", "x***", "_",
+    "x_", "__", "x__", "~~", "x~~", "`", "x`", "``", "x``", "]", "][]", "][x]", "x]", "x](x)",
+    "x]]", "-->", "\"", "'",
+    // Marks between punctuation both open and close, which pairs them differently.
+    "._.", ".__.", ".*.", ".**.", ".~~.", "._", ".*", ".__", ".**",
 ];
+
+/// [`PROBES`], and the closers of every run of marks on `line`: a code span closes only on a
+/// run of as many backticks as opened it, however many that is.
+fn probes(line: &str) -> Vec<String> {
+    let mut probes: Vec<String> = PROBES.iter().map(|probe| probe.to_string()).collect();
+    let chars: Vec<char> = line.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let run = chars[i..].iter().take_while(|&&x| x == c).count();
+        if matches!(c, '`' | '*' | '_' | '~') && run > 2 {
+            let marks: String = chars[i..i + run].iter().collect();
+            for probe in [marks.clone(), format!("x{marks}"), format!(".{marks}.")] {
+                if !probes.contains(&probe) {
+                    probes.push(probe);
+                }
+            }
+        }
+        i += run;
+    }
+    probes
+}
 
 /// Normalizes text that arrives in pieces exactly as [`normalize`] normalizes the whole text,
 /// handing the result out in pieces as soon as they are settled.
 ///
-/// [`normalize`] works line by line (only a code fence carries over from one line to the
-/// next), and within a line its rules look at the neighbours of a character, except for a
-/// link, whose end may come much later, and the line's start and end (headings, list items,
-/// rules). So a line is normalized from its start each time text arrives, and the text up to
+/// [`normalize`] works line by line (only the [`Context`] a line leaves open, a code fence,
+/// an HTML comment or block, carries over to the next), and within a line what a span of
+/// text reads as can depend on what comes later on it: a link's or an emphasis's end, and the
+/// line's end (headings, list items, rules). So a line is normalized from its start each time text arrives, and the text up to
 /// its last whitespace is handed out once appending more to the line (probed with
-/// [`PROBES`]) cannot change how it normalizes. What was handed out is then replaced by a
+/// [`probes`]) cannot change how it normalizes. What was handed out is then replaced by a
 /// stand-in that keeps the line's kind, so a long line is not normalized again and again.
 #[derive(Debug, Clone, Default)]
 pub struct StreamNormalizer {
@@ -211,8 +239,8 @@ pub struct StreamNormalizer {
     /// Raw bytes of the stand-in at the start of `line`, and of its normalization.
     stand_in: usize,
     stand_in_normalized: usize,
-    /// Whether the current line is inside a code fence.
-    in_fence: bool,
+    /// What the current line is read in (a code fence, an HTML comment or block, or text).
+    context: Context,
     /// Whether anything was handed out: what follows is then separated by a space.
     started: bool,
 }
@@ -269,7 +297,7 @@ impl StreamNormalizer {
         let Some(peek) = start_of(&self.line) else {
             return String::new();
         };
-        let stable = PROBES
+        let stable = probes(&self.line)
             .iter()
             .all(|probe| start_of(&format!("{}{probe}", self.line)).as_ref() == Some(&peek));
         if stable {
@@ -280,11 +308,7 @@ impl StreamNormalizer {
     }
 
     fn normalized(&self, line: &str) -> String {
-        if self.in_fence {
-            normalize(&format!("```\n{line}"))
-        } else {
-            normalize(line)
-        }
+        self.context.normalize(line)
     }
 
     /// Appends `text` (the next part of the whole normalization) to `out`.
@@ -309,7 +333,7 @@ impl StreamNormalizer {
             .get(self.stand_in_normalized..)
             .unwrap_or_default();
         self.emit(rest, out);
-        self.in_fence = self.in_fence_after(line);
+        self.context = self.context.after(line);
         self.stand_in = 0;
         self.stand_in_normalized = 0;
     }
@@ -317,6 +341,9 @@ impl StreamNormalizer {
     /// Hands out the line up to its last whitespace if nothing that can follow changes how
     /// that part normalizes.
     fn settle(&mut self, out: &mut String) {
+        if self.context.reads_whole(&self.line) {
+            return;
+        }
         let Some((cut, space)) = self.line[self.stand_in..]
             .char_indices()
             .rev()
@@ -325,8 +352,14 @@ impl StreamNormalizer {
             return;
         };
         let cut = self.stand_in + cut;
-        if self.in_fence_after(&self.line[..cut]) != self.in_fence {
-            // A fence line: the stand-in would lose its marks (and such lines are short).
+        if self.context.after(&self.line[..cut]) != self.context.after("x") {
+            // A line that opens or closes a fence, comment or HTML block: the stand-in would
+            // lose its marks (and such lines are short).
+            return;
+        }
+        if !self.context.has_text(&self.line[..cut]) {
+            // Only markers so far ("1. ", "> "): what comes next may still open a block of
+            // its own (a comment, a fence), which it would not after the stand-in's word.
             return;
         }
         let settled = self.normalized(&self.line[..cut]);
@@ -337,7 +370,7 @@ impl StreamNormalizer {
         let shorter = format!("{stand_in}{}", &self.line[cut..]);
         let stand_in_normalized = self.normalized(stand_in).len();
         // What may follow normalizes the same after the settled text as after the stand-in.
-        let stable = PROBES.iter().all(|probe| {
+        let stable = probes(&self.line).iter().all(|probe| {
             let later = self.normalized(&format!("{}{probe}", self.line));
             let rest = later.strip_prefix(settled.as_str());
             let rest_after_stand_in = self.normalized(&format!("{shorter}{probe}"));
@@ -356,12 +389,6 @@ impl StreamNormalizer {
         self.line = shorter;
         self.stand_in = stand_in.len();
         self.stand_in_normalized = stand_in_normalized;
-    }
-
-    /// Whether a code fence is open after `line` (a list item after it is left as it is
-    /// only inside a fence).
-    fn in_fence_after(&self, line: &str) -> bool {
-        self.normalized(&format!("{line}\n- x")).ends_with("- x")
     }
 
     /// A short line start that normalizes the rest of a line as `line_start` (which ends in
@@ -386,6 +413,7 @@ impl StreamNormalizer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::normalize;
 
     const MAX: usize = 400;
 
@@ -712,6 +740,21 @@ mod tests {
             "e\u{301}",
             "👍",
             "\u{200B}",
+            "<div>",
+            "<b>",
+            "</b>",
+            "<here>",
+            "<!--",
+            "-->",
+            "|",
+            "| ",
+            " |",
+            "|---|",
+            "===",
+            "````",
+            "[1]",
+            "[x]: y",
+            "1. ",
         ];
         let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
         let mut next = |n: usize| {
@@ -720,7 +763,7 @@ mod tests {
             state ^= state << 17;
             (state % n as u64) as usize
         };
-        for round in 0..4000 {
+        for round in 0..8000 {
             let text: String = (0..(round % 60))
                 .map(|_| tokens[next(tokens.len())])
                 .collect();
