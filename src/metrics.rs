@@ -98,8 +98,8 @@ fn phoneme_id_buckets(limits: &[usize]) -> Vec<f64> {
 /// Adds to `omnivoice_audio_seconds_total`. Prometheus counters here are integers, so the
 /// fractional part is carried over to the next call instead of being rounded away.
 pub fn add_audio_seconds(seconds: f64) {
-    static CARRY: std::sync::Mutex<f64> = std::sync::Mutex::new(0.0);
-    let mut carry = CARRY.lock().unwrap_or_else(|e| e.into_inner());
+    static CARRY: parking_lot::Mutex<f64> = parking_lot::Mutex::new(0.0);
+    let mut carry = CARRY.lock();
     *carry += seconds.max(0.0);
     let whole = carry.floor();
     *carry -= whole;

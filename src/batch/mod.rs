@@ -18,7 +18,9 @@ mod queue;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -154,11 +156,7 @@ impl Batcher {
             .map_err(|_| {
                 let backlog = admission.unsubmitted.load(Ordering::SeqCst) + self.queue_depth();
                 SubmitError::Full {
-                    retry_after: self
-                        .drain
-                        .lock()
-                        .expect("drain lock")
-                        .time_to_drain(backlog),
+                    retry_after: self.drain.lock().time_to_drain(backlog),
                 }
             })?;
         admission.unsubmitted.fetch_add(sentences, Ordering::SeqCst);
@@ -276,7 +274,7 @@ async fn run(
                 let (items, started) = (decision.batch.len(), Instant::now());
                 compute(decision.batch);
                 let took = started.elapsed();
-                drain.lock().expect("drain lock").record(items, took);
+                drain.lock().record(items, took);
                 let _ = done.send(requests);
             });
         }
@@ -484,7 +482,7 @@ mod tests {
             let hold = texts.iter().any(|t| t.contains("hold"));
             let _ = self.started.send(texts);
             if hold {
-                let _ = self.gate.lock().unwrap().recv();
+                let _ = self.gate.lock().recv();
             }
             for index in 0..batch.len() {
                 done(index, crate::engine::Pcm::new(vec![0.5; 10], 16_000));

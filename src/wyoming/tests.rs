@@ -1,7 +1,9 @@
 //! Sessions and the listener driven over in-memory pipes and loopback TCP, against a fake
 //! synthesizer whose audio length follows its text, so every count below is checkable.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -28,7 +30,7 @@ struct Fake {
 
 impl Fake {
     fn calls(&self) -> Vec<(String, VoiceChoice)> {
-        self.calls.lock().unwrap().clone()
+        self.calls.lock().clone()
     }
 
     fn texts(&self) -> Vec<String> {
@@ -73,10 +75,7 @@ impl Synthesizer for Fake {
 
     fn speak(&self, text: String, voice: VoiceChoice) -> BoxFuture<'_, Result<Speech, SpeakError>> {
         async move {
-            self.calls
-                .lock()
-                .unwrap()
-                .push((text.clone(), voice.clone()));
+            self.calls.lock().push((text.clone(), voice.clone()));
             let known = ["en_US-joe-medium", "de_DE-thorsten", "multi"];
             if let Some(name) = &voice.name {
                 if !known.contains(&name.as_str()) {

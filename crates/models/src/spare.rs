@@ -22,7 +22,9 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 /// The process's cores, counted by who holds them. A plain value, so that the policy can be
@@ -103,7 +105,7 @@ impl Lender {
     fn update<R>(&self, f: impl FnOnce(&mut Cores) -> R) -> R {
         // Each change is one statement, so the counts stay consistent even if a holder of
         // the lock panicked.
-        let mut cores = self.cores.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cores = self.cores.lock();
         f(&mut cores)
     }
 
@@ -323,7 +325,7 @@ pub(super) fn rows_in_parts<T: Send>(
                 .map(|part| Mutex::new(Some(part)))
                 .collect();
             lender.share(parts.len(), &|p| {
-                let part = parts[p].lock().unwrap_or_else(|e| e.into_inner()).take();
+                let part = parts[p].lock().take();
                 let part = part.expect("each part is taken once");
                 work(p * chunk..(p * chunk + chunk).min(rows), part);
             });
@@ -398,17 +400,12 @@ mod tests {
         let threads = Mutex::new(vec![None; parts]);
         lender.share(parts, &|p| {
             runs[p].fetch_add(1, Ordering::SeqCst);
-            threads.lock().unwrap()[p].get_or_insert(std::thread::current().id());
+            threads.lock()[p].get_or_insert(std::thread::current().id());
             on_part(p);
             std::thread::sleep(pause);
         });
         let runs = runs.iter().map(|r| r.load(Ordering::SeqCst)).collect();
-        let threads = threads
-            .into_inner()
-            .unwrap()
-            .into_iter()
-            .flatten()
-            .collect();
+        let threads = threads.into_inner().into_iter().flatten().collect();
         (runs, threads)
     }
 
@@ -478,9 +475,9 @@ mod tests {
     fn ranges(len: usize, align: usize, amount: usize) -> Vec<(usize, usize)> {
         let seen = Mutex::new(Vec::new());
         in_parts(len, align, amount, |range| {
-            seen.lock().unwrap().push((range.start, range.end));
+            seen.lock().push((range.start, range.end));
         });
-        let mut seen = seen.into_inner().unwrap();
+        let mut seen = seen.into_inner();
         seen.sort();
         seen
     }
