@@ -65,6 +65,7 @@ mod paths;
 mod precision;
 mod rows;
 mod shape;
+pub(crate) mod stft;
 mod strips;
 mod tensor;
 #[cfg(test)]
