@@ -6,5 +6,6 @@
 //! share ([`kernels`]), and the scheduler that lends idle cores to a computation ([`spare`]).
 
 pub mod kernels;
+mod onnx;
 pub mod spare;
 pub mod vits;
