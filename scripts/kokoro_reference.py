@@ -27,6 +27,7 @@ Subcommands (run with the venv of scripts/kokoro-venv.sh):
   rewrite   --int8 M.onnx --out F32.onnx          write the all-f32 graph
   fixtures  --int8 M.onnx --voices DIR --out DIR  write the case fixtures and the unit fixtures
   compare   --int8 M.onnx --voices DIR            rewrite vs int8 on the cases: durations, audio
+  semantics --int8 M.onnx --voices DIR [--out DIR] the README's op semantics in numpy vs the graph
 The fixture layout, the node each array comes from and the measured numbers are in
 crates/models/tests/fixtures/kokoro/README.md.
 """
@@ -535,7 +536,7 @@ def _check_lstm_numpy(x, w, r, b, y) -> None:
                 raise SystemExit("LSTM layout check failed")
 
 
-def make_dqlstm_check(f32_lstm: Path) -> float:
+def make_dqlstm_check() -> tuple[float, float]:
     """DynamicQuantizeLSTM vs LSTM with the weights dequantized and transposed as the rewrite does.
 
     Only activations are quantized on the int8 side, so the two agree to quantization noise; a
@@ -566,7 +567,15 @@ def make_dqlstm_check(f32_lstm: Path) -> float:
     full = rewrite_to_f32(mq)
     yq = session(mq).run(None, {"X": x})[0]
     yf = session(full).run(None, {"X": x})[0]
-    return float(np.abs(yq - yf).max())
+    # The same weights read with PyTorch's gate order (i, f, g, o) instead: what a layout slip costs.
+    perm = np.concatenate([np.arange(k * hid, (k + 1) * hid) for k in (0, 2, 3, 1)])
+    wrong = onnx.ModelProto.FromString(full.SerializeToString())
+    for init in wrong.graph.initializer:
+        a = numpy_helper.to_array(init)
+        if init.name.endswith("_dequantized"):
+            init.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(a[:, perm]), init.name))
+    yw = session(wrong).run(None, {"X": x})[0]
+    return float(np.abs(yq - yf).max()), float(np.abs(yq - yw).max())
 
 
 # Every Resize of the graph, as (fixture name, mode, coordinate_transformation_mode, nearest_mode,
@@ -599,19 +608,139 @@ def make_resize_fixtures(out: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Graph layout: the weights that carry no parameter name
+
+
+def anonymous_initializers(model: onnx.ModelProto) -> list[tuple]:
+    """(name, dtype, shape, first consumer node, its input index, number of consumers) for every
+    float/int8/uint8 initializer of two or more elements whose name is not a state-dict name
+    (`encoder.*`, `decoder.*`): a loader can only place these by the node that consumes them."""
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    consumers: dict[str, list[tuple[str, int]]] = {}
+    for n in g.node:
+        for k, i in enumerate(n.input):
+            if i in inits:
+                consumers.setdefault(i, []).append((n.name, k))
+    names = {onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.INT8: "i8", onnx.TensorProto.UINT8: "u8"}
+    rows = []
+    for i in g.initializer:
+        size = int(np.prod(i.dims)) if i.dims else 1
+        if i.name.startswith(("encoder.", "decoder.")) or i.data_type not in names or size < 2:
+            continue
+        cs = consumers.get(i.name, [])
+        rows.append((i.name, names[i.data_type], list(i.dims), cs[0][0] if cs else "", cs[0][1] if cs else -1, len(cs)))
+    return rows
+
+
+def write_layout(model: onnx.ModelProto, out: Path) -> None:
+    with open(out / "anonymous-initializers.tsv", "w") as f:
+        f.write("initializer\tdtype\tshape\tfirst_consumer\tinput_index\tconsumers\n")
+        for row in anonymous_initializers(model):
+            f.write("\t".join(str(x).replace(" ", "") if k == 2 else str(x) for k, x in enumerate(row)) + "\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The README's op semantics, in numpy, against a full run of the graph
+
+
+def _linear_half_pixel(x: np.ndarray, scale: float) -> np.ndarray:
+    """Resize linear / half_pixel on the last axis, coordinates in f32 as onnxruntime computes them."""
+    f32 = np.float32
+    s, n_in = f32(scale), x.shape[-1]
+    n = int(np.floor(f32(n_in) * s))
+    u = np.clip((np.arange(n, dtype=f32) + f32(0.5)) / s - f32(0.5), f32(0), f32(n_in - 1)).astype(f32)
+    i0 = np.floor(u).astype(np.int64)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    w = (u - i0.astype(f32)).astype(f32)
+    return (x[..., i0] * (f32(1) - w) + x[..., i1] * w).astype(f32)
+
+
+def check_semantics(f32: onnx.ModelProto, voices_dir: Path, out: Path) -> None:
+    """Re-derives alignment, sine source, STFT, magnitude/phase and iSTFT from the stage tensors
+    and the initializers, as the README states them; fails if any differs beyond its bound."""
+    inits = {i.name: numpy_helper.to_array(i) for i in f32.graph.initializer}
+    window = next(inits[n.input[2]] for n in f32.graph.node if n.op_type == "STFT")
+    _, voice, lang, speed, text = CASES[1]
+    _, _, feeds = case_inputs(voices_dir, voice, lang, speed, text)
+    r = run_stages(f32, feeds, list(STAGES))
+    errors = {}
+
+    pd = r["pred_dur"].reshape(-1)
+    edges = np.concatenate([[0], np.cumsum(pd)])
+    aln = np.zeros((pd.size, edges[-1]), np.float32)
+    for i in range(pd.size):
+        aln[i, edges[i] : edges[i + 1]] = 1
+    errors["asr"] = (np.abs(r["t_en"][0] @ aln - r["asr"][0]).max(), 0.0)
+    errors["en"] = (np.abs(r["dur_encoder"][0].T @ aln - r["en"][0]).max(), 0.0)
+
+    f = np.float32
+    up = np.repeat(r["f0"].reshape(1, 1, -1).astype(f), 300, axis=-1)
+    rad = up * np.arange(1, 10, dtype=f).reshape(1, 9, 1) / f(24000)
+    rad = rad - np.floor(rad)
+    phase = np.cumsum(_linear_half_pixel(rad, 1 / 300), axis=-1, dtype=f) * f(2) * f(np.pi) * f(300)
+    sines = np.sin(_linear_half_pixel(phase.astype(f), 300.0)) * f(0.1) * (up > 10).astype(f)
+    w = inits["onnx::MatMul_6993"].reshape(9)
+    b = inits["decoder.decoder.generator.m_source.l_linear.bias"]
+    har_source = np.tanh(np.einsum("h,bht->bt", w, sines) + b)
+    errors["har_source"] = (np.abs(har_source[0] - r["har_source"][0, :, 0]).max(), 5e-4)
+
+    x = np.pad(r["har_source"][0, :, 0].astype(np.float64), 10, mode="reflect")
+    k = (x.size - 20) // 5 + 1
+    frames = np.stack([x[5 * i : 5 * i + 20] * window for i in range(k)])
+    spec = np.fft.rfft(frames, axis=1)
+    errors["har_stft"] = (np.abs(np.stack([spec.real, spec.imag], -1) - r["har_stft"][0]).max(), 1e-5)
+
+    re, im = r["har_stft"][0, ..., 0].T, r["har_stft"][0, ..., 1].T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.arctan(im / re)
+    pi = f(np.pi)
+    ph = np.where(re < 0, np.where(im > 0, a + pi, a - pi), a)
+    errors["har magnitude"] = (np.abs(np.sqrt(re * re + im * im) - r["har"][0, :11]).max(), 1e-6)
+    errors["har phase"] = (np.abs(ph - r["har"][0, 11:]).max(), 1e-6)
+
+    cp = r["conv_post"][0].astype(np.float64)
+    mag, p = np.exp(cp[:11]), np.sin(cp[11:])
+    spec = np.concatenate([mag * np.cos(p), mag * np.sin(p)], 0)
+    basis = inits["decoder.decoder.generator.stft.istft.stft.inverse_basis"][:, 0, :]
+    y = np.zeros(5 * (spec.shape[1] - 1) + 20)
+    for i in range(spec.shape[1]):
+        y[5 * i : 5 * i + 20] += spec[:, i] @ basis
+    errors["istft_raw"] = (np.abs(y - r["istft_raw"][0, 0]).max(), 1e-6)
+    ws = inits["decoder.decoder.generator.stft.istft.stft.window_sum"]
+    idx = np.nonzero(ws > np.finfo(np.float32).tiny)[0]
+    y[idx] /= ws[idx]
+    errors["audio from conv_post"] = (np.abs(4 * y[10:-10] - r["audio"]).max(), 1e-5)
+
+    for name, op, ctm, _, scale, _, _ in RESIZES:
+        z = np.load(out / f"{name}.npz")
+        xr = z["x"]
+        got = np.repeat(xr, int(scale), axis=-1) if op == "nearest" else _linear_half_pixel(xr, scale)
+        errors[name] = (np.abs(got - z["y"]).max(), 1e-6 if op == "linear" else 0.0)
+
+    bad = []
+    for name, (err, bound) in errors.items():
+        print(f"  {name}: max |diff| {err:.3g} (bound {bound:g})")
+        if not err <= bound:
+            bad.append(name)
+    if bad:
+        raise SystemExit(f"semantics differ from the README: {bad}")
+
+
+# ---------------------------------------------------------------------------------------------
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for cmd in ("rewrite", "fixtures", "compare"):
+    for cmd in ("rewrite", "fixtures", "compare", "semantics"):
         p = sub.add_parser(cmd)
         p.add_argument("--int8", type=Path, required=True, help="kokoro-v1.0.int8.onnx")
         if cmd == "rewrite":
             p.add_argument("--out", type=Path, required=True)
         else:
             p.add_argument("--voices", type=Path, required=True, help="directory of <voice>.bin packs")
-        if cmd == "fixtures":
+        if cmd in ("fixtures", "semantics"):
             p.add_argument("--out", type=Path, default=Path("crates/models/tests/fixtures/kokoro"))
     args = ap.parse_args()
 
@@ -620,11 +749,16 @@ def main() -> None:
     if args.cmd == "rewrite":
         onnx.save(f32, str(args.out))
         return
+    if args.cmd == "semantics":
+        check_semantics(f32, args.voices, args.out)
+        return
     if args.cmd == "fixtures":
         args.out.mkdir(parents=True, exist_ok=True)
+        write_layout(int8, args.out)
         make_lstm_fixture(args.out)
         make_resize_fixtures(args.out)
-        print(f"DynamicQuantizeLSTM vs rewritten LSTM, max |diff|: {make_dqlstm_check(args.out):.2e}")
+        ok, wrong = make_dqlstm_check()
+        print(f"DynamicQuantizeLSTM vs rewritten LSTM, max |diff|: {ok:.2e} (gates misread: {wrong:.2e})")
         report = make_case_fixtures(args.int8, f32, args.voices, args.out)
     else:
         report = []
