@@ -172,19 +172,52 @@ fn step(r: &[f32], hidden: usize, state: &[State; 2], gates: &mut [f32]) {
     let g = 4 * hidden;
     for (d, s) in state.iter().enumerate() {
         let rd = &r[d * g * hidden..(d + 1) * g * hidden];
-        let dst = &mut gates[d * g..(d + 1) * g];
-        // SAFETY: dst is a [4H, 1] column (row stride 1), lhs rd is [4H, H] row-major, rhs
-        // s.h is an [H, 1] column; each slice holds exactly that extent, and gates is
-        // borrowed apart from r and the states.
-        unsafe {
-            product(
-                (g, 1, hidden),
-                (dst.as_mut_ptr(), 1, 1),
-                true,
-                (rd.as_ptr(), 1, hidden),
-                (s.h.as_ptr(), 1, 1),
-            );
+        matvec_add(&mut gates[d * g..(d + 1) * g], rd, &s.h);
+    }
+}
+
+/// `y += A · x` for row-major `A` `[y.len(), x.len()]`, with the widest vectors this CPU has.
+/// A matrix-vector product is all the recurrence is, and a general matrix-product routine
+/// spends more on packing a 1-column operand than on the arithmetic.
+fn matvec_add(y: &mut [f32], a: &[f32], x: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2,fma")]
+        fn wide(y: &mut [f32], a: &[f32], x: &[f32]) {
+            matvec_add_slices(y, a, x)
         }
+        if super::isa::avx2_fma() {
+            // SAFETY: the CPU has AVX2 and FMA.
+            return unsafe { wide(y, a, x) };
+        }
+    }
+    matvec_add_slices(y, a, x)
+}
+
+/// Lanes summed separately: eight independent sums per row are what lets the compiler keep
+/// them in one vector register (a single running sum would fix the order and stay scalar).
+const LANES: usize = 8;
+
+#[inline(always)]
+fn matvec_add_slices(y: &mut [f32], a: &[f32], x: &[f32]) {
+    let k = x.len();
+    assert_eq!(a.len(), y.len() * k);
+    let body = k - k % LANES;
+    for (yi, row) in y.iter_mut().zip(a.chunks_exact(k)) {
+        let mut acc = [0f32; LANES];
+        for (rc, xc) in row[..body]
+            .chunks_exact(LANES)
+            .zip(x[..body].chunks_exact(LANES))
+        {
+            for j in 0..LANES {
+                acc[j] += rc[j] * xc[j];
+            }
+        }
+        let mut sum = acc.iter().sum::<f32>();
+        for (r, v) in row[body..].iter().zip(&x[body..]) {
+            sum += r * v;
+        }
+        *yi += sum;
     }
 }
 

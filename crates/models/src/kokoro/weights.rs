@@ -112,8 +112,9 @@ use crate::onnx::{consumers, read_graph, GraphProto, NodeProto, OnnxError, Tenso
 /// Top-level modules of the export's `encoder` wrapper that are the predictor's children
 /// (`predictor.F0Ntrain` inlined into the wrapper's forward).
 const HOISTED_PREDICTOR_MODULES: [&str; 5] = ["F0", "N", "F0_proj", "N_proj", "shared"];
-/// The onnxruntime quantizer's names for a quantized tensor and its scale.
-const QUANTIZED_SUFFIX: &str = "_quantized";
+/// The onnxruntime quantizer's names for a quantized tensor and its scale; the f32 rewrite of
+/// the int8 graph (`scripts/kokoro_reference.py rewrite`) appends `_dequantized`.
+const QUANTIZED_SUFFIXES: [&str; 2] = ["_quantized_dequantized", "_quantized"];
 const SCALE_SUFFIX: &str = "_scale";
 
 /// Attributes of one convolution node, by canonical module name: what the weights alone do
@@ -384,9 +385,14 @@ impl Plan {
                 );
                 let inner: usize = shape[axis + 1..].iter().product();
                 let mut q = init.int8_as_f32()?;
-                for (i, v) in q.iter_mut().enumerate() {
-                    let c = (i / inner) % n;
-                    *v = (*v - zps[c]) * scales[c];
+                if inner > 0 {
+                    // Index c of the axis owns `inner` consecutive values, n of them per block.
+                    for block in q.chunks_mut(n * inner) {
+                        for (c, run) in block.chunks_mut(inner).enumerate() {
+                            let (zp, s) = (zps[c], scales[c]);
+                            run.iter_mut().for_each(|v| *v = (*v - zp) * s);
+                        }
+                    }
                 }
                 q
             }
@@ -427,22 +433,12 @@ fn plan_for(
     };
     // A named initializer keeps its name; an anonymous one is named after its consumer.
     let named_or = |suffix: &str| -> Result<String, String> {
-        match state_dict_name(
-            init.name
-                .strip_suffix(QUANTIZED_SUFFIX)
-                .unwrap_or(&init.name),
-        ) {
+        match state_dict_name(without_quantized_suffix(&init.name)) {
             Some(name) => Ok(name),
             None => Ok(format!("{}.{suffix}", module()?)),
         }
     };
-    let base_scale = || {
-        let base = init
-            .name
-            .strip_suffix(QUANTIZED_SUFFIX)
-            .unwrap_or(&init.name);
-        format!("{base}{SCALE_SUFFIX}")
-    };
+    let base_scale = || format!("{}{SCALE_SUFFIX}", without_quantized_suffix(&init.name));
     let op = node.op_type.as_str();
     let plan = match (op, index) {
         ("Conv" | "ConvTranspose", 1) if init.is_float() => {
@@ -527,6 +523,13 @@ fn plan_for(
         _ => return Ok(None),
     };
     Ok(Some(plan))
+}
+
+fn without_quantized_suffix(name: &str) -> &str {
+    QUANTIZED_SUFFIXES
+        .iter()
+        .find_map(|s| name.strip_suffix(s))
+        .unwrap_or(name)
 }
 
 /// The canonical name of an initializer that carries a state-dict name (`encoder.bert.…`,
