@@ -9,14 +9,20 @@ Cutting those subgraphs out of `kokoro-v1.0.int8.onnx` and running them with onn
 small inputs gives the candle port (crates/models/src/kokoro/generator.rs) exact references
 for each step, independent of the network around them.
 
-Writes crates/models/tests/fixtures/kokoro/generator_source.npz and generator_istft.npz.
-Usage: scripts/kokoro_generator_fixtures.py --model voices/kokoro/kokoro-v1.0.int8.onnx
-(a venv with onnx, onnxruntime and numpy).
+Writes crates/models/tests/fixtures/kokoro/generator_source.npz (`f0` [2F], `phase_frames`
+[2F, 9], `har_source` [600F], `har` [22, 120F + 1]; F = 8, from the int8 file, whose steps
+here are float) and generator_net.npz (`f0` [8], `dec_out` [512, 8], `style` [128], `har`
+[22, 481], `conv_post` [22, 481], `audio` [2400]: four frames of the oracle's emma case through
+the generator of the all-f32 rewrite), uncompressed, batch axis dropped.
+Usage: .venv-kokoro/bin/python scripts/kokoro_generator_fixtures.py \
+    --model voices/kokoro/kokoro-v1.0.int8.onnx
+(the venv of scripts/kokoro-venv.sh; emma.npz from scripts/kokoro_reference.py must exist).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 from pathlib import Path
 
@@ -24,19 +30,22 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+sys.path.insert(0, str(Path(__file__).parent))
+
 G = "/decoder/decoder/generator"
 # F0 at the predictor's rate (2 values per alignment frame), [1, 1, 2F], as fed to f0_upsamp.
 F0_IN = "/decoder/decoder/Unsqueeze_output_0"
 SOURCE_OUT = {
-    # cumulative phase of the 9 harmonics at the 2F rate, x 2 pi x 300, [1, 9, 2F]
+    # cumulative phase of the 9 harmonics at the 2F rate, x 2 pi x 300, [1, 2F, 9]
     "phase_frames": f"{G}/m_source/l_sin_gen/Mul_4",
     # harmonic source tanh(l_linear(9 sines)), [1, S]
     "har_source": f"{G}/Squeeze_output_0",
-    # STFT of the reflect-padded source, [1, K, 11, 2]
-    "har_stft": f"{G}/STFT_output_0",
     # [magnitude(11); phase(11)], [1, 22, K]
     "har": f"{G}/Concat_3_output_0",
 }
+# the decoder's output (decode.3), [1, 512, 2F], and the decoder half of the style, [1, 128]
+DEC_OUT = "/decoder/decoder/decode.3/Div_4_output_0"
+STYLE = "/decoder/Slice_output_0"
 # conv_post output, [1, 22, K]
 CONV_POST = f"{G}/conv_post/Conv_output_0"
 AUDIO = f"{G}/istft/stft/Slice_4_output_0"
@@ -68,20 +77,36 @@ def main() -> None:
     got = sess.run(None, {F0_IN: f0})
     arrays = {"f0": f0.reshape(-1)}
     for (name, _), value in zip(SOURCE_OUT.items(), got):
-        arrays[name] = value
+        arrays[name] = value[0]
         print(name, value.shape, value.dtype)
-    np.savez_compressed(args.out / "generator_source.npz", **arrays)
+    np.savez(args.out / "generator_source.npz", **arrays)
 
-    # The iSTFT on a conv_post-like input: log-magnitudes around -2, phases spread over radians.
-    rng = np.random.default_rng(23)
-    k = 120 * 4 + 1
-    conv_post = np.concatenate(
-        [rng.normal(-2.0, 1.5, (1, 11, k)), rng.normal(0.0, 2.0, (1, 11, k))], axis=1
-    ).astype(np.float32)
-    sess = extract(args.model, [CONV_POST], [AUDIO])
-    (audio,) = sess.run(None, {CONV_POST: conv_post})
-    print("audio", audio.shape)
-    np.savez_compressed(args.out / "generator_istft.npz", conv_post=conv_post, audio=audio)
+    # The network: four alignment frames of the oracle's emma case (frames 8..12, voiced, around
+    # its F0 peak) through the generator of the all-f32 rewrite (`kokoro_reference.py`), from the
+    # decoder output, F0 and style: the source spectrum, conv_post and the audio.
+    from kokoro_reference import rewrite_to_f32
+
+    emma = np.load(args.out / "emma.npz")
+    frames = slice(16, 24)
+    dec_out = emma["dec_out"][None, :, frames].astype(np.float32)
+    f0 = emma["f0"][None, None, frames].astype(np.float32)
+    style = emma["style"][None, :128].astype(np.float32)
+    model = rewrite_to_f32(onnx.load(str(args.model)))
+    with tempfile.TemporaryDirectory() as tmp:
+        full = Path(tmp) / "f32.onnx"
+        onnx.save(model, str(full), save_as_external_data=True, location="f32.data")
+        sess = extract(full, [DEC_OUT, F0_IN, STYLE], [SOURCE_OUT["har"], CONV_POST, AUDIO])
+    har, conv_post, audio = sess.run(None, {DEC_OUT: dec_out, F0_IN: f0, STYLE: style})
+    print("net: har", har.shape, "conv_post", conv_post.shape, "audio", audio.shape)
+    np.savez(
+        args.out / "generator_net.npz",
+        f0=f0.reshape(-1),
+        dec_out=dec_out[0],
+        style=style[0],
+        har=har[0],
+        conv_post=conv_post[0],
+        audio=audio.reshape(-1),
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 //! 2. the prosody predictor ([`prosody`]): duration encoder → frames per token, then the
 //!    F0 and energy curves of the frames;
 //! 3. the text encoder ([`text_encoder`]) aligned to the frames;
-//! 4. the decoder and iSTFTNet generator → 24 kHz audio, 600 samples per frame.
+//! 4. the decoder ([`decoder`]) and iSTFTNet generator ([`generator`]) → 24 kHz audio, 600
+//!    samples per frame.
 //!
 //! The voice vector (256 floats, one row of a voice pack) is split in two: `[..128]`
 //! conditions the decoder, `[128..]` the prosody predictor. The layers the predictor and the
@@ -16,6 +17,8 @@
 pub(crate) mod albert;
 pub(crate) mod blocks;
 pub mod config;
+pub(crate) mod decoder;
+pub(crate) mod generator;
 pub(crate) mod prosody;
 #[cfg(test)]
 mod tests;
@@ -29,6 +32,7 @@ use candle_core::{Device, Tensor};
 use albert::Albert;
 use blocks::Linear;
 pub use config::Config;
+use decoder::{Decoder, DecoderConfig};
 use prosody::Prosody;
 use text_encoder::TextEncoder;
 use weights::Weights;
@@ -70,8 +74,6 @@ pub struct Synthesis {
 }
 
 /// The prosody stage's results, kept for the tests of each stage.
-// Until the decoder reads them, only the tests do.
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) struct Predicted {
     /// Frames per id, pads included.
     pub durations: Vec<u32>,
@@ -89,6 +91,7 @@ pub struct Kokoro {
     bert_encoder: Linear,
     prosody: Prosody,
     text_encoder: TextEncoder,
+    decoder: Decoder,
     device: Device,
     file: PathBuf,
 }
@@ -111,6 +114,7 @@ impl Kokoro {
             bert_encoder: Linear::load(w, "bert_encoder", config.albert.hidden, config.hidden)?,
             prosody: Prosody::load(w, &config)?,
             text_encoder: TextEncoder::load(w, &config)?,
+            decoder: Decoder::load(w, &DecoderConfig::v1_0())?,
             config,
             device: device.clone(),
             file: w.file().to_path_buf(),
@@ -119,6 +123,11 @@ impl Kokoro {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The file the weights came from.
+    pub fn file(&self) -> &Path {
+        &self.file
     }
 
     /// Speaks `tokens` (phoneme ids, without the pads the model adds at both ends) in
@@ -130,12 +139,16 @@ impl Kokoro {
         speed: f32,
     ) -> Result<Synthesis, KokoroError> {
         let (ids, style) = self.inputs(tokens, style, speed)?;
-        let _predicted = self.predict(&ids, &style, speed)?;
-        // The decoder (its own module, in progress) turns the prediction into audio.
-        Err(KokoroError::Unfinished(format!(
-            "{}: the Kokoro decoder is not in this build yet",
-            self.file.display()
-        )))
+        let predicted = self.predict(&ids, &style, speed)?;
+        let s = style.narrow(1, 0, self.config.style_dim)?; // the decoder half
+        let audio = self
+            .decoder
+            .forward(&predicted.asr, &predicted.f0, &predicted.n, &s)?
+            .to_vec1::<f32>()?;
+        Ok(Synthesis {
+            audio,
+            durations: predicted.durations,
+        })
     }
 
     /// Checks the inputs and adds the pads: ids `[T]` (u32), style `[1, 256]`.
