@@ -3,7 +3,10 @@
 //! The ONNX files carry weights but not the architecture's numbers (the shapes show most of
 //! them, not strides, epsilons or how often ALBERT's shared layer runs), and there is only one
 //! Kokoro v1.0: the values are constants of the release (its `config.json`), checked against
-//! the weight shapes at load so a different file is refused rather than misread.
+//! the weight shapes at load so a different file is refused rather than misread. The
+//! decoder's own numbers are [`DecoderConfig`], kept with the decoder.
+
+pub use super::decoder::DecoderConfig;
 
 /// The PL-BERT text encoder: ALBERT with one shared layer applied `layers` times.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,18 +21,6 @@ pub struct AlbertConfig {
     pub max_positions: usize,
     /// LayerNorm epsilon throughout ALBERT (1e-12, HF's default).
     pub layer_norm_eps: f64,
-}
-
-/// The iSTFTNet decoder's numbers (the decoder module's own config lives with it).
-#[derive(Debug, Clone, PartialEq)]
-pub struct IstftnetConfig {
-    pub upsample_rates: Vec<usize>,
-    pub upsample_kernel_sizes: Vec<usize>,
-    pub upsample_initial_channel: usize,
-    pub resblock_kernel_sizes: Vec<usize>,
-    pub resblock_dilation_sizes: Vec<Vec<usize>>,
-    pub n_fft: usize,
-    pub hop: usize,
 }
 
 /// Kokoro-82M v1.0.
@@ -52,7 +43,8 @@ pub struct Config {
     /// Epsilon of the text encoder's LayerNorm, AdaLayerNorm and instance norms.
     pub norm_eps: f64,
     pub albert: AlbertConfig,
-    pub istftnet: IstftnetConfig,
+    /// The decoder and iSTFTNet generator (sample rate, upsampling, source).
+    pub decoder: DecoderConfig,
     pub sample_rate: u32,
     /// Output samples per alignment frame: 2 (decoder) × Π upsample rates × hop.
     pub samples_per_frame: usize,
@@ -61,17 +53,7 @@ pub struct Config {
 impl Config {
     /// Kokoro v1.0 as released.
     pub fn v1_0() -> Self {
-        let istftnet = IstftnetConfig {
-            upsample_rates: vec![10, 6],
-            upsample_kernel_sizes: vec![20, 12],
-            upsample_initial_channel: 512,
-            resblock_kernel_sizes: vec![3, 7, 11],
-            resblock_dilation_sizes: vec![vec![1, 3, 5]; 3],
-            n_fft: 20,
-            hop: 5,
-        };
-        let samples_per_frame =
-            2 * istftnet.upsample_rates.iter().product::<usize>() * istftnet.hop;
+        let decoder = DecoderConfig::v1_0();
         Self {
             n_token: 178,
             hidden: 512,
@@ -90,9 +72,9 @@ impl Config {
                 max_positions: 512,
                 layer_norm_eps: 1e-12,
             },
-            istftnet,
-            sample_rate: 24_000,
-            samples_per_frame,
+            sample_rate: decoder.sample_rate,
+            samples_per_frame: decoder.samples_per_frame(),
+            decoder,
         }
     }
 
@@ -112,5 +94,7 @@ mod tests {
         assert_eq!(c.samples_per_frame, 600);
         assert_eq!(c.sample_rate as usize / c.samples_per_frame, 40);
         assert_eq!(c.voice_dim(), 256);
+        assert_eq!(c.decoder.style_dim, c.style_dim);
+        assert_eq!(c.decoder.dim_in, c.hidden);
     }
 }

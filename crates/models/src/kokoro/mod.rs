@@ -31,8 +31,8 @@ use candle_core::{Device, Tensor};
 
 use albert::Albert;
 use blocks::Linear;
-pub use config::Config;
-use decoder::{Decoder, DecoderConfig};
+pub use config::{Config, DecoderConfig};
+use decoder::Decoder;
 use prosody::Prosody;
 use text_encoder::TextEncoder;
 use weights::Weights;
@@ -56,9 +56,6 @@ pub enum KokoroError {
     },
     #[error("invalid input: {0}")]
     Input(String),
-    /// A stage of the port that is not there yet.
-    #[error("{0}")]
-    Unfinished(String),
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }
@@ -114,7 +111,7 @@ impl Kokoro {
             bert_encoder: Linear::load(w, "bert_encoder", config.albert.hidden, config.hidden)?,
             prosody: Prosody::load(w, &config)?,
             text_encoder: TextEncoder::load(w, &config)?,
-            decoder: Decoder::load(w, &DecoderConfig::v1_0())?,
+            decoder: Decoder::load(w, &config.decoder)?,
             config,
             device: device.clone(),
             file: w.file().to_path_buf(),

@@ -232,3 +232,41 @@ fn bad_inputs_are_refused_with_a_reason() {
     assert!(err(&[1], &style, 0.0).contains("speed"));
     assert!(err(&[1], &style, f32::NAN).contains("speed"));
 }
+
+/// The public entry point on the faster case (`emma`, speed 1.25): the oracle's durations,
+/// `samples_per_frame` samples per frame, and the oracle's audio within the SNR that
+/// onnxruntime reaches against itself (30.8 dB; the sine source's phase amplifies 1e-7
+/// differences in F0, `tests/fixtures/kokoro/README.md`).
+#[test]
+fn synthesize_speaks_emma_as_the_oracle() {
+    let m = model();
+    let case = Case::load("emma");
+    let ids = case.ids().to_vec1::<u32>().unwrap();
+    let style = case.get("style").to_vec1::<f32>().unwrap();
+    let start = std::time::Instant::now();
+    let out = m
+        .synthesize(&ids[1..ids.len() - 1], &style, case.speed())
+        .unwrap();
+    eprintln!(
+        "emma: synthesize {:.0} ms for {} samples",
+        start.elapsed().as_secs_f64() * 1e3,
+        out.audio.len()
+    );
+    assert_eq!(out.durations, case.durations());
+    let frames: u32 = out.durations.iter().sum();
+    assert_eq!(
+        out.audio.len(),
+        frames as usize * m.config().samples_per_frame
+    );
+    let reference = case.get("audio").to_vec1::<f32>().unwrap();
+    let signal: f64 = reference.iter().map(|&v| f64::from(v).powi(2)).sum();
+    let noise: f64 = out
+        .audio
+        .iter()
+        .zip(&reference)
+        .map(|(&a, &b)| f64::from(a - b).powi(2))
+        .sum();
+    let snr = 10.0 * (signal / noise).log10();
+    eprintln!("emma end to end: SNR {snr:.1} dB");
+    assert!(snr >= 25.0, "{snr:.1} dB");
+}
