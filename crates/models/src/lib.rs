@@ -6,5 +6,7 @@
 //! share ([`kernels`]), and the scheduler that lends idle cores to a computation ([`spare`]).
 
 pub mod kernels;
+pub mod kokoro;
+mod onnx;
 pub mod spare;
 pub mod vits;

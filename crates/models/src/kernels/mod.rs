@@ -21,7 +21,9 @@
 //! - run the text encoder's relative attention as strided products over the convolutions'
 //!   layout, without the [T, T] copies the tensor formulation makes ([`attention`]);
 //! - normalize over channels in place, with the residual add before and the GELU after
-//!   fused in ([`norm`]).
+//!   fused in ([`norm`]);
+//! - run a bidirectional LSTM as one input-projection product plus one fused loop over the
+//!   steps ([`BiLstm`], in `lstm`).
 //!
 //! A layer can also be loaded in a reduced [`Precision`] ([`precision`]): its weights are
 //! then packed in bfloat16 and its direct convolutions run through [`bf16`] (AVX-512) or
@@ -60,11 +62,13 @@ mod gemm;
 mod int8;
 mod isa;
 mod layer;
+mod lstm;
 mod norm;
 mod paths;
 mod precision;
 mod rows;
 mod shape;
+pub(crate) mod stft;
 mod strips;
 mod tensor;
 #[cfg(test)]
@@ -75,6 +79,7 @@ pub use dispatch::{conv1d, conv_transpose1d};
 pub(crate) use dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
 pub(crate) use fast_math::{gated_tanh, tanh};
 pub(crate) use layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
+pub use lstm::BiLstm;
 pub(crate) use norm::channel_norm;
 pub use paths::isa_report;
 pub use precision::Precision;

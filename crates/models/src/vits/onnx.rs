@@ -1,79 +1,17 @@
 //! Reads the weights out of a Piper `.onnx` export without onnxruntime or `protoc`.
 //!
-//! Only the handful of protobuf fields that carry parameters are declared (prost skips the
-//! rest). PyTorch's exporter keeps state-dict names for most initializers but leaves some
-//! anonymous (`onnx::Conv_1234`, weight-norm folded) or renamed (`sid`); those are named after
-//! the node that consumes them, which is what makes the file loadable by parameter name.
+//! The protobuf reading is shared ([`crate::onnx`]); this module knows VITS. PyTorch's
+//! exporter keeps state-dict names for most initializers but leaves some anonymous
+//! (`onnx::Conv_1234`, weight-norm folded) or renamed (`sid`); those are named after the node
+//! that consumes them, which is what makes the file loadable by parameter name.
 
 use std::collections::HashMap;
 use std::path::Path;
 
 use candle_core::{Device, Tensor};
-use prost::bytes::Bytes;
-use prost::Message;
 
 use super::VitsError;
-
-#[derive(Clone, PartialEq, Message)]
-pub struct ModelProto {
-    #[prost(message, optional, tag = "7")]
-    pub graph: Option<GraphProto>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct GraphProto {
-    #[prost(message, repeated, tag = "1")]
-    pub node: Vec<NodeProto>,
-    #[prost(message, repeated, tag = "5")]
-    pub initializer: Vec<TensorProto>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct NodeProto {
-    #[prost(string, repeated, tag = "1")]
-    pub input: Vec<String>,
-    #[prost(string, repeated, tag = "2")]
-    pub output: Vec<String>,
-    #[prost(string, tag = "3")]
-    pub name: String,
-    #[prost(string, tag = "4")]
-    pub op_type: String,
-    #[prost(message, repeated, tag = "5")]
-    pub attribute: Vec<AttributeProto>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct AttributeProto {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(int64, tag = "3")]
-    pub i: i64,
-    #[prost(int64, repeated, tag = "8")]
-    pub ints: Vec<i64>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-pub struct TensorProto {
-    #[prost(int64, repeated, tag = "1")]
-    pub dims: Vec<i64>,
-    #[prost(int32, tag = "2")]
-    pub data_type: i32,
-    #[prost(float, repeated, tag = "4")]
-    pub float_data: Vec<f32>,
-    #[prost(int64, repeated, tag = "7")]
-    pub int64_data: Vec<i64>,
-    #[prost(string, tag = "8")]
-    pub name: String,
-    #[prost(bytes = "bytes", tag = "9")]
-    pub raw_data: Bytes,
-    #[prost(int32, tag = "14")]
-    pub data_location: i32,
-}
-
-/// ONNX `TensorProto.DataType.FLOAT`.
-const DATA_TYPE_FLOAT: i32 = 1;
-/// ONNX `TensorProto.DataLocation.EXTERNAL`.
-const DATA_LOCATION_EXTERNAL: i32 = 1;
+use crate::onnx::{consumers, module_path, read_graph, GraphProto, NodeProto, OnnxError};
 
 /// The reverse ElementwiseAffine of the duration flow stores `exp(-logs)` as a graph constant.
 const DP_AFFINE_MULTIPLIER: &str = "/dp/flows.0/Exp_output_0";
@@ -95,28 +33,11 @@ pub struct OnnxWeights {
 
 /// Parses `path` and returns its float parameters under their VITS names.
 pub fn read_weights(path: &Path, device: &Device) -> Result<OnnxWeights, VitsError> {
-    let bytes = std::fs::read(path).map_err(|source| VitsError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let model = ModelProto::decode(Bytes::from(bytes)).map_err(|e| VitsError::Format {
-        file: path.to_path_buf(),
-        reason: format!("not an ONNX model: {e}"),
-    })?;
-    let graph = model.graph.ok_or_else(|| VitsError::Format {
-        file: path.to_path_buf(),
-        reason: "ONNX model has no graph".into(),
+    let graph = read_graph(path).map_err(|e| match e {
+        OnnxError::Io { path, source } => VitsError::Io { path, source },
+        OnnxError::Format { file, reason } => VitsError::Format { file, reason },
     })?;
     map_graph(&graph, path, device)
-}
-
-/// `/flow/flows.6/enc/in_layers.0/Conv` → `flow.flows.6.enc.in_layers.0`.
-fn module_path(node_name: &str) -> Option<String> {
-    let parts: Vec<&str> = node_name.trim_start_matches('/').split('/').collect();
-    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
-        return None;
-    }
-    Some(parts[..parts.len() - 1].join("."))
 }
 
 /// The parameter name an initializer feeds, judged from its consumer: conv input 1/2 are
@@ -131,12 +52,9 @@ fn name_from_consumer(node: &NodeProto, input_index: usize) -> Option<String> {
 }
 
 fn map_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<OnnxWeights, VitsError> {
-    let mut consumers: HashMap<&str, Vec<(&NodeProto, usize)>> = HashMap::new();
+    let consumers = consumers(graph);
     let mut conv_attributes = HashMap::new();
     for node in &graph.node {
-        for (i, input) in node.input.iter().enumerate() {
-            consumers.entry(input.as_str()).or_default().push((node, i));
-        }
         if node.op_type == "Conv" || node.op_type == "ConvTranspose" {
             if let Some(module) = module_path(&node.name) {
                 let mut attrs = ConvAttributes::default();
@@ -154,7 +72,7 @@ fn map_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<OnnxWei
 
     let mut tensors = HashMap::new();
     for init in &graph.initializer {
-        if init.data_type != DATA_TYPE_FLOAT {
+        if init.data_type != crate::onnx::data_type::FLOAT {
             continue; // shape constants (int64/int32) carry no parameters
         }
         let fail = |reason: String| VitsError::Tensor {
@@ -179,10 +97,7 @@ fn map_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<OnnxWei
                 many => return Err(fail(format!("feeds several parameters: {many:?}"))),
             }
         };
-        if init.data_location == DATA_LOCATION_EXTERNAL {
-            return Err(fail("external tensor data is not supported".into()));
-        }
-        let mut values = float_values(init).map_err(&fail)?;
+        let mut values = init.to_f32().map_err(&fail)?;
         if name == "dp.flows.0.logs" {
             // The graph holds C = exp(-logs); keep the state-dict parameter itself.
             values.iter_mut().for_each(|c| *c = -c.ln());
@@ -199,34 +114,16 @@ fn map_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<OnnxWei
     })
 }
 
-fn float_values(t: &TensorProto) -> Result<Vec<f32>, String> {
-    let count: usize = t.dims.iter().map(|&d| d.max(0) as usize).product();
-    let values: Vec<f32> = if !t.raw_data.is_empty() {
-        t.raw_data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect()
-    } else {
-        t.float_data.clone()
-    };
-    if values.len() != count {
-        return Err(format!(
-            "holds {} values but its shape {:?} needs {count}",
-            values.len(),
-            t.dims
-        ));
-    }
-    Ok(values)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::onnx::{data_type, AttributeProto, ModelProto, TensorProto};
+    use prost::Message;
 
     fn float_init(name: &str, dims: &[i64], values: &[f32]) -> TensorProto {
         TensorProto {
             dims: dims.to_vec(),
-            data_type: DATA_TYPE_FLOAT,
+            data_type: data_type::FLOAT,
             name: name.into(),
             raw_data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
             ..Default::default()
@@ -241,8 +138,8 @@ mod tests {
             op_type: op.into(),
             attribute: vec![AttributeProto {
                 name: "dilations".into(),
-                i: 0,
                 ints: vec![2],
+                ..Default::default()
             }],
         }
     }

@@ -1,0 +1,947 @@
+//! The iSTFTNet generator: decoder features [1, 512, 2F] and F0 [1, 2F] → waveform [600·F].
+//!
+//! Kokoro's vocoder is StyleTTS 2's (Li et al. 2023, arXiv:2306.07691) iSTFTNet generator
+//! (Kaneko et al. 2022, arXiv:2203.02395), `Generator` in hexgrad/kokoro's `istftnet.py`:
+//! HiFi-GAN's transposed-convolution stages, but only up to a fifth of the sample rate, where
+//! `conv_post` predicts 11 log-magnitudes and 11 phases per frame and an inverse STFT
+//! (n_fft 20, hop 5) makes the samples. Into each stage it adds a harmonic source in the
+//! manner of the neural source-filter models (Wang et al. 2019, arXiv:1904.12088): nine
+//! sines on the predicted F0, merged into one excitation, whose STFT passes through a
+//! strided convolution and a residual block to the stage's rate. Its residual blocks
+//! (`AdaINResBlock1`) are HiFi-GAN's with AdaIN on the style vector before each convolution
+//! and Snake activations (`x + sin²(αx)/α`, Ziyin et al. 2020) instead of LeakyReLU.
+//!
+//! It computes what the exported graph `kokoro-v1.0.int8.onnx` computes, which differs from
+//! the PyTorch code in three places: the sine source has no random initial phase and no
+//! additive noise; the source's phase is `atan(im / re)` corrected by quadrant with `Where`
+//! (not `atan2`); and the inverse STFT is torch-stft's recipe with a frozen normalizer (see
+//! [`InverseStft`]). The source's STFT is computed as onnxruntime computes it
+//! ([`crate::kernels::stft`]): where the source is silent the network reads the phase of the
+//! transform's rounding noise, so that noise has to be onnxruntime's. The weight-free steps
+//! are checked against onnxruntime runs of those subgraphs
+//! (`scripts/kokoro_generator_fixtures.py`).
+
+use candle_core::{Device, Result, Tensor};
+
+use super::blocks::AdaIn1d;
+use super::decoder::DecoderConfig;
+use super::weights::Weights;
+use super::KokoroError;
+use crate::kernels::stft::{Stft, StridedConv1d};
+use crate::kernels::{self, InputMap, PackedPhaseCache, PackedWeightCache, Precision};
+
+/// Loading fails with the file's and the weight's name.
+type LoadResult<T> = std::result::Result<T, KokoroError>;
+
+/// LeakyReLU slope before each upsampling stage.
+const LRELU_SLOPE: f64 = 0.1;
+/// PyTorch's default LeakyReLU slope, before `conv_post`.
+const POST_LRELU_SLOPE: f64 = 0.01;
+
+/// Refuses a file whose convolution `module` slides otherwise than this code computes it
+/// (stride, padding at each end, dilation), when the file says (ONNX graphs do).
+fn check_conv(
+    w: &Weights,
+    module: &str,
+    stride: usize,
+    padding: usize,
+    dilation: usize,
+) -> LoadResult<()> {
+    let Some(a) = w.conv_attributes(module) else {
+        return Ok(());
+    };
+    let all = |values: &[i64], want: usize| values.iter().all(|&v| v == want as i64);
+    if all(&a.strides, stride) && all(&a.pads, padding) && all(&a.dilations, dilation) {
+        return Ok(());
+    }
+    Err(KokoroError::Weight {
+        file: w.file().to_path_buf(),
+        name: module.to_string(),
+        reason: format!(
+            "the graph's convolution has strides {:?}, pads {:?}, dilations {:?}; this port \
+             computes stride {stride}, padding {padding}, dilation {dilation}",
+            a.strides, a.pads, a.dilations
+        ),
+    })
+}
+
+/// A stride-1 convolution with 'same' padding, through the shared kernels.
+#[derive(Debug, Clone)]
+pub(super) struct Conv {
+    /// [C_out, C_in, K]
+    weight: Tensor,
+    bias: Option<Tensor>,
+    padding: usize,
+    dilation: usize,
+    cache: PackedWeightCache,
+}
+
+impl Conv {
+    /// `name.weight` [C_out, C_in, K] and `name.bias`; padding keeps the length.
+    pub(super) fn load(w: &Weights, name: &str, dilation: usize) -> LoadResult<Self> {
+        let weight = w.get(&format!("{name}.weight"))?;
+        let bias = w.get(&format!("{name}.bias"))?;
+        let taps = weight.dim(2)?;
+        let padding = dilation * (taps - 1) / 2;
+        check_conv(w, name, 1, padding, dilation)?;
+        Ok(Self {
+            weight,
+            bias: Some(bias),
+            padding,
+            dilation,
+            cache: PackedWeightCache::new(Precision::F32),
+        })
+    }
+
+    /// `Σ residuals + conv(map(x))`: [B, C_in, L] → [B, C_out, L].
+    fn forward(&self, x: &Tensor, map: &InputMap<'_>, residuals: &[&Tensor]) -> Result<Tensor> {
+        kernels::conv1d_fused(
+            x,
+            &self.weight,
+            self.bias.as_ref(),
+            self.padding,
+            self.dilation,
+            map,
+            residuals,
+            Some(&self.cache),
+        )
+    }
+}
+
+/// A strided convolution (`noise_convs`, the decoder's F0/N convolutions) loaded by name.
+pub(super) fn strided_conv(
+    w: &Weights,
+    name: &str,
+    stride: usize,
+    padding: usize,
+) -> LoadResult<StridedConv1d> {
+    check_conv(w, name, stride, padding, 1)?;
+    let weight = w.get(&format!("{name}.weight"))?;
+    let bias = w.get(&format!("{name}.bias"))?;
+    Ok(StridedConv1d::new(&weight, Some(&bias), stride, padding)?)
+}
+
+/// A Snake activation's per-channel α, with the 1/α the graph stores next to it.
+#[derive(Debug, Clone)]
+struct Snake {
+    alpha: Vec<f32>,
+    inv_alpha: Vec<f32>,
+}
+
+impl Snake {
+    fn load(w: &Weights, name: &str, channels: usize) -> LoadResult<Self> {
+        let alpha = w
+            .get_shaped(name, &[1, channels, 1])?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        let inv_alpha = alpha.iter().map(|a| 1.0 / a).collect();
+        Ok(Self { alpha, inv_alpha })
+    }
+}
+
+/// `(1 + γ, β)` of an AdaIN for style `s`, one value per channel.
+fn scale_shift(adain: &AdaIn1d, s: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
+    let (scale, shift) = adain.affine(s)?;
+    Ok((
+        scale.flatten_all()?.to_vec1::<f32>()?,
+        shift.flatten_all()?.to_vec1::<f32>()?,
+    ))
+}
+
+/// `Snake(AdaIN(x, s))` for `x` [1, C, T], two passes per channel:
+/// `y = (1 + γ)·(x − μ)/√(σ² + ε) + β` with the mean and biased variance over time, then
+/// `y + sin²(α·y)/α`. Fused, with loops the compiler vectorizes, because the generator runs
+/// it before every one of its 48 residual convolutions, on up to 128 × 120·F samples.
+fn adain_snake(
+    x: &Tensor,
+    scale: &[f32],
+    shift: &[f32],
+    snake: &Snake,
+    eps: f32,
+) -> Result<Tensor> {
+    let (batch, channels, len) = x.dims3()?;
+    if batch != 1 || scale.len() != channels || snake.alpha.len() != channels {
+        candle_core::bail!("adain_snake: x {:?} for {} channels", x.dims(), scale.len());
+    }
+    let mut data = x.flatten_all()?.to_vec1::<f32>()?;
+    for (c, row) in data.chunks_exact_mut(len).enumerate() {
+        let mean = lane_sum(row, |v| v) / len as f32;
+        let var = lane_sum(row, |v| (v - mean) * (v - mean)) / len as f32;
+        let std = (var + eps).sqrt();
+        let (g, b) = (scale[c], shift[c]);
+        let (a, inv_a) = (snake.alpha[c], snake.inv_alpha[c]);
+        for v in row.iter_mut() {
+            let y = g * ((*v - mean) / std) + b;
+            let s = sin(a * y);
+            *v = y + inv_a * (s * s);
+        }
+    }
+    Tensor::from_vec(data, (batch, channels, len), x.device())
+}
+
+/// `Σ f(x)` over 16 interleaved partial sums, so the loop vectorizes and each sum stays
+/// short (f32 error ~1e-7 relative for a few thousand terms).
+fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    const LANES: usize = 16;
+    let mut acc = [0f32; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for chunk in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(chunk) {
+            *a += f(v);
+        }
+    }
+    let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+/// `sin(x)` in plain f32 arithmetic the compiler vectorizes (the library's is a call per
+/// value): x = kπ + r with |r| ≤ π/2 (π in four parts whose products with k are exact for
+/// |x| < 5e4), then an odd degree-9 polynomial in r and the sign of (−1)^k. Within 1.2e-7
+/// of `f32::sin` on [−100, 100] (see the test), past any Snake input seen; onnxruntime's
+/// Sin is an approximation of its own too.
+fn sin(x: f32) -> f32 {
+    const INV_PI: f32 = std::f32::consts::FRAC_1_PI;
+    // 1.5 · 2^23: adding and subtracting it rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    const PI_A: f32 = 3.140_625;
+    const PI_B: f32 = 0.000_967_025_76;
+    const PI_C: f32 = 6.277_114e-7;
+    const PI_D: f32 = 1.215_420_1e-10;
+    let k = (x * INV_PI + ROUND) - ROUND;
+    let r = x - k * PI_A - k * PI_B - k * PI_C - k * PI_D;
+    let r2 = r * r;
+    let p = 2.608_316e-6_f32;
+    let p = p * r2 - 1.981_069e-4;
+    let p = p * r2 + 8.333_079e-3;
+    let p = p * r2 - 0.166_666_6;
+    let s = r + r * r2 * p;
+    if (k as i32) & 1 == 0 {
+        s
+    } else {
+        -s
+    }
+}
+
+/// One step of `AdaINResBlock1`: `x + conv2(Snake(AdaIN2(conv1(Snake(AdaIN1(x))))))`.
+#[derive(Debug, Clone)]
+struct SnakeStep {
+    adain1: AdaIn1d,
+    snake1: Snake,
+    conv1: Conv,
+    adain2: AdaIn1d,
+    snake2: Snake,
+    conv2: Conv,
+}
+
+/// `AdaINResBlock1`: three steps, the first convolution of each dilated (1, 3, 5).
+#[derive(Debug, Clone)]
+struct SnakeResBlock {
+    steps: Vec<SnakeStep>,
+    /// The instance norms' epsilon.
+    eps: f32,
+}
+
+impl SnakeResBlock {
+    fn load(
+        w: &Weights,
+        name: &str,
+        channels: usize,
+        dilations: &[usize],
+        cfg: &DecoderConfig,
+    ) -> LoadResult<Self> {
+        let adain = |kind: &str, j: usize| {
+            AdaIn1d::load(
+                w,
+                &format!("{name}.{kind}.{j}"),
+                cfg.style_dim,
+                channels,
+                cfg.norm_eps,
+            )
+        };
+        let steps = dilations
+            .iter()
+            .enumerate()
+            .map(|(j, &d)| {
+                Ok(SnakeStep {
+                    adain1: adain("adain1", j)?,
+                    snake1: Snake::load(w, &format!("{name}.alpha1.{j}"), channels)?,
+                    conv1: Conv::load(w, &format!("{name}.convs1.{j}"), d)?,
+                    adain2: adain("adain2", j)?,
+                    snake2: Snake::load(w, &format!("{name}.alpha2.{j}"), channels)?,
+                    conv2: Conv::load(w, &format!("{name}.convs2.{j}"), 1)?,
+                })
+            })
+            .collect::<LoadResult<_>>()?;
+        Ok(Self {
+            steps,
+            eps: cfg.norm_eps as f32,
+        })
+    }
+
+    /// `x` [1, C, T] → [1, C, T]; with `sum`, returns `sum + block(x)` (the last
+    /// convolution adds it), for a stage's multi-receptive-field sum.
+    fn forward(&self, x: &Tensor, s: &Tensor, sum: Option<&Tensor>) -> Result<Tensor> {
+        let mut x = x.clone();
+        for (j, step) in self.steps.iter().enumerate() {
+            let (g1, b1) = scale_shift(&step.adain1, s)?;
+            let xt = adain_snake(&x, &g1, &b1, &step.snake1, self.eps)?;
+            let xt = step.conv1.forward(&xt, &InputMap::IDENTITY, &[])?;
+            let (g2, b2) = scale_shift(&step.adain2, s)?;
+            let xt = adain_snake(&xt, &g2, &b2, &step.snake2, self.eps)?;
+            let last = j + 1 == self.steps.len();
+            let residuals: Vec<&Tensor> = std::iter::once(&x).chain(sum.filter(|_| last)).collect();
+            x = step.conv2.forward(&xt, &InputMap::IDENTITY, &residuals)?;
+        }
+        Ok(x)
+    }
+}
+
+/// `ups[i]`: a transposed convolution that upsamples by `stride`.
+#[derive(Debug, Clone)]
+struct Upsample {
+    /// [C_in, C_out, K]
+    weight: Tensor,
+    bias: Tensor,
+    stride: usize,
+    padding: usize,
+    packed: PackedPhaseCache,
+}
+
+/// One upsampling stage: `ups[i]`, the source branch `noise_convs[i]` + `noise_res[i]` added
+/// to it, then the mean of its three residual blocks.
+#[derive(Debug, Clone)]
+struct Stage {
+    upsample: Upsample,
+    /// Takes the source spectrum [1, 22, 120F + 1] to this stage's rate.
+    noise_conv: StridedConv1d,
+    noise_res: SnakeResBlock,
+    resblocks: Vec<SnakeResBlock>,
+    /// The last stage prepends one reflected sample (`ReflectionPad1d((1, 0))`), which
+    /// brings 120·F samples to the source spectrum's 120·F + 1 frames.
+    reflect_left: bool,
+}
+
+/// The harmonic source `m_source` as exported: F0 at 2F values → excitation [600·F].
+#[derive(Debug, Clone)]
+struct HarmonicSource {
+    /// Samples per F0 value: Π upsample rates × hop = 300.
+    upsample: usize,
+    sample_rate: f32,
+    sine_amp: f32,
+    /// Voiced where F0 > threshold (Hz).
+    voiced_threshold: f32,
+    /// `l_linear`: one weight per harmonic (fundamental first) and a bias.
+    merge: Vec<f32>,
+    merge_bias: f32,
+}
+
+impl HarmonicSource {
+    /// `f0` (Hz), one value per half frame → `tanh(l_linear(sines))`, `upsample` samples each.
+    ///
+    /// The graph's steps, in its order and precision: F0 repeated to the sample rate
+    /// (nearest Resize); per harmonic h = 1..=9 the phase increment `frac(h·F0 / sr)`;
+    /// a linear Resize by 1/300 back to one value per F0 value; a running sum, × 2π × 300;
+    /// a linear Resize ×300 up again; `sin · sine_amp`, zero where unvoiced; the weighted sum
+    /// over harmonics plus bias; tanh. PyTorch adds a random initial phase per harmonic and
+    /// Gaussian noise here; the export has neither.
+    fn forward(&self, f0: &[f32]) -> Vec<f32> {
+        let up = self.upsample;
+        let harmonics = self.merge.len();
+        let samples = f0.len() * up;
+        let f0_up = resize_nearest(f0, up);
+        let down_scale = 1.0 / up as f32;
+        let mut source = vec![self.merge_bias; samples];
+        for h in 0..harmonics {
+            let rad: Vec<f32> = f0_up
+                .iter()
+                .map(|&f| {
+                    let r = f * (h + 1) as f32 / self.sample_rate;
+                    r - r.floor()
+                })
+                .collect();
+            let rad = resize_linear(&rad, f0.len(), down_scale);
+            let mut phase = Vec::with_capacity(rad.len());
+            let mut total = 0f32;
+            for r in rad {
+                total += r;
+                phase.push(total * 2.0 * std::f32::consts::PI * up as f32);
+            }
+            let phase = resize_linear(&phase, samples, up as f32);
+            let weight = self.merge[h];
+            for ((out, p), &f) in source.iter_mut().zip(&phase).zip(&f0_up) {
+                let voiced = if f > self.voiced_threshold { 1.0 } else { 0.0 };
+                *out += p.sin() * self.sine_amp * voiced * weight;
+            }
+        }
+        source.iter().map(|v| v.tanh()).collect()
+    }
+}
+
+/// ONNX `Resize` (mode nearest, `asymmetric`, `floor`) by an integer factor: each value
+/// repeated `factor` times.
+fn resize_nearest(x: &[f32], factor: usize) -> Vec<f32> {
+    x.iter()
+        .flat_map(|&v| std::iter::repeat_n(v, factor))
+        .collect()
+}
+
+/// ONNX `Resize` (mode linear, `half_pixel`, no antialias) of `x` to `len` values at
+/// `scale` (the graph's f32 scale, which for a downsampling is not exactly 1/factor): output
+/// `j` samples the input at `(j + 0.5) / scale − 0.5`, clamped to the ends, between its two
+/// neighbours.
+fn resize_linear(x: &[f32], len: usize, scale: f32) -> Vec<f32> {
+    let last = x.len() - 1;
+    (0..len)
+        .map(|j| {
+            let at = ((j as f32 + 0.5) / scale - 0.5).clamp(0.0, last as f32);
+            let i0 = (at as usize).min(last);
+            let i1 = (i0 + 1).min(last);
+            let w1 = at - i0 as f32;
+            x[i0] * (1.0 - w1) + x[i1] * w1
+        })
+        .collect()
+}
+
+/// `x` [1, L] with `pad` samples mirrored at each end (`reflect`, the edge not repeated).
+fn reflect_pad(x: &[f32], pad: usize) -> Vec<f32> {
+    let n = x.len();
+    let left = (1..=pad).rev().map(|i| x[i]);
+    let right = (0..pad).map(|i| x[n - 2 - i]);
+    left.chain(x.iter().copied()).chain(right).collect()
+}
+
+/// The phase as the graph computes it from `atan(im / re)` with `Where` (not `atan2`):
+/// ±π added by the sign of `im` when `re < 0`. Where both parts are exactly 0 the graph's
+/// 0/0 would give NaN; there this gives 0, as `atan2` does.
+fn phase_of(re: f32, im: f32) -> f32 {
+    if re == 0.0 && im == 0.0 {
+        return 0.0;
+    }
+    let a = (im / re).atan();
+    if re < 0.0 {
+        if im > 0.0 {
+            a + std::f32::consts::PI
+        } else {
+            a - std::f32::consts::PI
+        }
+    } else {
+        a
+    }
+}
+
+/// The inverse STFT as exported: torch-stft's `inverse` (pseeth/torch-stft), a transposed
+/// convolution with a fixed synthesis basis, divided by the window's sum of squares, × n_fft
+/// / hop, and `n_fft / 2` samples trimmed at each end. The export froze the normalizer at its
+/// traced length of 20 samples, so only the first 20 output samples are divided (those where
+/// it exceeds `f32::MIN_POSITIVE`); the interior keeps the overlap gain of 1.5, and the
+/// 20th sample (the 10th after the trim) is divided by about 6e-4.
+#[derive(Debug, Clone)]
+struct InverseStft {
+    /// [2·bins, 1, n_fft]: real parts' rows, then imaginary parts'.
+    basis: Tensor,
+    window_sum: Vec<f32>,
+    hop: usize,
+    n_fft: usize,
+}
+
+impl InverseStft {
+    /// `log_mag` and `phase_pre` [1, bins, K] (conv_post's two halves) → samples
+    /// [hop·(K − 1)]: magnitude `exp(log_mag)`, phase `sin(phase_pre)`.
+    fn forward(&self, log_mag: &Tensor, phase_pre: &Tensor) -> Result<Vec<f32>> {
+        let magnitude = log_mag.exp()?;
+        let phase = phase_pre.sin()?;
+        let spectrum = Tensor::cat(
+            &[(&magnitude * phase.cos()?)?, (&magnitude * phase.sin()?)?],
+            1,
+        )?;
+        let frames = kernels::conv_transpose1d(&spectrum, &self.basis, None, self.hop, 0)?;
+        let mut y = frames.flatten_all()?.to_vec1::<f32>()?;
+        for (v, &w) in y.iter_mut().zip(&self.window_sum) {
+            if w > f32::MIN_POSITIVE {
+                *v /= w;
+            }
+        }
+        let gain = (self.n_fft / self.hop) as f32;
+        let trim = self.n_fft / 2;
+        Ok(y[trim..y.len() - trim].iter().map(|v| v * gain).collect())
+    }
+}
+
+/// The iSTFTNet generator (`decoder.generator`).
+#[derive(Debug, Clone)]
+pub(super) struct Generator {
+    source: HarmonicSource,
+    /// The STFT of the reflect-padded source, as onnxruntime computes it.
+    analysis: Stft,
+    n_fft: usize,
+    stages: Vec<Stage>,
+    conv_post: Conv,
+    istft: InverseStft,
+}
+
+impl Generator {
+    /// `prefix` is the generator's module (`decoder.generator`).
+    pub(super) fn load(w: &Weights, cfg: &DecoderConfig, prefix: &str) -> LoadResult<Self> {
+        let n_stages = cfg.upsample_rates.len();
+        let mut stages = Vec::with_capacity(n_stages);
+        for (i, (&rate, &kernel)) in cfg
+            .upsample_rates
+            .iter()
+            .zip(&cfg.upsample_kernel_sizes)
+            .enumerate()
+        {
+            let ch = cfg.upsample_initial_channel >> (i + 1);
+            let name = format!("{prefix}.ups.{i}");
+            check_conv(w, &name, rate, (kernel - rate) / 2, 1)?;
+            let upsample = Upsample {
+                weight: w.get_shaped(&format!("{name}.weight"), &[2 * ch, ch, kernel])?,
+                bias: w.get_shaped(&format!("{name}.bias"), &[ch])?,
+                stride: rate,
+                padding: (kernel - rate) / 2,
+                packed: PackedPhaseCache::new(Precision::F32),
+            };
+            // The source spectrum has 120·F + 1 frames; stage i runs at 2F·Π rates[..=i],
+            // so every stage but the last takes it down by the rates still to come.
+            let stride: usize = cfg.upsample_rates[i + 1..].iter().product();
+            let noise_padding = if stride > 1 { stride.div_ceil(2) } else { 0 };
+            let noise_conv = strided_conv(
+                w,
+                &format!("{prefix}.noise_convs.{i}"),
+                stride,
+                noise_padding,
+            )?;
+            let noise_res = SnakeResBlock::load(
+                w,
+                &format!("{prefix}.noise_res.{i}"),
+                ch,
+                &cfg.noise_res_dilations,
+                cfg,
+            )?;
+            let resblocks = cfg
+                .resblock_dilation_sizes
+                .iter()
+                .enumerate()
+                .map(|(j, dilations)| {
+                    let k = i * cfg.resblock_dilation_sizes.len() + j;
+                    SnakeResBlock::load(w, &format!("{prefix}.resblocks.{k}"), ch, dilations, cfg)
+                })
+                .collect::<LoadResult<_>>()?;
+            stages.push(Stage {
+                upsample,
+                noise_conv,
+                noise_res,
+                resblocks,
+                reflect_left: i + 1 == n_stages,
+            });
+        }
+        let merge = w
+            .get_shaped(
+                &format!("{prefix}.m_source.l_linear.weight"),
+                &[1, cfg.harmonics],
+            )?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        let merge_bias = w
+            .get_shaped(&format!("{prefix}.m_source.l_linear.bias"), &[1])?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        let source = HarmonicSource {
+            upsample: cfg.upsample_rates.iter().product::<usize>() * cfg.hop,
+            sample_rate: cfg.sample_rate as f32,
+            sine_amp: cfg.sine_amp,
+            voiced_threshold: cfg.voiced_threshold,
+            merge,
+            merge_bias: merge_bias[0],
+        };
+        let window = w
+            .get_shaped(&format!("{prefix}.stft.window"), &[cfg.n_fft])?
+            .to_vec1::<f32>()?;
+        let analysis = Stft::new(window, cfg.hop);
+        let bins = cfg.n_fft / 2 + 1;
+        let istft = InverseStft {
+            basis: w.get_shaped(
+                &format!("{prefix}.stft.istft.stft.inverse_basis"),
+                &[2 * bins, 1, cfg.n_fft],
+            )?,
+            window_sum: w
+                .get(&format!("{prefix}.stft.istft.stft.window_sum"))?
+                .flatten_all()?
+                .to_vec1::<f32>()?,
+            hop: cfg.hop,
+            n_fft: cfg.n_fft,
+        };
+        Ok(Self {
+            source,
+            analysis,
+            n_fft: cfg.n_fft,
+            stages,
+            conv_post: Conv::load(w, &format!("{prefix}.conv_post"), 1)?,
+            istft,
+        })
+    }
+
+    /// The harmonic source's spectrum `[|X|; ∠X]` [1, 2·bins, 120F + 1] from the excitation
+    /// [600F]: reflect-padded by n_fft/2, STFT with the periodic Hann window.
+    fn source_spectrum(&self, source: &[f32], device: &Device) -> Result<Tensor> {
+        let padded = reflect_pad(source, self.n_fft / 2);
+        let (re, im) = self.analysis.forward(&padded);
+        let (bins, frames) = (self.analysis.bins(), self.analysis.frames(padded.len()));
+        let magnitude = re.iter().zip(&im).map(|(&r, &i)| (r * r + i * i).sqrt());
+        let phase = re.iter().zip(&im).map(|(&r, &i)| phase_of(r, i));
+        let har: Vec<f32> = magnitude.chain(phase).collect();
+        Tensor::from_vec(har, (1, 2 * bins, frames), device)
+    }
+
+    /// `x` [1, 512, 2F] (the decoder's output), style `s` [1, 128], `f0` [1, 2F] (Hz) →
+    /// samples [600·F].
+    pub(super) fn forward(&self, x: &Tensor, s: &Tensor, f0: &Tensor) -> Result<Vec<f32>> {
+        let f0 = f0.flatten_all()?.to_vec1::<f32>()?;
+        let source = self.source.forward(&f0); // [600F]
+        let har = self.source_spectrum(&source, x.device())?; // [1, 22, 120F + 1]
+        let post = self.spectrum(x, s, &har)?; // [1, 22, 120F + 1]
+        let bins = self.n_fft / 2 + 1;
+        self.istft
+            .forward(&post.narrow(1, 0, bins)?, &post.narrow(1, bins, bins)?)
+    }
+
+    /// The network from the decoder's output `x` [1, 512, 2F] and the source spectrum `har`
+    /// [1, 22, K] to `conv_post`'s output [1, 22, K] (K = 120F + 1): log-magnitudes, then
+    /// phases before their sine.
+    fn spectrum(&self, x: &Tensor, s: &Tensor, har: &Tensor) -> Result<Tensor> {
+        // `x` holds the sum of `count` resblock outputs; their mean is taken by the next
+        // convolution's input map (LeakyReLU(s/n) = LeakyReLU(s)/n).
+        let mut x = x.clone();
+        let mut count = 1usize;
+        for stage in &self.stages {
+            let x_source = stage.noise_conv.forward(har)?; // [1, C, L]
+            let x_source = stage.noise_res.forward(&x_source, s, None)?;
+            let up = &stage.upsample;
+            let map = InputMap {
+                scale: 1.0 / count as f64,
+                leaky_slope: Some(LRELU_SLOPE),
+                mask: None,
+            };
+            let mut y = kernels::conv_transpose1d_fused(
+                &x,
+                &up.weight,
+                Some(&up.bias),
+                up.stride,
+                up.padding,
+                &map,
+                Some(&up.packed),
+            )?; // [1, C, L_prev · rate]
+            if stage.reflect_left {
+                y = Tensor::cat(&[&y.narrow(2, 1, 1)?, &y], 2)?; // [1, C, L]
+            }
+            let y = (y + x_source)?;
+            let mut sum: Option<Tensor> = None;
+            for block in &stage.resblocks {
+                sum = Some(block.forward(&y, s, sum.as_ref())?);
+            }
+            count = stage.resblocks.len().max(1);
+            x = sum.unwrap_or(y);
+        }
+        let map = InputMap {
+            scale: 1.0 / count as f64,
+            leaky_slope: Some(POST_LRELU_SLOPE),
+            mask: None,
+        };
+        self.conv_post.forward(&x, &map, &[])
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    //! The generator's steps against onnxruntime: the weight-free ones on subgraphs of the
+    //! shipped file (`scripts/kokoro_generator_fixtures.py`) and the Resize units of
+    //! `scripts/kokoro_reference.py`; the network on the oracle's emma case.
+
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    use candle_core::{Device, Tensor};
+
+    use super::super::decoder::DecoderConfig;
+    use super::super::testing::model_path;
+    use super::super::weights::Weights;
+    use super::*;
+
+    /// The weights of the real model, read once per test binary.
+    pub(in super::super) fn weights() -> &'static Weights {
+        static WEIGHTS: OnceLock<Weights> = OnceLock::new();
+        WEIGHTS.get_or_init(|| Weights::from_onnx(&model_path(), &Device::Cpu).unwrap())
+    }
+
+    fn generator() -> &'static Generator {
+        static GENERATOR: OnceLock<Generator> = OnceLock::new();
+        GENERATOR.get_or_init(|| {
+            Generator::load(weights(), &DecoderConfig::v1_0(), "decoder.generator").unwrap()
+        })
+    }
+
+    /// The arrays of `tests/fixtures/kokoro/<name>.npz`.
+    pub(in super::super) struct Fixture {
+        name: String,
+        arrays: Vec<(String, Tensor)>,
+    }
+
+    impl Fixture {
+        pub(in super::super) fn load(name: &str) -> Self {
+            let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/kokoro")
+                .join(format!("{name}.npz"));
+            let arrays =
+                Tensor::read_npz(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            Self {
+                name: name.to_string(),
+                arrays,
+            }
+        }
+
+        pub(in super::super) fn get(&self, key: &str) -> Tensor {
+            self.arrays
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, t)| t.clone())
+                .unwrap_or_else(|| panic!("{}.npz has no {key}", self.name))
+        }
+
+        pub(in super::super) fn values(&self, key: &str) -> Vec<f32> {
+            self.get(key)
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        }
+
+        pub(in super::super) fn scalar(&self, key: &str) -> i64 {
+            self.get(key).to_scalar::<i64>().unwrap()
+        }
+    }
+
+    /// max |a − b| / max |b|.
+    pub(in super::super) fn relative_error(ours: &[f32], reference: &[f32]) -> f32 {
+        assert_eq!(ours.len(), reference.len(), "lengths differ");
+        let scale = reference.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let diff = ours
+            .iter()
+            .zip(reference)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        diff / scale
+    }
+
+    /// Signal-to-noise ratio of `ours` against `reference`, in dB.
+    pub(in super::super) fn snr_db(ours: &[f32], reference: &[f32]) -> f64 {
+        assert_eq!(ours.len(), reference.len(), "lengths differ");
+        let signal: f64 = reference.iter().map(|&v| f64::from(v).powi(2)).sum();
+        let noise: f64 = ours
+            .iter()
+            .zip(reference)
+            .map(|(&a, &b)| f64::from(a - b).powi(2))
+            .sum();
+        10.0 * (signal / noise).log10()
+    }
+
+    /// The vectorizable sine against the library's, over the range Snake sees and beyond.
+    #[test]
+    fn fast_sine_matches_the_library() {
+        let mut worst = 0f32;
+        for i in -2_000_000..=2_000_000 {
+            let x = i as f32 * 5e-5; // −100 … 100
+            worst = worst.max((sin(x) - x.sin()).abs());
+        }
+        eprintln!("sin: max |Δ| {worst:.2e} on [−100, 100]");
+        assert!(worst <= 4e-7, "{worst:.2e}");
+    }
+
+    /// The load-time check reads the graph's attributes: the real ones pass, others fail.
+    #[test]
+    fn convolutions_are_checked_against_the_graph() {
+        let w = weights();
+        check_conv(w, "decoder.generator.noise_convs.0", 6, 3, 1).unwrap();
+        check_conv(w, "decoder.generator.resblocks.1.convs1.2", 1, 15, 5).unwrap();
+        let err = check_conv(w, "decoder.generator.noise_convs.0", 5, 3, 1).unwrap_err();
+        assert!(err.to_string().contains("strides [6]"), "{err}");
+    }
+
+    /// Each Resize configuration of the graph (the oracle's units) as the source computes it.
+    #[test]
+    fn resizes_match_onnxruntime() {
+        for name in [
+            "resize_nearest_x300",
+            "resize_linear_down300",
+            "resize_linear_x300",
+        ] {
+            let f = Fixture::load(name);
+            let x = f.get("x").squeeze(0).unwrap().to_vec2::<f32>().unwrap();
+            let y = f.get("y").squeeze(0).unwrap().to_vec2::<f32>().unwrap();
+            let scale = f.values("scales")[2];
+            for (x, y) in x.iter().zip(&y) {
+                let ours = if name.starts_with("resize_nearest") {
+                    resize_nearest(x, scale as usize)
+                } else {
+                    resize_linear(x, (x.len() as f32 * scale).floor() as usize, scale)
+                };
+                let err = relative_error(&ours, y);
+                eprintln!(
+                    "{name}: {} → {}, max error {err:.2e} of max |y|",
+                    x.len(),
+                    y.len()
+                );
+                assert!(err <= 1e-6, "{name}: {err:.2e}");
+            }
+        }
+    }
+
+    /// The sine source on an F0 curve with silence, the voicing threshold and two voiced
+    /// stretches, against its subgraph of the shipped file.
+    #[test]
+    fn harmonic_source_matches_the_graph() {
+        let f = Fixture::load("generator_source");
+        let ours = generator().source.forward(&f.values("f0"));
+        let reference = f.values("har_source");
+        let err = relative_error(&ours, &reference);
+        let max_abs = ours
+            .iter()
+            .zip(&reference)
+            .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+        eprintln!("har_source: max |Δ| {max_abs:.2e}, relative {err:.2e}");
+        assert!(max_abs <= 1e-4, "{max_abs:.2e}");
+        // Unvoiced samples (F0 ≤ 10 Hz, here the first 900) are exactly tanh(bias).
+        let bias = generator().source.merge_bias.tanh();
+        assert!(ours[..900].iter().all(|&v| v == bias));
+    }
+
+    /// The source's STFT magnitude and Atan/Where phase, from the graph's own source signal.
+    #[test]
+    fn source_spectrum_matches_the_graph() {
+        let f = Fixture::load("generator_source");
+        let har = generator()
+            .source_spectrum(&f.values("har_source"), &Device::Cpu)
+            .unwrap();
+        let reference = f.get("har");
+        assert_eq!(har.dims()[1..], *reference.dims());
+        let ours = har.squeeze(0).unwrap().to_vec2::<f32>().unwrap();
+        let reference = reference.to_vec2::<f32>().unwrap();
+        let (mag, phase) = ours.split_at(11);
+        let (mag_ref, phase_ref) = reference.split_at(11);
+        let mag_err = relative_error(&mag.concat(), &mag_ref.concat());
+        // The STFT is onnxruntime's operation for operation, so even the phases of the bins
+        // that hold only rounding noise (silence; the DC and Nyquist bins' imaginary parts)
+        // agree, up to ±2π where the graph's phase sits at ±π.
+        let mut worst = 0f32;
+        let mut differing = 0usize;
+        for (row, row_ref) in phase.iter().zip(phase_ref) {
+            for (&p, &q) in row.iter().zip(row_ref) {
+                let d = (p - q).rem_euclid(std::f32::consts::TAU);
+                let d = d.min(std::f32::consts::TAU - d);
+                worst = worst.max(d);
+                differing += usize::from(p != q);
+            }
+        }
+        eprintln!(
+            "har: magnitude max error {mag_err:.2e} of max; phase max |Δ| {worst:.2e} rad, \
+             {differing} of {} values not identical",
+            11 * phase[0].len()
+        );
+        assert!(mag_err <= 1e-6, "{mag_err:.2e}");
+        assert!(worst <= 1e-5, "{worst:.2e}");
+    }
+
+    /// The exported iSTFT (basis, frozen window_sum, ×4, trim) from the graph's conv_post.
+    #[test]
+    fn inverse_stft_matches_the_graph() {
+        let f = Fixture::load("generator_net");
+        let post = f.get("conv_post").unsqueeze(0).unwrap();
+        let ours = generator()
+            .istft
+            .forward(
+                &post.narrow(1, 0, 11).unwrap(),
+                &post.narrow(1, 11, 11).unwrap(),
+            )
+            .unwrap();
+        let err = relative_error(&ours, &f.values("audio"));
+        eprintln!("istft: {} samples, max error {err:.2e} of max", ours.len());
+        assert!(err <= 1e-5, "{err:.2e}");
+    }
+
+    /// The network from the decoder output to conv_post, given the graph's own source
+    /// spectrum: every convolution, AdaIN and Snake, with no phase noise in between.
+    #[test]
+    fn network_matches_the_graph() {
+        let f = Fixture::load("generator_net");
+        let x = f.get("dec_out").unsqueeze(0).unwrap();
+        let style = f.get("style").unsqueeze(0).unwrap();
+        let har = f.get("har").unsqueeze(0).unwrap();
+        let post = generator().spectrum(&x, &style, &har).unwrap();
+        let ours = post.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let reference = f.values("conv_post");
+        let err = relative_error(&ours, &reference);
+        let snr = snr_db(&ours, &reference);
+        eprintln!("conv_post: max error {err:.2e} of max, SNR {snr:.1} dB");
+        assert!(err <= 1e-4, "{err:.2e}");
+
+        // The whole generator from F0 on these voiced frames, its own source included.
+        let audio = generator().forward(&x, &style, &f.get("f0")).unwrap();
+        let snr = snr_db(&audio, &f.values("audio"));
+        eprintln!("generator from F0: audio SNR {snr:.1} dB");
+        // Measured 32.2 dB; the floor is the sine phase's (see `generator_matches_the_oracle`).
+        assert!(snr >= 28.0, "{snr:.1} dB");
+    }
+
+    /// The oracle's emma case through the generator from the decoder output it stored:
+    /// the source (one-frame crop), conv_post (crop) and the audio.
+    #[test]
+    fn generator_matches_the_oracle() {
+        let case = Fixture::load("emma");
+        let g = generator();
+        let f0 = case.values("f0");
+        let a = case.scalar("crop_frame") as usize;
+        let source = g.source.forward(&f0);
+        let source_err = relative_error(
+            &source[600 * a..600 * (a + 1)],
+            &case.values("har_source_crop"),
+        );
+
+        let x = case.get("dec_out").unsqueeze(0).unwrap();
+        let style = case
+            .get("style")
+            .narrow(0, 0, 128)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let har = g.source_spectrum(&source, &Device::Cpu).unwrap();
+        let post = g.spectrum(&x, &style, &har).unwrap();
+        let post_crop = post
+            .narrow(2, 120 * a, 120)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let post_ref = case.values("conv_post_crop");
+        let post_err = relative_error(&post_crop, &post_ref);
+        let post_snr = snr_db(&post_crop, &post_ref);
+
+        let audio = g
+            .forward(
+                &x,
+                &style,
+                &Tensor::new(f0.as_slice(), &Device::Cpu).unwrap(),
+            )
+            .unwrap();
+        let reference = case.values("audio");
+        assert_eq!(audio.len(), reference.len());
+        let snr = snr_db(&audio, &reference);
+        eprintln!(
+            "emma: har_source crop {source_err:.2e}; conv_post crop max error {post_err:.2e} of \
+             max, SNR {post_snr:.1} dB; audio SNR {snr:.1} dB"
+        );
+        // onnxruntime against itself (other graph optimizations) gives 30.8 dB: the sine
+        // phase grows to ~1e4 rad and turns tiny F0 differences into phase differences.
+        // Measured: conv_post crop 45.5 dB, audio 28.4 dB.
+        assert!(source_err <= 1e-3, "{source_err:.2e}");
+        assert!(post_snr >= 38.0, "conv_post crop {post_snr:.1} dB");
+        assert!(snr >= 25.0, "audio {snr:.1} dB");
+    }
+}

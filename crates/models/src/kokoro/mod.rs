@@ -1,0 +1,250 @@
+//! Kokoro-82M (StyleTTS 2 with an iSTFTNet decoder, v1.0) in candle.
+//!
+//! Loads the weights straight from kokoro-onnx's `.onnx` files ([`weights`]: f32, fp16 or
+//! int8, all restored to `f32`) and runs the inference path of one utterance:
+//!
+//! 1. PL-BERT ([`albert`]) over the phoneme ids, projected to 512 (`bert_encoder`);
+//! 2. the prosody predictor ([`prosody`]): duration encoder → frames per token, then the
+//!    F0 and energy curves of the frames;
+//! 3. the text encoder ([`text_encoder`]) aligned to the frames;
+//! 4. the decoder ([`decoder`]) and iSTFTNet generator ([`generator`]) → 24 kHz audio, 600
+//!    samples per frame.
+//!
+//! The voice vector (256 floats, one row of a voice pack) is split in two: `[..128]`
+//! conditions the decoder, `[128..]` the prosody predictor. The layers the predictor and the
+//! decoder share (AdaIN, AdainResBlk1d) are in [`blocks`].
+
+pub(crate) mod albert;
+pub(crate) mod blocks;
+pub mod config;
+pub(crate) mod decoder;
+pub(crate) mod generator;
+pub(crate) mod prosody;
+#[cfg(test)]
+mod tests;
+pub(crate) mod text_encoder;
+pub(crate) mod weights;
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{Device, Tensor};
+
+use albert::Albert;
+use blocks::Linear;
+pub use config::{Config, DecoderConfig};
+use decoder::Decoder;
+use prosody::Prosody;
+use text_encoder::TextEncoder;
+use weights::Weights;
+
+#[derive(Debug, thiserror::Error)]
+pub enum KokoroError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{file}: {reason}")]
+    Format { file: PathBuf, reason: String },
+    #[error("{file}: weight {name} is missing")]
+    MissingWeight { file: PathBuf, name: String },
+    #[error("{file}: weight {name}: {reason}")]
+    Weight {
+        file: PathBuf,
+        name: String,
+        reason: String,
+    },
+    #[error("invalid input: {0}")]
+    Input(String),
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
+
+/// One utterance's audio and its timing.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Synthesis {
+    /// Mono samples at [`Config::sample_rate`] (24 kHz).
+    pub audio: Vec<f32>,
+    /// Frames (of [`Config::samples_per_frame`] samples) per input id, including the pad the
+    /// model adds before and after the tokens: `tokens.len() + 2` entries.
+    pub durations: Vec<u32>,
+}
+
+/// The prosody stage's results, kept for the tests of each stage.
+pub(crate) struct Predicted {
+    /// Frames per id, pads included.
+    pub durations: Vec<u32>,
+    /// F0 and energy at twice the frame rate, `[2F]` each.
+    pub f0: Tensor,
+    pub n: Tensor,
+    /// Text-encoder features per frame, `[1, 512, F]`.
+    pub asr: Tensor,
+}
+
+/// A loaded Kokoro v1.0 model.
+pub struct Kokoro {
+    config: Config,
+    albert: Albert,
+    bert_encoder: Linear,
+    prosody: Prosody,
+    text_encoder: TextEncoder,
+    decoder: Decoder,
+    device: Device,
+    file: PathBuf,
+}
+
+impl Kokoro {
+    /// Loads `path` (kokoro-onnx's `kokoro-v1.0.onnx`, its fp16 or int8 variant) onto
+    /// `device`.
+    pub fn load(path: &Path, device: &Device) -> Result<Self, KokoroError> {
+        let weights = Weights::from_onnx(path, device)?;
+        Self::from_weights(&weights, Config::v1_0(), device)
+    }
+
+    pub(crate) fn from_weights(
+        w: &Weights,
+        config: Config,
+        device: &Device,
+    ) -> Result<Self, KokoroError> {
+        Ok(Self {
+            albert: Albert::load(w, &config.albert, config.n_token)?,
+            bert_encoder: Linear::load(w, "bert_encoder", config.albert.hidden, config.hidden)?,
+            prosody: Prosody::load(w, &config)?,
+            text_encoder: TextEncoder::load(w, &config)?,
+            decoder: Decoder::load(w, &config.decoder)?,
+            config,
+            device: device.clone(),
+            file: w.file().to_path_buf(),
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The file the weights came from.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// Speaks `tokens` (phoneme ids, without the pads the model adds at both ends) in
+    /// `style` (one 256-float row of a voice pack) at `speed` (> 1 is faster).
+    pub fn synthesize(
+        &self,
+        tokens: &[u32],
+        style: &[f32],
+        speed: f32,
+    ) -> Result<Synthesis, KokoroError> {
+        let (ids, style) = self.inputs(tokens, style, speed)?;
+        let predicted = self.predict(&ids, &style, speed)?;
+        let s = style.narrow(1, 0, self.config.style_dim)?; // the decoder half
+        let audio = self
+            .decoder
+            .forward(&predicted.asr, &predicted.f0, &predicted.n, &s)?
+            .to_vec1::<f32>()?;
+        Ok(Synthesis {
+            audio,
+            durations: predicted.durations,
+        })
+    }
+
+    /// Checks the inputs and adds the pads: ids `[T]` (u32), style `[1, 256]`.
+    pub(crate) fn inputs(
+        &self,
+        tokens: &[u32],
+        style: &[f32],
+        speed: f32,
+    ) -> Result<(Tensor, Tensor), KokoroError> {
+        let c = &self.config;
+        if tokens.len() + 2 > c.albert.max_positions {
+            return Err(KokoroError::Input(format!(
+                "{} tokens; Kokoro takes at most {} (its context is {} with the two pads)",
+                tokens.len(),
+                c.albert.max_positions - 2,
+                c.albert.max_positions
+            )));
+        }
+        if let Some(bad) = tokens.iter().find(|&&t| t as usize >= c.n_token) {
+            return Err(KokoroError::Input(format!(
+                "token id {bad} is outside the vocabulary of {}",
+                c.n_token
+            )));
+        }
+        if style.len() != c.voice_dim() {
+            return Err(KokoroError::Input(format!(
+                "the style has {} values, Kokoro takes {}",
+                style.len(),
+                c.voice_dim()
+            )));
+        }
+        if !(speed.is_finite() && speed > 0.0) {
+            return Err(KokoroError::Input(format!(
+                "speed {speed} is not a positive number"
+            )));
+        }
+        let ids: Vec<u32> = std::iter::once(0)
+            .chain(tokens.iter().copied())
+            .chain(std::iter::once(0))
+            .collect();
+        let n = ids.len();
+        Ok((
+            Tensor::from_vec(ids, n, &self.device)?,
+            Tensor::from_slice(style, (1, style.len()), &self.device)?,
+        ))
+    }
+
+    /// PL-BERT projected to the predictor's width: ids `[T]` → `d_en` `[T, 512]`.
+    pub(crate) fn bert(&self, ids: &Tensor) -> Result<Tensor, KokoroError> {
+        Ok(self.bert_encoder.forward(&self.albert.forward(ids)?)?)
+    }
+
+    /// Durations, F0/N and the aligned text features of padded `ids` in `style` `[1, 256]`.
+    pub(crate) fn predict(
+        &self,
+        ids: &Tensor,
+        style: &Tensor,
+        speed: f32,
+    ) -> Result<Predicted, KokoroError> {
+        let sd = self.config.style_dim;
+        let s = style.narrow(1, sd, sd)?; // the prosody half
+        let d = self.prosody.encode(&self.bert(ids)?, &s)?; // [T, 640]
+        let durations = prosody::durations(&self.prosody.duration_logits(&d)?, speed)?;
+        let en = prosody::expand(&d.t()?, &durations)?; // [640, F]
+        let (f0, n) = self.prosody.curves(&en, &s)?;
+        let t_en = self.text_encoder.forward(ids)?.squeeze(0)?; // [512, T]
+        let asr = prosody::expand(&t_en, &durations)?.unsqueeze(0)?; // [1, 512, F]
+        Ok(Predicted {
+            durations,
+            f0,
+            n,
+            asr,
+        })
+    }
+}
+
+/// Where the tests find the real model: `OMNIVOICE_KOKORO_DIR`, or `<repo>/voices/kokoro`
+/// (what `scripts/kokoro-assets.sh` installs). A missing file fails the test, naming the script.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::path::PathBuf;
+
+    pub const MODEL_FILE: &str = "kokoro-v1.0.int8.onnx";
+
+    pub fn model_dir() -> PathBuf {
+        match std::env::var_os("OMNIVOICE_KOKORO_DIR") {
+            Some(dir) => PathBuf::from(dir),
+            None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../voices/kokoro"),
+        }
+    }
+
+    pub fn model_path() -> PathBuf {
+        let path = model_dir().join(MODEL_FILE);
+        assert!(
+            path.is_file(),
+            "{} is missing: run scripts/kokoro-assets.sh (or point OMNIVOICE_KOKORO_DIR at a \
+             directory holding {MODEL_FILE})",
+            path.display()
+        );
+        path
+    }
+}
