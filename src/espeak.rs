@@ -22,6 +22,8 @@ mod ffi {
     pub const INITIALIZE_DONT_EXIT: c_int = 0x8000;
     pub const CHARS_UTF8: c_int = 1;
     pub const PHONEMES_IPA: c_int = 0x02;
+    /// With a tie character (bits 8..23) between the letters of one multi-letter phoneme.
+    pub const PHONEMES_TIE: c_int = 0x80;
     pub const POS_CHARACTER: c_int = 1;
     pub const PARAM_RATE: c_int = 1;
     pub const EE_OK: c_int = 0;
@@ -276,6 +278,30 @@ pub fn text_to_phoneme_clauses(
     text: &str,
     voice: &str,
 ) -> Result<Vec<(String, Option<char>)>, EspeakError> {
+    phoneme_clauses(text, voice, ffi::PHONEMES_IPA)
+}
+
+/// The tie espeak-ng puts between the letters of one phoneme in
+/// [`text_to_tied_phoneme_clauses`]: U+0361, IPA's own tie bar.
+pub const TIE: char = '\u{361}';
+
+/// [`text_to_phoneme_clauses`] with [`TIE`] between the letters of every multi-letter phoneme
+/// (`a͡ɪ`, `t͡ʃ`). Without it a mapping onto another phoneme set cannot tell one phoneme from
+/// two: the `tʃ` of "nutshell" is `t` then `ʃ`, that of "chew" is one affricate `t͡ʃ`.
+/// Removing the ties gives exactly the untied output.
+pub fn text_to_tied_phoneme_clauses(
+    text: &str,
+    voice: &str,
+) -> Result<Vec<(String, Option<char>)>, EspeakError> {
+    let mode = ffi::PHONEMES_IPA | ffi::PHONEMES_TIE | ((TIE as c_int) << 8);
+    phoneme_clauses(text, voice, mode)
+}
+
+fn phoneme_clauses(
+    text: &str,
+    voice: &str,
+    phoneme_mode: c_int,
+) -> Result<Vec<(String, Option<char>)>, EspeakError> {
     let mut guard = library()?;
     let library = guard.as_mut().ok_or(EspeakError::Init)?;
     library.select_voice(voice)?;
@@ -291,7 +317,7 @@ pub fn text_to_phoneme_clauses(
         // SAFETY: `cursor` points into `source` (NUL-terminated, alive for the loop); espeak
         // advances it within the string or sets it to NULL at the end.
         let phonemes =
-            unsafe { ffi::espeak_TextToPhonemes(&mut cursor, ffi::CHARS_UTF8, ffi::PHONEMES_IPA) };
+            unsafe { ffi::espeak_TextToPhonemes(&mut cursor, ffi::CHARS_UTF8, phoneme_mode) };
         let consumed_end = if cursor.is_null() {
             bytes.len()
         } else {
@@ -493,6 +519,27 @@ mod tests {
         assert_eq!(clause_terminator("one—two – t"), None);
         assert_eq!(clause_terminator("no punctuation at the end"), None);
         assert_eq!(clause_terminator(""), None);
+    }
+
+    #[test]
+    fn ties_mark_one_phoneme_and_removed_give_the_untied_output() {
+        let text = "I chew a nutshell; the nation's butter, along with it.";
+        let tied = text_to_tied_phoneme_clauses(text, "en-us").unwrap();
+        let plain = text_to_phoneme_clauses(text, "en-us").unwrap();
+        let untie = |clauses: &[(String, Option<char>)]| -> Vec<(String, Option<char>)> {
+            clauses
+                .iter()
+                .map(|(ipa, end)| (ipa.replace(TIE, ""), *end))
+                .collect()
+        };
+        assert_eq!(untie(&tied), plain);
+        let all: String = tied.iter().map(|(ipa, _)| ipa.as_str()).collect();
+        assert!(
+            all.contains("t\u{361}ʃˈuː"),
+            "chew's affricate is tied: {all}"
+        );
+        assert!(all.contains("nˈʌtʃ"), "nutshell's t and ʃ are not: {all}");
+        assert!(all.contains("a\u{361}ɪ"), "{all}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::params::SynthesisParams;
 
 pub mod espeak;
+pub mod kokoro;
 pub mod piper;
 pub mod registry;
 

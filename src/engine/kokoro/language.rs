@@ -1,0 +1,146 @@
+//! The languages of Kokoro's voices, named by the first letter of a voice id (`a` in
+//! `af_heart`): which espeak-ng voice phonemizes each, and which ones this server can speak at
+//! all.
+//!
+//! Kokoro's own pipeline phonemizes English with misaki's dictionaries (espeak-ng for words
+//! they lack), Japanese and Mandarin with dictionary G2P, and every other language with
+//! espeak-ng alone. This server has espeak-ng only, so Japanese and Mandarin voices are listed
+//! but not spoken: espeak's readings of them are not what those voices were trained on.
+
+/// A language of Kokoro v1.0's voice packs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Language {
+    AmericanEnglish,
+    BritishEnglish,
+    Spanish,
+    French,
+    Hindi,
+    Italian,
+    Japanese,
+    BrazilianPortuguese,
+    Mandarin,
+}
+
+impl Language {
+    pub const ALL: [Language; 9] = [
+        Self::AmericanEnglish,
+        Self::BritishEnglish,
+        Self::Spanish,
+        Self::French,
+        Self::Hindi,
+        Self::Italian,
+        Self::Japanese,
+        Self::BrazilianPortuguese,
+        Self::Mandarin,
+    ];
+
+    /// The language a voice id's first letter names (`a` = American English … `z` = Mandarin),
+    /// the convention of Kokoro's voice files and of hexgrad's pipeline (`lang_code`).
+    pub fn from_code(code: char) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.code() == code)
+    }
+
+    pub fn code(self) -> char {
+        match self {
+            Self::AmericanEnglish => 'a',
+            Self::BritishEnglish => 'b',
+            Self::Spanish => 'e',
+            Self::French => 'f',
+            Self::Hindi => 'h',
+            Self::Italian => 'i',
+            Self::Japanese => 'j',
+            Self::BrazilianPortuguese => 'p',
+            Self::Mandarin => 'z',
+        }
+    }
+
+    /// BCP-47 tag, what `VoiceInfo::language` reports.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Self::AmericanEnglish => "en-US",
+            Self::BritishEnglish => "en-GB",
+            Self::Spanish => "es",
+            Self::French => "fr",
+            Self::Hindi => "hi",
+            Self::Italian => "it",
+            Self::Japanese => "ja",
+            Self::BrazilianPortuguese => "pt-BR",
+            Self::Mandarin => "zh",
+        }
+    }
+
+    /// The espeak-ng voice that phonemizes the language, by the name [`crate::espeak`] selects
+    /// voices by (the voice file's: British English is `en`, espeak's `en-gb`); `None` where
+    /// Kokoro needs a dictionary G2P this server does not have.
+    pub fn espeak_voice(self) -> Option<&'static str> {
+        match self {
+            Self::AmericanEnglish => Some("en-us"),
+            Self::BritishEnglish => Some("en"),
+            Self::Spanish => Some("es"),
+            Self::French => Some("fr"),
+            Self::Hindi => Some("hi"),
+            Self::Italian => Some("it"),
+            Self::BrazilianPortuguese => Some("pt-br"),
+            Self::Japanese | Self::Mandarin => None,
+        }
+    }
+
+    /// Whether this server can phonemize the language.
+    pub fn is_supported(self) -> bool {
+        self.espeak_voice().is_some()
+    }
+}
+
+impl std::fmt::Display for Language {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.tag())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip_and_unknown_codes_are_none() {
+        for language in Language::ALL {
+            assert_eq!(Language::from_code(language.code()), Some(language));
+        }
+        for code in ['c', 'x', 'A', 'é', '_'] {
+            assert_eq!(Language::from_code(code), None, "{code}");
+        }
+    }
+
+    #[test]
+    fn japanese_and_mandarin_are_not_supported() {
+        let unsupported: Vec<Language> = Language::ALL
+            .into_iter()
+            .filter(|l| !l.is_supported())
+            .collect();
+        assert_eq!(unsupported, [Language::Japanese, Language::Mandarin]);
+    }
+
+    /// Every espeak voice named here exists in the installed espeak-ng, so no supported
+    /// language fails at its first sentence.
+    #[test]
+    fn espeak_voices_exist() {
+        let installed = crate::espeak::list_voices();
+        for language in Language::ALL {
+            if let Some(voice) = language.espeak_voice() {
+                let found = installed.iter().find(|v| v.name == voice);
+                let found = found.unwrap_or_else(|| panic!("{language}: no espeak voice {voice}"));
+                let wanted = language.tag().to_lowercase();
+                let wanted = if wanted == "fr" {
+                    "fr-fr".into()
+                } else {
+                    wanted
+                };
+                assert!(
+                    found.languages.contains(&wanted),
+                    "{voice} speaks {:?}, not {wanted}",
+                    found.languages
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! Kokoro-82M (v1.0), the third engine: its front end, everything between a request's text
+//! and voice name and what the model (`omnivoice_models::kokoro`) takes.
+//!
+//! - [`language`]: what a voice id's first letter means, and which languages can be spoken.
+//! - [`phonemes`]: text → espeak-ng IPA → misaki's symbols, the phonemes Kokoro was trained on.
+//! - [`vocab`]: those symbols → token ids.
+//! - [`split`]: tokens → model inputs of at most 510 tokens, and the tokens of each word.
+//! - [`packs`]: voice packs (style vectors) from the layouts they ship in.
+//! - [`blend`]: voices mixed from packs, in Kokoro-FastAPI's syntax.
+//! - [`names`]: OpenAI's voice names as Kokoro packs.
+//!
+//! What this front end takes from Kokoro's reference implementations (symbol table, espeak
+//! rewriting, punctuation handling) is checked against them in the tests, through fixtures that
+//! `scripts/kokoro_tokens_reference.py` generates with the official packages.
+
+pub mod blend;
+pub mod language;
+pub mod names;
+pub mod packs;
+pub mod phonemes;
+pub mod split;
+pub mod vocab;
+
+/// `tests/fixtures/kokoro/reference.json`, parsed once.
+#[cfg(test)]
+fn reference() -> &'static serde_json::Value {
+    static REFERENCE: std::sync::OnceLock<serde_json::Value> = std::sync::OnceLock::new();
+    REFERENCE.get_or_init(|| {
+        let text = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/kokoro/reference.json"
+        ));
+        serde_json::from_str(text).expect("reference.json parses")
+    })
+}
