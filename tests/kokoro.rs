@@ -41,7 +41,8 @@ async fn spoken(url: &str, body: &Value) -> (u32, f64) {
 #[tokio::test]
 async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_streams() {
     require_assets();
-    let server = Binary::ready(&["--no-cache", "--preload", "kokoro/af_heart"]).await;
+    // No --default-engine: an installed Kokoro is the default by itself.
+    let server = Binary::ready(&["--no-cache", "--kokoro-dir", "voices/kokoro"]).await;
     let url = server.url.as_str();
 
     // Every pack is listed with the language of its prefix.
