@@ -136,13 +136,15 @@ struct Options {
     /// Directory scanned for Piper voices: <name>.onnx + <name>.onnx.json (+ <name>.safetensors)
     #[arg(long, env = "OMNIVOICE_VOICES_DIR", default_value_os_t = DEFAULTS.voices_dir.clone())]
     voices_dir: PathBuf,
-    /// Engine behind OpenAI's model names (tts-1, tts-1-hd, gpt-4o-mini-tts)
-    #[arg(long, env = "OMNIVOICE_DEFAULT_ENGINE",
-          default_value_t = DEFAULTS.default_engine.clone())]
-    default_engine: String,
-    /// Voice behind OpenAI's voice names (alloy, nova, …) unless [voices.aliases] maps them
-    #[arg(long, env = "OMNIVOICE_DEFAULT_VOICE", default_value_t = DEFAULTS.default_voice.clone())]
-    default_voice: String,
+    /// Directory of the Kokoro engine: a kokoro-v1.0(.int8|.fp16).onnx and voices/<id>.bin (or .npy, voices-v1.0.bin); unset = <voices_dir>/kokoro
+    #[arg(long, env = "OMNIVOICE_KOKORO_DIR")]
+    kokoro_dir: Option<PathBuf>,
+    /// Engine behind OpenAI's model names (tts-1, tts-1-hd, gpt-4o-mini-tts); unset = kokoro when its model is installed, else piper
+    #[arg(long, env = "OMNIVOICE_DEFAULT_ENGINE")]
+    default_engine: Option<String>,
+    /// Voice behind OpenAI's voice names (alloy, nova, …) unless [voices.aliases] maps them; unset = af_heart under kokoro, else en_US-joe-medium
+    #[arg(long, env = "OMNIVOICE_DEFAULT_VOICE")]
+    default_voice: Option<String>,
     /// Most voices kept loaded; the least recently used is released first
     #[arg(long, env = "OMNIVOICE_MAX_LOADED_VOICES", default_value_t = DEFAULTS.max_loaded_voices)]
     max_loaded_voices: usize,
@@ -270,8 +272,9 @@ impl Default for Options {
             device: DeviceChoice::Auto,
             precision: PrecisionChoice::Auto,
             voices_dir: "voices".into(),
-            default_engine: "piper".into(),
-            default_voice: "en_US-joe-medium".into(),
+            kokoro_dir: None,
+            default_engine: None,
+            default_voice: None,
             max_loaded_voices: 4,
             single_engine_resident: false,
             idle_unload_s: 0,
@@ -445,6 +448,8 @@ pub struct Settings {
     /// Arithmetic of the Piper voices on the CPU; what `auto` became is logged per voice.
     pub precision: PrecisionChoice,
     pub voices_dir: PathBuf,
+    /// Where the Kokoro engine looks for its model and packs.
+    pub kokoro_dir: PathBuf,
     pub default_engine: String,
     pub default_voice: String,
     pub max_input_chars: usize,
@@ -520,8 +525,26 @@ impl Settings {
     /// Merges flags/env (`args`) over the config file over the defaults, then validates.
     pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
         let o = args.layered()?;
+        let kokoro_dir = o
+            .kokoro_dir
+            .clone()
+            .unwrap_or_else(|| o.voices_dir.join("kokoro"));
+        // Kokoro, once installed, is the voice people came for: it answers OpenAI's names
+        // unless the settings name another engine.
+        let default_engine = o.default_engine.clone().unwrap_or_else(|| {
+            let installed = crate::engine::kokoro::model_file(&kokoro_dir).is_some();
+            if installed { "kokoro" } else { "piper" }.to_string()
+        });
+        let default_voice = o.default_voice.clone().unwrap_or_else(|| {
+            if default_engine == "kokoro" {
+                "af_heart"
+            } else {
+                "en_US-joe-medium"
+            }
+            .to_string()
+        });
         let preload = if o.preload.is_empty() {
-            vec![o.default_voice.clone()]
+            vec![default_voice.clone()]
         } else {
             o.preload.into_iter().filter(|v| v != "none").collect()
         };
@@ -533,8 +556,9 @@ impl Settings {
             device: o.device,
             precision: o.precision,
             voices_dir: o.voices_dir,
-            default_engine: o.default_engine,
-            default_voice: o.default_voice,
+            kokoro_dir,
+            default_engine,
+            default_voice,
             max_input_chars: o.max_input_chars,
             request_timeout_s: o.request_timeout_s,
             max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),

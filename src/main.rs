@@ -7,6 +7,7 @@ use candle_core::Device;
 use clap::Parser;
 use omnivoice_server::config::{Cli, Command, DeviceChoice, LogFormat, ServeArgs, Settings};
 use omnivoice_server::engine::espeak::EspeakEngine;
+use omnivoice_server::engine::kokoro::{self, KokoroEngine};
 use omnivoice_server::engine::piper::PiperEngine;
 use omnivoice_server::engine::Engine;
 use omnivoice_server::server;
@@ -57,9 +58,14 @@ fn serve(args: ServeArgs) -> ExitCode {
     let device_name = describe(&device);
     // Said once the settings are known to be valid: a refused start stays one line.
     let kernel_paths = device.is_cpu().then(omnivoice_models::kernels::isa_report);
-    let piper = PiperEngine::new(&settings.voices_dir, device)
+    let piper = PiperEngine::new(&settings.voices_dir, device.clone())
         .with_precision(settings.precision.requested());
-    let engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
+    let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
+    if kokoro::model_file(&settings.kokoro_dir).is_some() {
+        engines.push(Arc::new(KokoroEngine::new(&settings.kokoro_dir, device)));
+    } else {
+        tracing::info!(dir = %settings.kokoro_dir.display(), "no Kokoro model ({}) there; the kokoro engine is off (scripts/kokoro-assets.sh installs it)", kokoro::MODEL_FILES.join(", "));
+    }
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -31,7 +31,9 @@ fn repo_file(name: &str) -> PathBuf {
 
 #[test]
 fn defaults_apply_without_flags_or_file() {
-    let s = Settings::resolve(&parse(&[])).unwrap();
+    // An empty voices directory: no Kokoro, so Piper answers OpenAI's names.
+    let empty = tempfile::tempdir().unwrap();
+    let s = Settings::resolve(&parse(&["--voices-dir", empty.path().to_str().unwrap()])).unwrap();
     assert_eq!(s.port, 8880);
     assert_eq!(s.host.to_string(), "127.0.0.1");
     assert_eq!(s.max_input_chars, 4096);
@@ -41,6 +43,46 @@ fn defaults_apply_without_flags_or_file() {
     assert_eq!(s.max_concurrent, num_cpus::get_physical());
     assert_eq!(s.wyoming_port, None);
     assert!(!s.public_discovery);
+    assert_eq!(s.default_engine, "piper");
+    assert_eq!(s.kokoro_dir, empty.path().join("kokoro"));
+}
+
+/// A Kokoro model file in `<voices_dir>/kokoro` makes Kokoro (and af_heart) the default,
+/// unless the settings name an engine.
+#[test]
+fn an_installed_kokoro_is_the_default_engine() {
+    let voices = tempfile::tempdir().unwrap();
+    let dir = voices.path().join("kokoro");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("kokoro-v1.0.onnx"), b"weights").unwrap();
+    let voices_dir = voices.path().to_str().unwrap();
+    let s = Settings::resolve(&parse(&["--voices-dir", voices_dir])).unwrap();
+    assert_eq!(
+        (s.default_engine.as_str(), s.default_voice.as_str()),
+        ("kokoro", "af_heart")
+    );
+    assert_eq!(s.preload, ["af_heart"]);
+    let s = Settings::resolve(&parse(&[
+        "--voices-dir",
+        voices_dir,
+        "--default-engine",
+        "piper",
+    ]))
+    .unwrap();
+    assert_eq!(
+        (s.default_engine.as_str(), s.default_voice.as_str()),
+        ("piper", "en_US-joe-medium")
+    );
+    // Elsewhere, through --kokoro-dir.
+    let other = tempfile::tempdir().unwrap();
+    let s = Settings::resolve(&parse(&[
+        "--voices-dir",
+        other.path().to_str().unwrap(),
+        "--kokoro-dir",
+        dir.to_str().unwrap(),
+    ]))
+    .unwrap();
+    assert_eq!(s.default_engine, "kokoro");
 }
 
 #[test]

@@ -72,7 +72,7 @@ impl EngineError {
 pub struct VoiceInfo {
     /// The name clients send as `voice`.
     pub id: String,
-    /// The engine that serves it (`piper`, `espeak`).
+    /// The engine that serves it (`piper`, `espeak`, `kokoro`).
     pub engine: String,
     /// BCP-47-ish language tag, e.g. `en-US`.
     pub language: String,
@@ -230,6 +230,12 @@ pub trait Engine: Send + Sync {
     /// The voice with this exact id, if the engine offers it.
     fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
         self.voices().into_iter().find(|v| v.id == voice)
+    }
+
+    /// Why `voice` is no voice of this engine, in words for the client, when there is more to
+    /// say than "unknown" (a malformed blend, a language the engine cannot speak yet).
+    fn why_unknown(&self, _voice: &str) -> Option<String> {
+        None
     }
 
     /// Looks for added, changed and removed voices; returns the ids of voices that were

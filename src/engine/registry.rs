@@ -286,26 +286,33 @@ impl Registry {
         let engine = &self.engines[&engine_id];
 
         let requested = voice.trim();
-        let aliased = self
-            .config
-            .voice_aliases
-            .get(requested)
-            .map(String::as_str)
-            .or_else(|| {
-                OPENAI_VOICES
-                    .contains(&requested)
-                    .then_some(self.config.default_voice.as_str())
-            });
-        let (name, speaker) = split_speaker(aliased.unwrap_or(requested));
-        let info = engine.find_voice(name).or_else(|| {
+        let configured = self.config.voice_aliases.get(requested).map(String::as_str);
+        // An engine that gives OpenAI's names voices of its own (Kokoro: alloy is af_alloy)
+        // answers them itself; for the others they mean the default voice.
+        let own = configured
+            .is_none()
+            .then(|| engine.find_voice(requested))
+            .flatten();
+        let aliased = configured.or_else(|| {
+            (own.is_none() && OPENAI_VOICES.contains(&requested))
+                .then_some(self.config.default_voice.as_str())
+        });
+        let (name, speaker) = match (&own, aliased) {
+            (Some(_), _) => (requested, None),
+            (None, target) => split_speaker(target.unwrap_or(requested)),
+        };
+        let info = own.or_else(|| engine.find_voice(name)).or_else(|| {
             // An alias whose target belongs to another engine (startup checked that it exists
             // somewhere): use this engine's first voice, so `model=espeak, voice=alloy` speaks.
             aliased.and_then(|_| engine.voices().into_iter().next())
         });
         let unknown = || {
             let some: Vec<String> = engine.voices().into_iter().take(12).map(|v| v.id).collect();
+            let why = engine
+                .why_unknown(name)
+                .map_or(String::new(), |why| format!(" {why}"));
             ResolveError::UnknownVoice(format!(
-                "Unknown voice '{voice}' for model '{model}'. Valid voices include: {}.",
+                "Unknown voice '{voice}' for model '{model}'.{why} Valid voices include: {}.",
                 some.join(", ")
             ))
         };

@@ -99,10 +99,22 @@ pub struct Binary {
 }
 
 impl Binary {
-    /// Starts the binary and returns once it listens (not necessarily ready).
+    /// Starts the binary and returns once it listens (not necessarily ready). Piper stays the
+    /// default engine, as these tests were written for, even where `voices/kokoro` holds
+    /// Kokoro (which would otherwise answer OpenAI's names), unless `args` name an engine or
+    /// a Kokoro directory.
     pub fn spawn(args: &[&str]) -> Self {
+        let chooses = args
+            .iter()
+            .any(|a| *a == "--default-engine" || *a == "--kokoro-dir" || *a == "--config");
+        let default: &[&str] = if chooses {
+            &[]
+        } else {
+            &["--default-engine", "piper"]
+        };
         let mut child = server_command()
             .args(["--port", "0", "--log-level", "warn"])
+            .args(default)
             .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .stdout(Stdio::piped())

@@ -12,6 +12,11 @@
 //! What this front end takes from Kokoro's reference implementations (symbol table, espeak
 //! rewriting, punctuation handling) is checked against them in the tests, through fixtures that
 //! `scripts/kokoro_tokens_reference.py` generates with the official packages.
+//!
+//! [`KokoroEngine`] puts them together behind the [`Engine`](super::Engine) interface: every pack of a Kokoro
+//! directory is a voice, and so is every blend of packs a client names. The model itself
+//! (82 M parameters) is loaded once, on the first voice's load, and shared by every voice: a
+//! voice is only its 510 × 256 style pack.
 
 pub mod blend;
 pub mod language;
@@ -20,6 +25,10 @@ pub mod packs;
 pub mod phonemes;
 pub mod split;
 pub mod vocab;
+
+mod engine;
+
+pub use engine::{model_file, KokoroEngine, MODEL_FILES};
 
 /// `tests/fixtures/kokoro/reference.json`, parsed once.
 #[cfg(test)]

@@ -8,12 +8,11 @@
 //! never joined into a path. A file that is not a pack (truncated, wrong shape or type,
 //! non-finite values) is an error that names it, when the voice is loaded.
 //!
-//! The style vector of an input is the row of its length in tokens, pads not counted,
-//! `pack[min(tokens, 509)]`: kokoro-onnx's choice (`voice[len(tokens)]`, which fails past 509)
-//! and kokoro.js's (`min(max(ids − 2, 0), 509)`, its ids counting both pads). hexgrad's
-//! pipeline, and Kokoro-FastAPI with it, take `pack[len(phonemes) − 1]`, one row earlier;
-//! neighbouring rows differ little, so either sounds the same voice. The ids of this server
-//! are checked against kokoro-onnx's, so its row is taken too.
+//! The style vector of an input is the row of its length in tokens less one, pads not
+//! counted, `pack[min(tokens, 510) − 1]`: the choice of kokoro-onnx 0.6.1 (older versions took
+//! `voice[len(tokens)]`) and of hexgrad's pipeline (`pack[len(phonemes) − 1]`, Kokoro-FastAPI
+//! with it). The oracle fixtures were made that way: "Hello world. This is a test." has 30
+//! tokens and is spoken in row 29 (`crates/models/tests/fixtures/kokoro/README.md`).
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -22,7 +21,7 @@ use std::sync::Arc;
 
 use super::language::Language;
 
-/// Rows of a pack: one per input length 0..=509 tokens.
+/// Rows of a pack: one per input length 1..=510 tokens.
 pub const ROWS: usize = 510;
 /// Values of one style vector: 128 for the decoder, 128 for the prosody predictor.
 pub const STYLE_DIM: usize = 256;
@@ -98,9 +97,9 @@ impl Pack {
     }
 
     /// The style vector for an input of `tokens` tokens (pads not counted): row
-    /// `min(tokens, 509)`.
+    /// `min(tokens, 510) − 1` (row 0 for no tokens).
     pub fn style(&self, tokens: usize) -> &[f32] {
-        let row = tokens.min(ROWS - 1);
+        let row = tokens.clamp(1, ROWS) - 1;
         &self.values[row * STYLE_DIM..(row + 1) * STYLE_DIM]
     }
 
@@ -523,13 +522,16 @@ mod tests {
     }
 
     #[test]
-    fn the_row_is_the_token_count_clamped_to_509() {
+    fn the_row_is_the_token_count_less_one_clamped_to_509() {
         let pack = Pack::from_values(numbered()).unwrap();
         assert_eq!(pack.style(0)[0], 0.0);
-        assert_eq!(pack.style(30)[0], 30.0);
-        assert_eq!(pack.style(30)[255], 30.255);
-        assert_eq!(pack.style(509)[0], 509.0);
+        assert_eq!(pack.style(1)[0], 0.0);
+        // The oracle's "Hello world. This is a test.": 30 tokens, row 29.
+        assert_eq!(pack.style(30)[0], 29.0);
+        assert_eq!(pack.style(30)[255], 29.255);
+        assert_eq!(pack.style(509)[0], 508.0);
         assert_eq!(pack.style(510)[0], 509.0);
+        assert_eq!(pack.style(511)[0], 509.0);
         assert_eq!(pack.style(usize::MAX)[0], 509.0);
         assert_eq!(pack.style(7).len(), STYLE_DIM);
         assert!(Pack::from_values(vec![0.0; VALUES - 1]).is_none());

@@ -1,0 +1,404 @@
+//! The Kokoro engine and its voices: a request's text through the front end (phonemes, pieces
+//! of at most 510 tokens, the pack's style row) into the shared model, and the durations the
+//! model predicts back into word timings.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use candle_core::Device;
+use parking_lot::{Mutex, RwLock};
+use sha2::{Digest, Sha256};
+
+use super::blend::{Blend, BlendError};
+use super::language::Language;
+use super::names;
+use super::packs::{Pack, PackDir, PackFile};
+use super::phonemes::phonemize;
+use super::split::{self, MAX_TOKENS};
+use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
+use crate::params::SPEED;
+use omnivoice_models::kokoro::Kokoro;
+use omnivoice_models::spare;
+
+/// The model files of kokoro-onnx a Kokoro directory may hold, in the order they are
+/// preferred: the int8 file is the smallest download and loads fastest; all three give the
+/// same weights to within their precision.
+pub const MODEL_FILES: [&str; 3] = [
+    "kokoro-v1.0.int8.onnx",
+    "kokoro-v1.0.fp16.onnx",
+    "kokoro-v1.0.onnx",
+];
+
+/// Kokoro's output rate, fixed by its iSTFTNet generator.
+const SAMPLE_RATE: u32 = 24_000;
+
+/// Blends remembered between resolving a name and loading it. A blend's voice id is its
+/// [`Blend::cache_name`], which is not meant to be parsed again; past this many, the oldest
+/// are forgotten (and such an id is then parsed anyway, which gives the same mix to within
+/// rounding).
+const REMEMBERED_BLENDS: usize = 1024;
+
+/// The model file of `dir`, the first of [`MODEL_FILES`] that exists.
+pub fn model_file(dir: &Path) -> Option<PathBuf> {
+    MODEL_FILES
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|path| path.is_file())
+}
+
+pub struct KokoroEngine {
+    dir: PathBuf,
+    device: Device,
+    model_path: Option<PathBuf>,
+    packs: RwLock<PackDir>,
+    /// Loaded on the first voice's load (on a loader thread, never an async one) and kept
+    /// for good: every voice shares it.
+    model: Mutex<Option<Arc<Kokoro>>>,
+    /// Hash of the model file, computed on first use (92 MB take ≈ 0.3 s).
+    model_hash: OnceLock<String>,
+    blends: Mutex<BTreeMap<String, (u64, Blend)>>,
+    blend_counter: Mutex<u64>,
+}
+
+impl KokoroEngine {
+    /// The engine over `dir`: its packs (`voices/*.bin`, `voices/*.npy`, archives) and its
+    /// model file ([`model_file`]); nothing is read yet but the directory listings.
+    pub fn new(dir: impl Into<PathBuf>, device: Device) -> Self {
+        let dir = dir.into();
+        let packs = PackDir::scan(&dir);
+        let model_path = model_file(&dir);
+        Self {
+            dir,
+            device,
+            model_path,
+            packs: RwLock::new(packs),
+            model: Mutex::new(None),
+            model_hash: OnceLock::new(),
+            blends: Mutex::new(BTreeMap::new()),
+            blend_counter: Mutex::new(0),
+        }
+    }
+
+    /// The shared model, loading it on the first call.
+    fn model(&self, voice: &str) -> Result<Arc<Kokoro>, EngineError> {
+        let mut model = self.model.lock();
+        if let Some(loaded) = model.as_ref() {
+            return Ok(loaded.clone());
+        }
+        let path = self.model_path.as_ref().ok_or_else(|| {
+            EngineError::load(
+                voice,
+                format!(
+                    "{}: no Kokoro model file ({})",
+                    self.dir.display(),
+                    MODEL_FILES.join(", ")
+                ),
+            )
+        })?;
+        let started = std::time::Instant::now();
+        // KokoroError names the file in every load error.
+        let loaded =
+            Arc::new(Kokoro::load(path, &self.device).map_err(|e| EngineError::load(voice, e))?);
+        tracing::info!(file = %path.display(), seconds = started.elapsed().as_secs_f64(), "Kokoro model loaded");
+        *model = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    fn pack_file(&self, id: &str) -> Option<PackFile> {
+        self.packs.read().get(id).cloned()
+    }
+
+    /// A client's name (pack id, OpenAI name, blend) as a blend of packs that can be spoken.
+    fn parse(&self, name: &str) -> Result<Blend, BlendError> {
+        let packs = self.packs.read();
+        Blend::parse(name, |term| {
+            let id = match packs.get(term) {
+                Some(_) => term,
+                None => names::openai_voice(term).filter(|id| packs.get(id).is_some())?,
+            };
+            packs
+                .get(id)
+                .filter(|p| p.traits.language.is_supported())
+                .map(|p| p.id.clone())
+        })
+    }
+
+    /// The language a blend is spoken in: that of its largest share.
+    fn language(&self, blend: &Blend) -> Option<Language> {
+        let packs = self.packs.read();
+        blend
+            .terms()
+            .iter()
+            .max_by(|a, b| a.coefficient.total_cmp(&b.coefficient))
+            .and_then(|t| packs.get(&t.voice))
+            .map(|p| p.traits.language)
+    }
+
+    fn info(&self, id: &str, language: Language) -> VoiceInfo {
+        VoiceInfo {
+            id: id.to_string(),
+            engine: "kokoro".into(),
+            language: language.tag().to_string(),
+            sample_rate: SAMPLE_RATE,
+            speakers: Vec::new(),
+        }
+    }
+
+    /// Remembers `blend` under its voice id, so that loading that id finds it.
+    fn remember(&self, id: &str, blend: Blend) {
+        let mut counter = self.blend_counter.lock();
+        *counter += 1;
+        let mut blends = self.blends.lock();
+        blends.insert(id.to_string(), (*counter, blend));
+        if blends.len() > REMEMBERED_BLENDS {
+            if let Some(oldest) = blends
+                .iter()
+                .min_by_key(|(_, (n, _))| *n)
+                .map(|(k, _)| k.clone())
+            {
+                blends.remove(&oldest);
+            }
+        }
+    }
+
+    /// The blend behind a voice id that [`Engine::find_voice`] gave.
+    fn blend_of(&self, id: &str) -> Option<Blend> {
+        if let Some((_, blend)) = self.blends.lock().get(id) {
+            return Some(blend.clone());
+        }
+        self.parse(id).ok()
+    }
+
+    fn load(&self, voice: &str) -> Result<KokoroVoice, EngineError> {
+        let blend = self.blend_of(voice).ok_or_else(|| {
+            EngineError::UnknownVoice(self.why_unknown(voice).unwrap_or_else(|| voice.into()))
+        })?;
+        let language = self
+            .language(&blend)
+            .ok_or_else(|| EngineError::UnknownVoice(voice.into()))?;
+        let pack = blend.mix(|id| {
+            self.pack_file(id)
+                .ok_or_else(|| EngineError::UnknownVoice(id.to_string()))?
+                .load()
+                .map_err(|e| EngineError::load(voice, e))
+        })?;
+        let model = self.model(voice)?;
+        Ok(KokoroVoice {
+            info: self.info(voice, language),
+            model,
+            pack,
+            language,
+        })
+    }
+
+    /// Why `voice` is no voice, in words for the client: a bad blend, a language this server
+    /// cannot speak. `None` for a plain unknown name.
+    pub fn why_unknown(&self, voice: &str) -> Option<String> {
+        let packs = self.packs.read();
+        let unsupported = |id: &str| {
+            packs
+                .get(id)
+                .map(|p| p.traits.language)
+                .filter(|l| !l.is_supported())
+        };
+        if let Some(language) = unsupported(voice) {
+            return Some(format!(
+                "Kokoro voice '{voice}' speaks {language}, which this server cannot speak yet: {language} needs a dictionary phonemizer, and this server has only espeak-ng."
+            ));
+        }
+        drop(packs);
+        match self.parse(voice) {
+            Ok(_) => None,
+            Err(BlendError::UnknownVoice(name)) if name == voice => None,
+            Err(BlendError::UnknownVoice(name)) => Some(match unsupported_of(&self.packs.read(), &name) {
+                Some(language) => format!("'{name}' in '{voice}' speaks {language}, which this server cannot speak yet."),
+                None => format!("'{name}' in the blend '{voice}' is no Kokoro voice."),
+            }),
+            Err(e) => Some(format!("'{voice}' is no Kokoro voice or blend: {e}.")),
+        }
+    }
+}
+
+fn unsupported_of(packs: &PackDir, id: &str) -> Option<Language> {
+    packs
+        .get(id)
+        .map(|p| p.traits.language)
+        .filter(|l| !l.is_supported())
+}
+
+impl Engine for KokoroEngine {
+    fn id(&self) -> &str {
+        "kokoro"
+    }
+
+    fn voices(&self) -> Vec<VoiceInfo> {
+        self.packs
+            .read()
+            .iter()
+            .map(|p| self.info(&p.id, p.traits.language))
+            .collect()
+    }
+
+    fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
+        let blend = self.parse(voice).ok()?;
+        let id = blend.cache_name();
+        let language = self.language(&blend)?;
+        if blend.single().is_none() {
+            self.remember(&id, blend);
+        }
+        Some(self.info(&id, language))
+    }
+
+    fn why_unknown(&self, voice: &str) -> Option<String> {
+        KokoroEngine::why_unknown(self, voice)
+    }
+
+    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
+        Ok(Arc::new(self.load(voice)?))
+    }
+
+    fn rescan(&self) -> Vec<String> {
+        let found = PackDir::scan(&self.dir);
+        let mut packs = self.packs.write();
+        let before: BTreeSet<String> = packs.iter().map(|p| p.id.clone()).collect();
+        let stale = before
+            .into_iter()
+            .filter(|id| found.get(id).is_none_or(|new| Some(new) != packs.get(id)))
+            .collect();
+        *packs = found;
+        stale
+    }
+
+    fn fingerprint(&self, voice: &str) -> String {
+        let model = self.model_hash.get_or_init(|| {
+            let mut hasher = Sha256::new();
+            match self.model_path.as_ref().map(std::fs::File::open) {
+                Some(Ok(mut file)) => {
+                    let _ = std::io::copy(&mut file, &mut hasher);
+                }
+                Some(Err(e)) => hasher.update(e.to_string().as_bytes()),
+                None => hasher.update(b"no model"),
+            }
+            format!("{:x}", hasher.finalize())
+        });
+        // A pack's file by its size and time: the model's hash is what costs.
+        let mut hasher = Sha256::new();
+        hasher.update(model.as_bytes());
+        if let Some(blend) = self.blend_of(voice) {
+            for term in blend.terms() {
+                hasher.update(term.voice.as_bytes());
+                hasher.update(term.coefficient.to_le_bytes());
+                if let Some(file) = self.pack_file(&term.voice) {
+                    if let Ok(meta) = std::fs::metadata(file.path()) {
+                        hasher.update(meta.len().to_le_bytes());
+                        hasher.update(format!("{:?}", meta.modified().ok()).as_bytes());
+                    }
+                }
+            }
+        }
+        format!("{:x}", hasher.finalize())
+    }
+}
+
+/// One pack (or blend) of Kokoro, with the shared model.
+pub struct KokoroVoice {
+    info: VoiceInfo,
+    model: Arc<Kokoro>,
+    pack: Pack,
+    language: Language,
+}
+
+impl Voice for KokoroVoice {
+    fn info(&self) -> &VoiceInfo {
+        &self.info
+    }
+
+    fn synthesize_each(
+        &self,
+        batch: &[SynthesisItem],
+        done: &mut dyn FnMut(usize, Pcm),
+    ) -> Result<(), EngineError> {
+        // Phonemization is this thread's work too: no other worker may borrow its core.
+        let _computing = spare::computing();
+        // One item after another: a padded batch pays only on a GPU, and padding Kokoro's
+        // instance norms would change the audio.
+        for (index, item) in batch.iter().enumerate() {
+            let pcm = self.synthesize(item)?;
+            done(index, pcm);
+        }
+        Ok(())
+    }
+}
+
+impl KokoroVoice {
+    /// One item: every piece of its tokens spoken in the pack's style row for that piece's
+    /// length, the audio joined, and the words timed from the durations of their tokens.
+    fn synthesize(&self, item: &SynthesisItem) -> Result<Pcm, EngineError> {
+        // The request layer refuses speeds outside this range; the clamp keeps the engine
+        // bounded when called some other way.
+        let speed = item.params.speed.clamp(*SPEED.start(), *SPEED.end());
+        let phonemes = phonemize(&item.text, self.language).map_err(EngineError::synthesis)?;
+        let pieces = split::pieces(&phonemes, MAX_TOKENS);
+        let hop = self.model.config().samples_per_frame;
+        let mut samples = Vec::new();
+        // Per token of all pieces: its first and one-past-last sample in the item's audio.
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        for piece in &pieces {
+            let style = self.pack.style(piece.tokens.len());
+            let spoken = self
+                .model
+                .synthesize(&piece.tokens, style, speed)
+                .map_err(EngineError::synthesis)?;
+            if item.word_timings {
+                // durations: [pad, tokens…, pad]; the first pad's frames come before the first token.
+                let offset = samples.len();
+                let mut at = offset + spoken.durations.first().copied().unwrap_or(0) as usize * hop;
+                let inner = spoken.durations.len().saturating_sub(1);
+                for &frames in spoken.durations.get(1..inner).unwrap_or(&[]) {
+                    let end = at + frames as usize * hop;
+                    spans.push((at, end));
+                    at = end;
+                }
+            }
+            samples.extend_from_slice(&spoken.audio);
+        }
+        let words = if item.word_timings {
+            let words = split::word_tokens(&item.text, &phonemes, &pieces, self.language)
+                .map_err(EngineError::synthesis)?;
+            let total = samples.len();
+            let mut previous_end = 0;
+            Some(
+                words
+                    .into_iter()
+                    .map(|word| {
+                        let (start, end) = match (
+                            spans.get(word.tokens.start),
+                            word.tokens.end.checked_sub(1).and_then(|i| spans.get(i)),
+                        ) {
+                            (Some(&(start, _)), Some(&(_, end))) if !word.tokens.is_empty() => {
+                                (start, end)
+                            }
+                            _ => (previous_end, previous_end),
+                        };
+                        let start = start.max(previous_end).min(total);
+                        let end = end.max(start).min(total);
+                        previous_end = end;
+                        WordTiming {
+                            text: word.text,
+                            start,
+                            end,
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        } else {
+            None
+        };
+        Ok(Pcm {
+            samples,
+            sample_rate: SAMPLE_RATE,
+            words,
+        })
+    }
+}
