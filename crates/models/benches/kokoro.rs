@@ -28,7 +28,11 @@ fn main() {
             .map(|(_, t)| t.clone())
             .unwrap_or_else(|| panic!("hello.npz has no {name}"))
     };
-    let tokens: Vec<u32> = get("tokens").to_dtype(DType::U32).unwrap().to_vec1().unwrap();
+    let tokens: Vec<u32> = get("tokens")
+        .to_dtype(DType::U32)
+        .unwrap()
+        .to_vec1()
+        .unwrap();
     let ids = &tokens[1..tokens.len() - 1];
     let style: Vec<f32> = get("style").to_vec1().unwrap();
     let path = model_path();
