@@ -132,8 +132,11 @@ mod tests {
             )?
             .expect("a CPU f32 kernel");
             let diff = (got - want)?.abs()?.max_all()?.to_scalar::<f32>()?;
+            // The inputs are random on every run and the sums run in another order than
+            // candle's: outputs of up to about 4 differ by a few f32 ulps (1.05e-5 seen once),
+            // while a wrong kernel is off by whole tenths.
             assert!(
-                diff < 1e-5,
+                diff < 4e-5,
                 "residual {with_residual} gelu {gelu}: differs by {diff}"
             );
         }
