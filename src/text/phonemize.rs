@@ -235,8 +235,9 @@ pub fn phonemize(text: &str, espeak_voice: &str) -> Result<String, EspeakError> 
     Ok(out.nfd().collect())
 }
 
-/// Removes espeak-ng's `(lang)` markers; IPA output has no other parentheses.
-fn strip_language_flags(ipa: &str) -> String {
+/// Removes espeak-ng's `(lang)` markers around a word read in another language; IPA output
+/// has no other parentheses.
+pub(crate) fn strip_language_flags(ipa: &str) -> String {
     let mut out = String::with_capacity(ipa.len());
     let mut in_flag = false;
     for c in ipa.chars() {

@@ -27,6 +27,8 @@
 
 use super::language::Language;
 use crate::espeak::{self, EspeakError, TIE};
+// misaki removes the markers too; kokoro-onnx would hand their letters to the model.
+use crate::text::phonemize::strip_language_flags;
 
 /// What phonemizer treats as punctuation: kept as written, never handed to espeak.
 const MARKS: &[char] = &[
@@ -192,22 +194,6 @@ fn segments(text: &str) -> Vec<Segment<'_>> {
         segments.push(Segment::Words(&text[words_start..]));
     }
     segments
-}
-
-/// Removes the `(en)` … `(fr)` markers espeak puts around a word it reads in another language
-/// (misaki removes them; kokoro-onnx would hand their letters to the model).
-fn strip_language_flags(ipa: &str) -> String {
-    let mut out = String::with_capacity(ipa.len());
-    let mut in_flag = false;
-    for c in ipa.chars() {
-        match c {
-            '(' => in_flag = true,
-            ')' => in_flag = false,
-            c if !in_flag => out.push(c),
-            _ => {}
-        }
-    }
-    out
 }
 
 /// One character being rewritten, with the character of the IPA it came from.
