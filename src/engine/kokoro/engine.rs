@@ -18,7 +18,7 @@ use super::phonemes::phonemize;
 use super::split::{self, MAX_TOKENS};
 use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
 use crate::params::SPEED;
-use omnivoice_models::kokoro::Kokoro;
+use omnivoice_models::kokoro::{Kokoro, Precision};
 use omnivoice_models::spare;
 
 /// The model files of kokoro-onnx a Kokoro directory may hold, in the order they are
@@ -50,6 +50,8 @@ pub fn model_file(dir: &Path) -> Option<PathBuf> {
 pub struct KokoroEngine {
     dir: PathBuf,
     device: Device,
+    /// What the decoder's and generator's convolutions run in (f32 off the CPU).
+    precision: Precision,
     model_path: Option<PathBuf>,
     packs: RwLock<PackDir>,
     /// Loaded on the first voice's load (on a loader thread, never an async one) and kept
@@ -71,6 +73,7 @@ impl KokoroEngine {
         Self {
             dir,
             device,
+            precision: Precision::F32,
             model_path,
             packs: RwLock::new(packs),
             model: Mutex::new(None),
@@ -78,6 +81,13 @@ impl KokoroEngine {
             blends: Mutex::new(BTreeMap::new()),
             blend_counter: Mutex::new(0),
         }
+    }
+
+    /// Loads the model in `requested` (`None`: the precision this CPU runs fastest). Only the
+    /// decoder's and generator's convolutions change; durations and word timings do not.
+    pub fn with_precision(self, requested: Option<Precision>) -> Self {
+        let precision = crate::engine::cpu_precision(&self.device, requested, "Kokoro model");
+        Self { precision, ..self }
     }
 
     /// The shared model, loading it on the first call.
@@ -98,9 +108,11 @@ impl KokoroEngine {
         })?;
         let started = std::time::Instant::now();
         // KokoroError names the file in every load error.
-        let loaded =
-            Arc::new(Kokoro::load(path, &self.device).map_err(|e| EngineError::load(voice, e))?);
-        tracing::info!(file = %path.display(), seconds = started.elapsed().as_secs_f64(), "Kokoro model loaded");
+        let loaded = Kokoro::load(path, &self.device)
+            .map_err(|e| EngineError::load(voice, e))?
+            .with_precision(self.precision);
+        let loaded = Arc::new(loaded);
+        tracing::info!(file = %path.display(), precision = %loaded.precision().describe(), seconds = started.elapsed().as_secs_f64(), "Kokoro model loaded");
         *model = Some(loaded.clone());
         Ok(loaded)
     }
@@ -285,6 +297,7 @@ impl Engine for KokoroEngine {
         // A pack's file by its size and time: the model's hash is what costs.
         let mut hasher = Sha256::new();
         hasher.update(model.as_bytes());
+        hasher.update(crate::engine::precision_suffix(self.precision).as_bytes());
         if let Some(blend) = self.blend_of(voice) {
             for term in blend.terms() {
                 hasher.update(term.voice.as_bytes());
