@@ -15,7 +15,7 @@ use super::language::Language;
 use super::names;
 use super::packs::{Pack, PackDir, PackFile};
 use super::phonemes::phonemize;
-use super::split::{self, MAX_TOKENS};
+use super::split;
 use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
 use crate::params::SPEED;
 use omnivoice_models::kokoro::Kokoro;
@@ -339,7 +339,7 @@ impl KokoroVoice {
         // bounded when called some other way.
         let speed = item.params.speed.clamp(*SPEED.start(), *SPEED.end());
         let phonemes = phonemize(&item.text, self.language).map_err(EngineError::synthesis)?;
-        let pieces = split::pieces(&phonemes, MAX_TOKENS);
+        let pieces = split::pass_pieces(&phonemes, speed);
         let hop = self.model.config().samples_per_frame;
         let mut samples = Vec::new();
         // Per token of all pieces: its first and one-past-last sample in the item's audio.
