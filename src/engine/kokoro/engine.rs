@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use super::blend::{Blend, BlendError};
 use super::language::Language;
 use super::names;
-use super::packs::{Pack, PackDir, PackFile};
+use super::packs::{Gender, Pack, PackDir, PackFile};
 use super::phonemes::phonemize;
 use super::split;
 use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
@@ -135,13 +135,26 @@ impl KokoroEngine {
             .map(|p| p.traits.language)
     }
 
-    fn info(&self, id: &str, language: Language) -> VoiceInfo {
+    /// The gender of a blend whose packs all have one; `None` for a mix of both.
+    fn gender(&self, blend: &Blend) -> Option<Gender> {
+        let packs = self.packs.read();
+        let mut genders = blend
+            .terms()
+            .iter()
+            .map(|t| packs.get(&t.voice).map(|p| p.traits.gender));
+        let first = genders.next()??;
+        genders.all(|g| g == Some(first)).then_some(first)
+    }
+
+    fn info(&self, id: &str, language: Language, gender: Option<Gender>) -> VoiceInfo {
         VoiceInfo {
             id: id.to_string(),
             engine: "kokoro".into(),
             language: language.tag().to_string(),
             sample_rate: SAMPLE_RATE,
             speakers: Vec::new(),
+            gender: gender.map(|g| g.as_str().to_string()),
+            unsupported: language.unsupported_reason().map(str::to_string),
         }
     }
 
@@ -185,7 +198,7 @@ impl KokoroEngine {
         })?;
         let model = self.model(voice)?;
         Ok(KokoroVoice {
-            info: self.info(voice, language),
+            info: self.info(voice, language, self.gender(&blend)),
             model,
             pack,
             language,
@@ -236,7 +249,7 @@ impl Engine for KokoroEngine {
         self.packs
             .read()
             .iter()
-            .map(|p| self.info(&p.id, p.traits.language))
+            .map(|p| self.info(&p.id, p.traits.language, Some(p.traits.gender)))
             .collect()
     }
 
@@ -244,10 +257,11 @@ impl Engine for KokoroEngine {
         let blend = self.parse(voice).ok()?;
         let id = blend.cache_name();
         let language = self.language(&blend)?;
+        let gender = self.gender(&blend);
         if blend.single().is_none() {
             self.remember(&id, blend);
         }
-        Some(self.info(&id, language))
+        Some(self.info(&id, language, gender))
     }
 
     fn why_unknown(&self, voice: &str) -> Option<String> {
