@@ -115,6 +115,12 @@ pub struct VoiceInfo {
     pub sample_rate: u32,
     /// Speaker names of a multi-speaker voice (empty for single-speaker voices).
     pub speakers: Vec<String>,
+    /// `female` or `male` where the voice's name says (Kokoro's second letter); `None` where
+    /// the engine does not know.
+    pub gender: Option<String>,
+    /// Why the voice is listed but cannot be spoken (a Kokoro pack of a language this server
+    /// cannot phonemize); `None` for every voice a request may use.
+    pub unsupported: Option<String>,
 }
 
 /// One utterance of a batch: usually one sentence of a request.

@@ -203,6 +203,8 @@ fn voice_info(id: &str, config: &serde_json::Value) -> VoiceInfo {
         language,
         sample_rate,
         speakers: speakers.into_iter().map(|(_, name)| name).collect(),
+        gender: None,
+        unsupported: None,
     }
 }
 

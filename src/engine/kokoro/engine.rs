@@ -13,9 +13,9 @@ use sha2::{Digest, Sha256};
 use super::blend::{Blend, BlendError};
 use super::language::Language;
 use super::names;
-use super::packs::{Pack, PackDir, PackFile};
+use super::packs::{Gender, Pack, PackDir, PackFile};
 use super::phonemes::phonemize;
-use super::split::{self, MAX_TOKENS};
+use super::split;
 use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
 use crate::params::SPEED;
 use omnivoice_models::kokoro::{Kokoro, Precision};
@@ -147,13 +147,26 @@ impl KokoroEngine {
             .map(|p| p.traits.language)
     }
 
-    fn info(&self, id: &str, language: Language) -> VoiceInfo {
+    /// The gender of a blend whose packs all have one; `None` for a mix of both.
+    fn gender(&self, blend: &Blend) -> Option<Gender> {
+        let packs = self.packs.read();
+        let mut genders = blend
+            .terms()
+            .iter()
+            .map(|t| packs.get(&t.voice).map(|p| p.traits.gender));
+        let first = genders.next()??;
+        genders.all(|g| g == Some(first)).then_some(first)
+    }
+
+    fn info(&self, id: &str, language: Language, gender: Option<Gender>) -> VoiceInfo {
         VoiceInfo {
             id: id.to_string(),
             engine: "kokoro".into(),
             language: language.tag().to_string(),
             sample_rate: SAMPLE_RATE,
             speakers: Vec::new(),
+            gender: gender.map(|g| g.as_str().to_string()),
+            unsupported: language.unsupported_reason().map(str::to_string),
         }
     }
 
@@ -197,7 +210,7 @@ impl KokoroEngine {
         })?;
         let model = self.model(voice)?;
         Ok(KokoroVoice {
-            info: self.info(voice, language),
+            info: self.info(voice, language, self.gender(&blend)),
             model,
             pack,
             language,
@@ -248,7 +261,7 @@ impl Engine for KokoroEngine {
         self.packs
             .read()
             .iter()
-            .map(|p| self.info(&p.id, p.traits.language))
+            .map(|p| self.info(&p.id, p.traits.language, Some(p.traits.gender)))
             .collect()
     }
 
@@ -256,10 +269,11 @@ impl Engine for KokoroEngine {
         let blend = self.parse(voice).ok()?;
         let id = blend.cache_name();
         let language = self.language(&blend)?;
+        let gender = self.gender(&blend);
         if blend.single().is_none() {
             self.remember(&id, blend);
         }
-        Some(self.info(&id, language))
+        Some(self.info(&id, language, gender))
     }
 
     fn why_unknown(&self, voice: &str) -> Option<String> {
@@ -352,7 +366,7 @@ impl KokoroVoice {
         // bounded when called some other way.
         let speed = item.params.speed.clamp(*SPEED.start(), *SPEED.end());
         let phonemes = phonemize(&item.text, self.language).map_err(EngineError::synthesis)?;
-        let pieces = split::pieces(&phonemes, MAX_TOKENS);
+        let pieces = split::pass_pieces(&phonemes, speed);
         let hop = self.model.config().samples_per_frame;
         let mut samples = Vec::new();
         // Per token of all pieces: its first and one-past-last sample in the item's audio.
