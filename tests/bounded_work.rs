@@ -344,11 +344,13 @@ async fn kokoro_behind_openai_names_answers_hostile_inputs_within_the_bounds() {
         idle.as_secs_f64(),
         server.peak_rss_bytes() >> 20
     );
-    // The first sentence's pass, then at most the three utterances that were queued or begun
-    // before the hang-up was seen (two sentences wait ahead, one more is submitted as the
-    // first is taken; two passes each): not the other seven, some 15 passes more.
+    // The first sentence's pass, then the utterances that were queued or begun before the
+    // hang-up was seen: three by the pipeline's look-ahead (two sentences wait ahead, one more
+    // is submitted as the first is taken; two passes each), 7 passes, seen exactly. Allowed:
+    // up to 11, half of the ≈ 21 the whole input takes, so scheduling noise cannot fail it
+    // while computing on after the hang-up still would.
     assert!(
-        (1.0..=7.0).contains(&passes),
+        (1.0..=11.0).contains(&passes),
         "{passes} passes after hanging up"
     );
     // The server is free again, and the next request is spoken.
