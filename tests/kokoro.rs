@@ -42,7 +42,15 @@ async fn spoken(url: &str, body: &Value) -> (u32, f64) {
 async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_streams() {
     require_assets();
     // No --default-engine: an installed Kokoro is the default by itself.
-    let server = Binary::ready(&["--no-cache", "--kokoro-dir", "voices/kokoro"]).await;
+    // A bare Piper voice id still preloads Piper's voice with Kokoro the default engine.
+    let server = Binary::ready(&[
+        "--no-cache",
+        "--kokoro-dir",
+        "voices/kokoro",
+        "--preload",
+        "en_US-joe-medium",
+    ])
+    .await;
     let url = server.url.as_str();
 
     // Every pack is listed with the language of its prefix.
@@ -57,6 +65,14 @@ async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_strea
     assert_eq!(heart["gender"], "female");
     assert_eq!(heart["supported"], true);
     assert!(heart.get("unsupported_reason").is_none(), "{heart}");
+    let joe = voices
+        .iter()
+        .find(|v| v["id"] == "en_US-joe-medium" && v["engine"] == "piper")
+        .expect("the Piper voice is listed");
+    assert_eq!(
+        joe["loaded"], true,
+        "--preload en_US-joe-medium loaded it: {joe}"
+    );
     let emma = voices.iter().find(|v| v["id"] == "bf_emma").unwrap();
     assert_eq!(emma["language"], "en-GB");
     check_kokoro_listing(voices);

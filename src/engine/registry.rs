@@ -202,6 +202,21 @@ impl Registry {
         &self.config.default_engine
     }
 
+    /// The engine that has a voice of exactly this id: the default engine if it has one, else
+    /// the first other engine that does.
+    pub fn engine_of_voice(&self, voice: &str) -> Option<String> {
+        let default = self.config.default_engine.as_str();
+        let has = |id: &str| {
+            self.engines
+                .get(id)
+                .is_some_and(|e| e.find_voice(voice).is_some())
+        };
+        if has(default) {
+            return Some(default.to_string());
+        }
+        self.engines.keys().find(|id| has(id)).cloned()
+    }
+
     pub fn engine_ids(&self) -> Vec<String> {
         self.engines.keys().cloned().collect()
     }

@@ -165,14 +165,17 @@ impl SpeechService {
             .map_err(|e| SpeechError::VoiceLoad(Failure::new("voice rescan failed", e)))
     }
 
-    /// Loads voices ahead of traffic. `name` is `engine/voice` or a voice of the default
-    /// engine; a name that does not resolve or load is logged and skipped.
+    /// Loads voices ahead of traffic. `name` is `engine/voice`, or a voice id of any engine
+    /// (the default engine's first: `en_US-joe-medium` stays Piper's when Kokoro is the
+    /// default), or a name the default engine resolves (OpenAI names, blends); a name that
+    /// does not resolve or load is logged and skipped.
     pub async fn preload(&self, names: &[String]) {
         let registry = &self.inner.registry;
         for name in names {
+            let owner = registry.engine_of_voice(name);
             let (model, voice) = name
                 .split_once('/')
-                .unwrap_or((registry.default_engine(), name));
+                .unwrap_or((owner.as_deref().unwrap_or(registry.default_engine()), name));
             let resolved = match registry.resolve(model, voice) {
                 Ok(resolved) => resolved,
                 Err(e) => {
