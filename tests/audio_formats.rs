@@ -381,18 +381,27 @@ fn encoders_run_much_faster_than_real_time() {
     }
 }
 
-/// The same checks on real synthesized speech (raw little-endian f32 at 22050 Hz, e.g. from
-/// `piper_reference.py --out-f32`), pushed in two sentence-sized chunks. Needs the file, so it
-/// only runs on request: `AUDIO_TEST_SPEECH_F32=/path cargo test --test audio_formats -- --ignored`.
+/// The same checks on real speech: the default Piper voice (22050 Hz) reading two sentences,
+/// pushed in two chunks cut inside a word.
 #[test]
-#[ignore = "needs AUDIO_TEST_SPEECH_F32 pointing at synthesized speech"]
 fn real_speech_round_trips_through_every_format() {
-    let path = std::env::var("AUDIO_TEST_SPEECH_F32").expect("AUDIO_TEST_SPEECH_F32");
-    let raw = std::fs::read(path).unwrap();
-    let speech: Vec<f32> = raw
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-        .collect();
+    use omnivoice_server::engine::piper::PiperEngine;
+    use omnivoice_server::engine::{Engine, SynthesisItem};
+    let voices = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("voices");
+    let engine = PiperEngine::new(&voices, candle_core::Device::Cpu)
+        .with_precision(Some(omnivoice_models::vits::Precision::F32));
+    let voice = engine
+        .load_voice("en_US-joe-medium")
+        .expect("the default voice (scripts/setup.sh installs it)");
+    assert_eq!(voice.info().sample_rate, RATE);
+    let text = "The quick brown fox jumps over the lazy dog. Sphinx of black quartz, judge my vow!";
+    let mut speech = Vec::new();
+    voice
+        .synthesize_each(&[SynthesisItem::new(text)], &mut |_, pcm| {
+            speech = pcm.samples
+        })
+        .unwrap();
+    assert!(speech.len() > RATE as usize * 3, "{} samples", speech.len());
     let (first, second) = speech.split_at(speech.len() * 2 / 5);
     for format in AudioFormat::ALL {
         let mut encoder = stream_encoder(format, RATE).unwrap();
