@@ -82,7 +82,8 @@ pub enum DeviceChoice {
     Metal,
 }
 
-/// The arithmetic of the Piper voices' convolutions on the CPU ([`omnivoice_models::vits::Precision`]).
+/// The arithmetic of the Piper voices' and the Kokoro model's convolutions on the CPU
+/// ([`omnivoice_models::vits::Precision`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PrecisionChoice {
@@ -130,7 +131,7 @@ struct Options {
     /// Compute device for neural engines (cuda and metal need the cargo feature of that name)
     #[arg(long, env = "OMNIVOICE_DEVICE", value_enum, default_value_t = DEFAULTS.device)]
     device: DeviceChoice,
-    /// Arithmetic of Piper voices on the CPU: auto = bf16 where the CPU runs it faster (AMX), else f32; only f32 is held to onnxruntime
+    /// Arithmetic of the Piper voices and the Kokoro model on the CPU: auto = bf16 where the CPU runs it faster (AMX, or AVX-512 bf16 timed at startup), else f32; only f32 is held to onnxruntime
     #[arg(long, env = "OMNIVOICE_PRECISION", value_enum, default_value_t = DEFAULTS.precision)]
     precision: PrecisionChoice,
     /// Directory scanned for Piper voices: <name>.onnx + <name>.onnx.json (+ <name>.safetensors)

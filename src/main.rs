@@ -62,7 +62,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         .with_precision(settings.precision.requested());
     let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
     if kokoro::model_file(&settings.kokoro_dir).is_some() {
-        engines.push(Arc::new(KokoroEngine::new(&settings.kokoro_dir, device)));
+        let kokoro = KokoroEngine::new(&settings.kokoro_dir, device)
+            .with_precision(settings.precision.requested());
+        engines.push(Arc::new(kokoro));
     } else {
         tracing::info!(dir = %settings.kokoro_dir.display(), "no Kokoro model ({}) there; the kokoro engine is off (scripts/kokoro-assets.sh installs it)", kokoro::MODEL_FILES.join(", "));
     }

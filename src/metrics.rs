@@ -39,6 +39,7 @@ pub const VOICE_LOAD_SECONDS: &str = "omnivoice_voice_load_seconds";
 pub const STREAM_ERRORS: &str = "omnivoice_stream_errors_total";
 pub const UTTERANCE_PHONEME_IDS: &str = "omnivoice_utterance_phoneme_ids";
 pub const UTTERANCES_SPLIT: &str = "omnivoice_utterances_split_total";
+pub const KOKORO_PASS_TOKENS: &str = "omnivoice_kokoro_pass_tokens";
 pub const PANICS: &str = "omnivoice_panics_total";
 
 const SECONDS_BUCKETS: &[f64] = &[
@@ -52,10 +53,11 @@ const PHONEME_ID_BUCKETS: &[f64] = &[
 
 /// Installs the global recorder once per process and returns the handle that renders it.
 ///
-/// `phoneme_id_limits` are the engines' limits on phoneme ids per model input, handed in by
-/// whoever assembles the server (this module sits below the engines and knows none of them).
-/// Each becomes a bucket boundary of `omnivoice_utterance_phoneme_ids`, so `le` at a limit
-/// equals the count when no model input was longer. The first call in a process decides.
+/// `phoneme_id_limits` are the engines' limits on phoneme ids (Piper) or tokens (Kokoro) per
+/// model input, handed in by whoever assembles the server (this module sits below the engines
+/// and knows none of them). Each becomes a bucket boundary of `omnivoice_utterance_phoneme_ids`
+/// and `omnivoice_kokoro_pass_tokens`, so `le` at a limit equals the count when no model input
+/// was longer. The first call in a process decides.
 pub fn install(phoneme_id_limits: &[usize]) -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
@@ -68,6 +70,12 @@ pub fn install(phoneme_id_limits: &[usize]) -> PrometheusHandle {
                 .and_then(|b| {
                     b.set_buckets_for_metric(
                         Matcher::Full(UTTERANCE_PHONEME_IDS.into()),
+                        &phoneme_id_buckets(phoneme_id_limits),
+                    )
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(KOKORO_PASS_TOKENS.into()),
                         &phoneme_id_buckets(phoneme_id_limits),
                     )
                 })
@@ -201,7 +209,11 @@ fn describe() {
     );
     describe_counter!(
         UTTERANCES_SPLIT,
-        "Piper utterances cut into several model inputs for having too many phoneme ids."
+        "Piper and Kokoro utterances cut into several model inputs for having too many phoneme ids or tokens."
+    );
+    describe_histogram!(
+        KOKORO_PASS_TOKENS,
+        "Tokens per Kokoro model input: an utterance, or a piece of one cut to the limit."
     );
     describe_counter!(
         PANICS,

@@ -131,7 +131,10 @@ pub fn build(
         settings.seed,
     );
     // The engines' limits are bucket boundaries of the metrics, handed down from here.
-    let metrics = crate::metrics::install(&[crate::engine::piper::MAX_IDS_PER_PASS]);
+    let metrics = crate::metrics::install(&[
+        crate::engine::piper::MAX_IDS_PER_PASS,
+        crate::engine::kokoro::split::PASS_TOKENS,
+    ]);
     Ok(Arc::new(AppState::new(settings, speech, metrics, device)))
 }
 

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 mod common;
 
-use common::decode::{decode, decode_raw_pcm, decode_with_symphonia, Decoded};
+use common::decode::{best_correlation, decode, decode_raw_pcm, decode_with_symphonia, Decoded};
 use omnivoice_server::audio::resample::resample;
 use omnivoice_server::audio::{encode, stream_encoder, AudioFormat};
 
@@ -43,27 +43,6 @@ fn to_pcm16(sample: f32) -> i16 {
 
 fn rms(x: &[f32]) -> f32 {
     (x.iter().map(|s| s * s).sum::<f32>() / x.len().max(1) as f32).sqrt()
-}
-
-/// The best normalized correlation between `decoded` and `reference` over lags up to
-/// `max_lag` (lossy codecs and ADTS carry an encoder delay), and the lag that achieves it.
-fn best_correlation(decoded: &[f32], reference: &[f32], max_lag: usize) -> (f32, usize) {
-    let mut best = (f32::MIN, 0);
-    for lag in 0..=max_lag {
-        let len = reference.len().min(decoded.len().saturating_sub(lag));
-        if len < reference.len() / 2 {
-            break;
-        }
-        let (a, b) = (&decoded[lag..lag + len], &reference[..len]);
-        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-        let norm =
-            (a.iter().map(|x| x * x).sum::<f32>() * b.iter().map(|y| y * y).sum::<f32>()).sqrt();
-        let correlation = dot / norm.max(f32::MIN_POSITIVE);
-        if correlation > best.0 {
-            best = (correlation, lag);
-        }
-    }
-    best
 }
 
 fn expected_rate(format: AudioFormat) -> u32 {

@@ -3,6 +3,13 @@
 //! punctuation) end with 200, no model input exceeds the Piper engine's phoneme-id limit, and
 //! the server's peak memory stays bounded; SIGTERM drains (`/health` says so) and the process
 //! exits 0 within the grace period even while a long utterance is computing.
+//!
+//! The same holds with Kokoro (`voices/kokoro`, from `scripts/kokoro-assets.sh`) as the default
+//! engine behind OpenAI's names (`tts-1`, `alloy`): every hostile class gets 200 or a clear 400,
+//! no Kokoro pass exceeds its token limit, the peak RSS stays under the same bound, a client
+//! that hangs up on a 4,096-character input leaves the rest uncomputed, and SIGTERM drains. A
+//! Kokoro synthesis costs about a second of CPU per second of audio, so its inputs are the
+//! smallest that still exercise each class (the CJK input needs two passes).
 
 mod common;
 
@@ -11,6 +18,7 @@ use std::time::{Duration, Instant};
 use common::decode::decode;
 use common::{get_json, get_text, metric, openai_error, post_speech, Binary};
 use omnivoice_server::audio::AudioFormat;
+use omnivoice_server::engine::kokoro::split::PASS_TOKENS;
 use omnivoice_server::engine::piper::MAX_IDS_PER_PASS;
 use serde_json::{json, Value};
 
@@ -59,6 +67,8 @@ fn hostile_inputs() -> Vec<(&'static str, String, bool)> {
 /// What a request got back: its status and, for a 200, its audio decoded.
 struct Heard {
     status: u16,
+    /// The rate the answer says its audio has (`X-Audio-Sample-Rate`).
+    rate: Option<u32>,
     /// Seconds of audio in the body.
     seconds: f64,
     /// What `X-Audio-Duration-S` said (whole bodies only).
@@ -78,6 +88,10 @@ async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -
                       "response_format": format.extension(), "stream": stream, "seed": 1});
     let response = post_speech(url, &body).await;
     let status = response.status().as_u16();
+    let rate = response
+        .headers()
+        .get("x-audio-sample-rate")
+        .map(|v| v.to_str().unwrap().parse::<u32>().unwrap());
     let header_seconds = response
         .headers()
         .get("x-audio-duration-s")
@@ -86,6 +100,7 @@ async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -
     if status != 200 {
         return Heard {
             status,
+            rate,
             seconds: 0.0,
             header_seconds,
             peak: 0.0,
@@ -94,6 +109,7 @@ async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -
     let audio = decode(format, &bytes);
     Heard {
         status,
+        rate,
         seconds: audio.samples.len() as f64 / f64::from(audio.rate),
         header_seconds,
         peak: audio.samples.iter().fold(0.0, |m, s| m.max(s.abs())),
@@ -138,7 +154,9 @@ fn expected_audio(name: &str, input: &str) -> (f64, bool) {
     match name {
         name if name.starts_with("CJK") => (0.2 * chars, true),
         "punctuation" => (0.0, false),
-        "1,000-letter word" | "400-digit number" => (0.02 * chars, true),
+        name if name.ends_with("-letter word") || name.contains("-digit number") => {
+            (0.02 * chars, true)
+        }
         _ => (0.25 * words, true),
     }
 }
@@ -204,6 +222,193 @@ async fn hostile_inputs_stay_within_the_phoneme_limit_and_the_memory_bound() {
     assert!(peak < PEAK_RSS_LIMIT, "peak RSS {} MiB", peak >> 20);
 }
 
+/// Kokoro as the default engine: naming its directory makes it so (the harness keeps Piper
+/// otherwise). A hostile input takes minutes of CPU on a small machine, longer than the
+/// default request timeout, which is not what these tests are about.
+const KOKORO_SERVER: &[&str] = &[
+    "--kokoro-dir",
+    "voices/kokoro",
+    "--request-timeout-s",
+    "900",
+];
+
+/// Fails, naming the script, when the weights are missing: never skipped silently.
+fn require_kokoro() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("voices/kokoro");
+    assert!(
+        dir.join("kokoro-v1.0.int8.onnx").is_file() && dir.join("voices/af_alloy.bin").is_file(),
+        "{} lacks the Kokoro model or voices: run scripts/kokoro-assets.sh",
+        dir.display()
+    );
+}
+
+/// Piper's hostile classes at the sizes that still exercise them with Kokoro, which costs about
+/// a second of CPU per second of audio: 20 ideographs, read "Chinese letter" each, are ≈ 300
+/// tokens and 16 s of audio, more than one pass of [`PASS_TOKENS`]; the emoji run is 2,000
+/// characters that normalization drops; the others are short runs of their kind (each 3–8 s
+/// of audio). A CJK input is streamed by the SIGTERM test below, and long unpunctuated prose
+/// at the input limit is the hang-up case of the next test.
+fn kokoro_hostile_inputs() -> Vec<(&'static str, String, bool)> {
+    vec![
+        ("CJK, whole body", cjk(20, 0), false),
+        ("Arabic", "مرحبا".into(), false),
+        (
+            "emoji between words",
+            format!("Yes {} no", "😀🎉👍🔥🚀".repeat(400)),
+            false,
+        ),
+        ("100-letter word", "abcdefghij".repeat(10), false),
+        ("20-digit number, streamed", "1234567890".repeat(2), true),
+        (
+            "URL",
+            format!("https://example.com/{}?q={}", "very/long/path/", "x1y2z3"),
+            false,
+        ),
+        ("punctuation", "!?.,;:-—…".repeat(10), false),
+    ]
+}
+
+fn kokoro_passes(metrics: &str) -> f64 {
+    metric(metrics, "omnivoice_kokoro_pass_tokens_count")
+}
+
+#[tokio::test]
+async fn kokoro_behind_openai_names_answers_hostile_inputs_within_the_bounds() {
+    require_kokoro();
+    let mut args = vec!["--no-cache"];
+    args.extend_from_slice(KOKORO_SERVER);
+    let server = Binary::ready(&args).await;
+    let url = server.url.as_str();
+    let health = get_json(format!("{url}/health")).await;
+    assert_eq!(health["default_engine"], "kokoro", "{health}");
+    let started = Instant::now();
+    for (name, input, stream) in kokoro_hostile_inputs() {
+        let before = get_text(format!("{url}/metrics")).await;
+        let one = Instant::now();
+        let heard = speak(url, "tts-1", "alloy", &input, stream).await;
+        let after = get_text(format!("{url}/metrics")).await;
+        eprintln!(
+            "kokoro {name}: {} chars, {:.1} s, {:.2} s of audio, peak {:.2}, {} passes, \
+             peak RSS {} MiB",
+            input.chars().count(),
+            one.elapsed().as_secs_f64(),
+            heard.seconds,
+            heard.peak,
+            kokoro_passes(&after) - kokoro_passes(&before),
+            server.peak_rss_bytes() >> 20
+        );
+        assert_eq!(heard.rate, Some(24_000), "{name}: Kokoro answered");
+        let (min_seconds, speech) = expected_audio(name, &input);
+        check_audio("kokoro", name, &heard, min_seconds, speech);
+        if name == "CJK, whole body" {
+            assert!(
+                splits(&after) > splits(&before),
+                "{name}: had more tokens than one pass takes"
+            );
+        }
+    }
+    eprintln!(
+        "kokoro hostile set: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // Emoji alone are no speech: a clear 400, as with Piper.
+    let emoji = json!({"model": "tts-1", "voice": "alloy", "input": "😀🎉👍🔥🚀".repeat(800)});
+    let error = openai_error(post_speech(url, &emoji).await, 400).await;
+    assert_eq!(error["code"], "empty_input", "{error}");
+
+    // 4,096 characters, a short sentence and then unpunctuated words, streamed at speed 4 (a
+    // third of the audio, so the passes in flight cost less): the first audio comes, the client
+    // hangs up, and what was not yet submitted is never computed. Spoken whole it would be
+    // 4,096 / 400 utterances, each one or two passes.
+    let mut input = "Here it comes. ".to_string();
+    while input.len() < 4096 {
+        input.push_str("the quick brown fox jumps over the lazy dog ");
+    }
+    input.truncate(4096);
+    let input = input.trim_end().to_string();
+    let before = get_text(format!("{url}/metrics")).await;
+    let body = json!({"model": "tts-1", "voice": "alloy", "input": input,
+                      "response_format": "pcm", "stream": true, "speed": 4});
+    let response = post_speech(url, &body).await;
+    assert_eq!(response.status(), 200);
+    use futures::StreamExt;
+    let mut stream = response.bytes_stream();
+    let first = stream.next().await.expect("a first chunk").expect("bytes");
+    assert!(!first.is_empty());
+    drop(stream);
+    let idle = until_idle(url).await;
+    let passes = kokoro_passes(&get_text(format!("{url}/metrics")).await) - kokoro_passes(&before);
+    eprintln!(
+        "kokoro 4,096 chars hung up: {passes} passes computed, idle after {:.1} s, peak RSS {} MiB",
+        idle.as_secs_f64(),
+        server.peak_rss_bytes() >> 20
+    );
+    // The first sentence's pass, then the utterances that were queued or begun before the
+    // hang-up was seen: three by the pipeline's look-ahead (two sentences wait ahead, one more
+    // is submitted as the first is taken; two passes each), 7 passes, seen exactly. Allowed:
+    // up to 11, half of the ≈ 21 the whole input takes, so scheduling noise cannot fail it
+    // while computing on after the hang-up still would.
+    assert!(
+        (1.0..=11.0).contains(&passes),
+        "{passes} passes after hanging up"
+    );
+    // The server is free again, and the next request is spoken.
+    let heard = speak(url, "tts-1", "alloy", "Hi.", false).await;
+    check_audio("kokoro", "after the hang-up", &heard, 0.2, true);
+    // One character past the limit is the client's error, before any work.
+    let mut over = "a ".repeat(2048);
+    over.push('b');
+    let error = openai_error(
+        post_speech(
+            url,
+            &json!({"model": "tts-1", "voice": "alloy", "input": over}),
+        )
+        .await,
+        400,
+    )
+    .await;
+    assert_eq!(error["param"], "input", "{error}");
+
+    // No Kokoro pass took more than its limit.
+    let text = get_text(format!("{url}/metrics")).await;
+    let passes = kokoro_passes(&text);
+    let within = metric(
+        &text,
+        &format!("omnivoice_kokoro_pass_tokens_bucket{{le=\"{PASS_TOKENS}\"}}"),
+    );
+    assert!(passes > 0.0, "Kokoro passes were recorded");
+    assert_eq!(
+        within, passes,
+        "no Kokoro pass exceeds {PASS_TOKENS} tokens"
+    );
+
+    let peak = server.peak_rss_bytes();
+    eprintln!("kokoro peak RSS: {} MiB", peak >> 20);
+    assert!(peak < PEAK_RSS_LIMIT, "peak RSS {} MiB", peak >> 20);
+}
+
+/// Waits until no request is in progress and nothing is queued or computing (`/health`), and
+/// returns how long that took; fails after five minutes (a pass that never ends).
+async fn until_idle(url: &str) -> Duration {
+    let started = Instant::now();
+    loop {
+        let health = get_json(format!("{url}/health")).await;
+        let batch = &health["batch"];
+        if batch["requests_in_progress"] == 0
+            && batch["queue_depth"] == 0
+            && batch["batches_in_flight"] == 0
+        {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(300),
+            "still busy: {health}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn the_espeak_engine_answers_hostile_inputs_too() {
     let server = Binary::ready(&["--no-cache", "--preload", "espeak/en-us"]).await;
@@ -241,14 +446,32 @@ async fn the_espeak_engine_answers_hostile_inputs_too() {
 
 #[tokio::test]
 async fn sigterm_drains_and_exits_0_within_the_grace_period_while_a_long_utterance_computes() {
-    const GRACE_S: u64 = 2;
-    let grace = GRACE_S.to_string();
-    let mut server = Binary::ready(&["--no-cache", "--shutdown-timeout-s", &grace]).await;
-    let url = server.url.clone();
     // One short sentence to start the stream, then one 400-character CJK utterance: thousands
     // of phoneme ids, many passes, one blocking task that runs far beyond the grace period.
     let input = format!("Here it comes. {}", cjk(400, 0));
-    let body = json!({"model": "piper", "voice": VOICE, "input": input,
+    sigterm_while_computing(&[], "piper", VOICE, &input).await;
+}
+
+/// The same with Kokoro behind OpenAI's names: after the first sentence, 20 ideographs are two
+/// Kokoro passes of about 8 s of audio each, so SIGTERM comes while one computes.
+#[tokio::test]
+async fn sigterm_drains_while_a_long_kokoro_utterance_computes() {
+    require_kokoro();
+    let input = format!("Here it comes. {}", cjk(20, 0));
+    sigterm_while_computing(KOKORO_SERVER, "tts-1", "alloy", &input).await;
+}
+
+/// Streams `input` (a short first sentence, then a long utterance), sends SIGTERM once the
+/// first audio is in, and checks the drain: `/health` says so, new speech is refused, and the
+/// process exits 0 within the grace period (plus a few seconds), ending the client's stream.
+async fn sigterm_while_computing(args: &[&str], model: &str, voice: &str, input: &str) {
+    const GRACE_S: u64 = 2;
+    let grace = GRACE_S.to_string();
+    let mut all = vec!["--no-cache", "--shutdown-timeout-s", &grace];
+    all.extend_from_slice(args);
+    let mut server = Binary::ready(&all).await;
+    let url = server.url.clone();
+    let body = json!({"model": model, "voice": voice, "input": input,
                       "response_format": "pcm", "stream": true});
     let response = post_speech(&url, &body).await;
     assert_eq!(response.status(), 200);
@@ -282,7 +505,7 @@ async fn sigterm_drains_and_exits_0_within_the_grace_period_while_a_long_utteran
     let live = client.get(format!("{url}/health/live")).send().await;
     let refused = post_speech(
         &url,
-        &json!({"model": "piper", "voice": VOICE, "input": "Hi."}),
+        &json!({"model": model, "voice": voice, "input": "Hi."}),
     )
     .await;
     assert_eq!(ready.unwrap().status(), 503);
@@ -298,7 +521,7 @@ async fn sigterm_drains_and_exits_0_within_the_grace_period_while_a_long_utteran
         .await
         .expect("the process exits within the grace period plus a few seconds");
     eprintln!(
-        "exited {:?} {:.2} s after SIGTERM",
+        "{model}: exited {:?} {:.2} s after SIGTERM",
         status.code(),
         signalled.elapsed().as_secs_f64()
     );

@@ -1,6 +1,6 @@
 //! The Kokoro engine through the real binary on a real port, with the real weights
 //! (`voices/kokoro`, installed by `scripts/kokoro-assets.sh`): its voices listed with their
-//! languages, speech at 24 kHz of the length the model predicts, blends and bad blends,
+//! languages, genders and whether they can be spoken, the model lists, speech at 24 kHz of the length the model predicts, blends and bad blends,
 //! OpenAI's names meaning Kokoro, speed, word timestamps and a streamed answer. Each synthesis
 //! costs about two seconds of CPU, so one server serves every check.
 
@@ -54,9 +54,29 @@ async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_strea
         .expect("af_heart is listed");
     assert_eq!(heart["language"], "en-US");
     assert_eq!(heart["sample_rate"], 24_000);
+    assert_eq!(heart["gender"], "female");
+    assert_eq!(heart["supported"], true);
+    assert!(heart.get("unsupported_reason").is_none(), "{heart}");
     let emma = voices.iter().find(|v| v["id"] == "bf_emma").unwrap();
     assert_eq!(emma["language"], "en-GB");
-    assert!(voices.iter().any(|v| v["id"] == "jf_alpha"));
+    check_kokoro_listing(voices);
+
+    // The model lists name Kokoro, and OpenAI's names as Kokoro; the other engines stay.
+    let models = get_json(format!("{url}/v1/audio/models")).await;
+    let models = models["models"].as_array().expect("a model list");
+    let engine_of = |id: &str| {
+        models
+            .iter()
+            .find(|m| m["id"] == id)
+            .map(|m| m["engine"].clone())
+    };
+    assert_eq!(engine_of("kokoro"), Some(json!("kokoro")), "{models:?}");
+    assert_eq!(engine_of("tts-1"), Some(json!("kokoro")), "{models:?}");
+    assert_eq!(engine_of("tts-1-hd"), Some(json!("kokoro")), "{models:?}");
+    assert_eq!(engine_of("piper"), Some(json!("piper")), "{models:?}");
+    assert_eq!(engine_of("espeak"), Some(json!("espeak")), "{models:?}");
+    let model = get_json(format!("{url}/v1/models/kokoro")).await;
+    assert_eq!(model["engine"], "kokoro");
 
     // kokoro-onnx speaks the oracle's text as one input in 2.5 s (100 frames of 600). The
     // server speaks each sentence as an input of its own, each with its pads, joined by a
@@ -170,6 +190,80 @@ async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_strea
         (streamed - seconds).abs() <= 0.15 * seconds,
         "{streamed} s streamed vs {seconds} s"
     );
+}
+
+/// Every Kokoro pack is listed with the language and gender of its prefix (`af_heart`:
+/// en-US, female), and whether the server can speak it: not ja (`j…`) or zh (`z…`), which
+/// need dictionary phonemizers, each with its reason. Piper's and espeak's voices keep the
+/// shape they had, now with `supported: true` and no gender.
+fn check_kokoro_listing(voices: &[Value]) {
+    let kokoro: Vec<&Value> = voices.iter().filter(|v| v["engine"] == "kokoro").collect();
+    // kokoro-js 1.2.1 ships 54 packs; scripts/kokoro-assets.sh installs them all.
+    assert_eq!(kokoro.len(), 54, "Kokoro voices listed");
+    for voice in &kokoro {
+        let id = voice["id"].as_str().unwrap();
+        let mut letters = id.chars();
+        let (language, gender) = (letters.next().unwrap(), letters.next().unwrap());
+        let tag = match language {
+            'a' => "en-US",
+            'b' => "en-GB",
+            'e' => "es",
+            'f' => "fr",
+            'h' => "hi",
+            'i' => "it",
+            'j' => "ja",
+            'p' => "pt-BR",
+            'z' => "zh",
+            other => panic!("{id}: unknown language letter {other}"),
+        };
+        assert_eq!(voice["language"], tag, "{voice}");
+        let gender = match gender {
+            'f' => "female",
+            'm' => "male",
+            other => panic!("{id}: unknown gender letter {other}"),
+        };
+        assert_eq!(voice["gender"], gender, "{voice}");
+        assert_eq!(voice["sample_rate"], 24_000, "{voice}");
+        let supported = !matches!(language, 'j' | 'z');
+        assert_eq!(voice["supported"], supported, "{voice}");
+        match voice.get("unsupported_reason") {
+            None => assert!(supported, "{id}: no reason given"),
+            Some(reason) => {
+                assert!(!supported, "{id}: a reason though supported");
+                let reason = reason.as_str().unwrap();
+                let named = if language == 'j' {
+                    "Japanese"
+                } else {
+                    "Mandarin"
+                };
+                assert!(
+                    reason.contains(named) && reason.contains("dictionary phonemizer"),
+                    "{id}: {reason}"
+                );
+            }
+        }
+    }
+    let unsupported = kokoro.iter().filter(|v| v["supported"] == false).count();
+    assert_eq!(unsupported, 5 + 8, "five ja packs and eight zh packs");
+
+    let piper = voices
+        .iter()
+        .find(|v| v["id"] == "en_US-joe-medium")
+        .expect("the Piper voice is still listed");
+    for key in [
+        "id",
+        "name",
+        "engine",
+        "language",
+        "sample_rate",
+        "speakers",
+        "aliases",
+        "loaded",
+    ] {
+        assert!(piper.get(key).is_some(), "Piper voice lacks {key}: {piper}");
+    }
+    assert_eq!(piper["supported"], true);
+    assert!(piper.get("gender").is_none() && piper.get("unsupported_reason").is_none());
 }
 
 fn time_of(word: &Value, key: &str) -> f64 {

@@ -185,12 +185,39 @@ async fn the_document_states_the_contract_from_its_sources() {
     // A listed voice is its own schema, not the request's voice shape.
     let listed = &schemas["VoiceList"]["properties"]["voices"]["items"]["$ref"];
     assert_eq!(listed, "#/components/schemas/Voice");
-    for key in ["id", "name", "engine", "language", "sample_rate", "loaded"] {
+    for key in [
+        "id",
+        "name",
+        "engine",
+        "language",
+        "sample_rate",
+        "loaded",
+        "gender",
+        "supported",
+        "unsupported_reason",
+    ] {
         assert!(
             schemas["Voice"]["properties"][key].is_object(),
             "Voice.{key}"
         );
     }
+    // Every voice says whether it can be spoken; gender and reason only where there is one.
+    let required = schemas["Voice"]["required"].as_array().unwrap();
+    assert!(
+        required.contains(&serde_json::json!("supported")),
+        "{required:?}"
+    );
+    assert!(
+        !required.contains(&serde_json::json!("gender")),
+        "{required:?}"
+    );
+    let listing = operation(&doc, "get", "/v1/audio/voices")["description"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        listing.contains("supported: false") && listing.contains("af_bella(2)+af_sky(1)"),
+        "the voice list's description: {listing}"
+    );
 
     let speech = &operation(&doc, "post", "/v1/audio/speech")["responses"];
     let content = speech["200"]["content"].as_object().unwrap();

@@ -1,8 +1,10 @@
 //! The playground page at `GET /`, served by the real binary: its headers and its
 //! self-containment here, and its behaviour in a real headless Chromium through
 //! `tests/browser/playground_test.py` (prepared by `scripts/browser-venv.sh`): streamed and
-//! downloaded playback, errors, and "Highlight words", whose read-along view must mark the
-//! words of the input in order as they are heard.
+//! downloaded playback, errors, "Highlight words", whose read-along view must mark the
+//! words of the input in order as they are heard, and Kokoro's voices (`voices/kokoro`, from
+//! `scripts/kokoro-assets.sh`): listed under their engine by language, the ones the server
+//! cannot speak marked, and blends typed or picked, sent and played.
 
 mod common;
 
@@ -60,6 +62,10 @@ async fn check_page(url: &str) {
     assert!(!header(&page, CACHE_CONTROL).is_empty());
     let html = page.text().await.unwrap();
     assert!(html.contains("id=\"voice\""), "not the playground page");
+    assert!(
+        html.contains("id=\"blend\"") && html.contains("af_bella(2)+af_sky(1)"),
+        "no blend field with its example"
+    );
 
     let local: Vec<String> = references(&html)
         .into_iter()
@@ -105,6 +111,11 @@ async fn playground_plays_streamed_speech_in_a_real_browser() {
         "{} is missing: run scripts/browser-venv.sh first",
         python.display()
     );
+    assert!(
+        root.join("voices/kokoro/kokoro-v1.0.int8.onnx").is_file(),
+        "voices/kokoro lacks the Kokoro model: run scripts/kokoro-assets.sh"
+    );
+    // Piper stays the default (the harness's choice); Kokoro is found in voices/kokoro.
     let server = Binary::ready(&["--voices-dir", "voices", "--api-key", API_KEY]).await;
     check_page(&server.url).await;
 
@@ -113,7 +124,14 @@ async fn playground_plays_streamed_speech_in_a_real_browser() {
     let _ = std::fs::remove_file(&screenshot);
     let run = tokio::process::Command::new(&python)
         .arg(root.join("tests/browser/playground_test.py"))
-        .args(["--url", &server.url, "--api-key", API_KEY, "--screenshot"])
+        .args([
+            "--url",
+            &server.url,
+            "--api-key",
+            API_KEY,
+            "--expect-kokoro",
+        ])
+        .arg("--screenshot")
         .arg(&screenshot)
         .kill_on_drop(true)
         .status();

@@ -33,7 +33,7 @@ pub struct Model {
     created: u64,
     /// Always `omnivoice`.
     owned_by: &'static str,
-    /// The engine behind this id (`piper`, `espeak`).
+    /// The engine behind this id (`kokoro`, `piper`, `espeak`).
     engine: String,
 }
 
@@ -77,7 +77,7 @@ pub struct AudioModelList {
 
 /// One voice of one engine.
 #[derive(Serialize, ToSchema)]
-#[schema(example = json!({"id": "en_US-joe-medium", "name": "en_US-joe-medium", "engine": "piper", "language": "en_US", "sample_rate": 22050, "speakers": [], "aliases": ["alloy", "nova"], "loaded": true}))]
+#[schema(example = json!({"id": "af_heart", "name": "af_heart", "engine": "kokoro", "language": "en-US", "sample_rate": 24000, "speakers": [], "aliases": ["alloy", "nova"], "loaded": true, "gender": "female", "supported": true}))]
 pub struct Voice {
     /// What a speech request sends as `voice` (with a model of this engine).
     id: String,
@@ -94,6 +94,17 @@ pub struct Voice {
     aliases: Vec<String>,
     /// Whether the voice is in memory now.
     loaded: bool,
+    /// `female` or `male` where the voice's name says so (Kokoro: the second letter of
+    /// `af_heart`); absent for Piper and espeak-ng voices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gender: Option<String>,
+    /// Whether a speech request may use this voice. Kokoro's Japanese (`j…`) and Mandarin
+    /// (`z…`) packs are listed but `false`: they need dictionary phonemizers this server does
+    /// not have, and a request for one is a 400.
+    supported: bool,
+    /// Why `supported` is `false`, in a sentence; absent when it is `true`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unsupported_reason: Option<String>,
 }
 
 impl From<VoiceListing> for Voice {
@@ -107,6 +118,9 @@ impl From<VoiceListing> for Voice {
             speakers: v.info.speakers,
             aliases: v.aliases,
             loaded: v.loaded,
+            gender: v.info.gender,
+            supported: v.info.unsupported.is_none(),
+            unsupported_reason: v.info.unsupported,
         }
     }
 }
@@ -173,6 +187,13 @@ pub async fn list_audio_models(State(state): State<Arc<AppState>>) -> Json<Audio
 /// List voices
 ///
 /// Every voice of every engine. Open WebUI reads `voices[].id` and `voices[].name`.
+///
+/// Kokoro lists every voice pack of its directory, with the language and gender its id names
+/// (`af_heart`: American English, female; `a` en-US, `b` en-GB, `e` es, `f` fr, `h` hi, `i` it,
+/// `j` ja, `p` pt-BR, `z` zh). Japanese and Mandarin packs are listed with `supported: false`
+/// and an `unsupported_reason`. Kokoro also speaks blends of its packs, which are not listed:
+/// send `voice: "af_bella(2)+af_sky(1)"` (weights normalised by their total) or
+/// `"af_bella+af_sky-af_nicole"`.
 #[utoipa::path(get, path = "/v1/audio/voices", tag = "discovery",
     responses((status = 200, description = "Every voice", body = VoiceList)))]
 pub async fn list_voices(State(state): State<Arc<AppState>>) -> Json<VoiceList> {

@@ -525,6 +525,8 @@ mod tests {
                 language: "en".into(),
                 sample_rate: 16_000,
                 speakers: vec![],
+                gender: None,
+                unsupported: None,
             },
             started: started_tx,
             gate: Mutex::new(gate),

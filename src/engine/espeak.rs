@@ -68,6 +68,8 @@ fn voice_info(voice: &espeak::EspeakVoice) -> VoiceInfo {
         language: language_tag(voice.languages.first().unwrap_or(&voice.name)),
         sample_rate: espeak::SAMPLE_RATE,
         speakers: Vec::new(),
+        gender: None,
+        unsupported: None,
     }
 }
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::params::SynthesisParams;
+use omnivoice_models::kernels::Precision;
 
 pub mod espeak;
 pub mod kokoro;
@@ -20,6 +21,40 @@ pub mod registry;
 /// The error behind a failure, shared: one failed load is reported to every request that
 /// waited for it, so the failure must be `Clone`.
 pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
+/// The precision an engine's model convolutions run in on `device`, for `requested` (`None`:
+/// the one this CPU runs fastest). Reduced precisions are CPU kernels: other devices run
+/// `f32`, with a warning when something else was asked for. `models` names the engine's
+/// models in the log.
+pub(crate) fn cpu_precision(
+    device: &candle_core::Device,
+    requested: Option<Precision>,
+    models: &str,
+) -> Precision {
+    let precision = match (device, requested) {
+        (candle_core::Device::Cpu, Some(p)) => p,
+        (candle_core::Device::Cpu, None) => Precision::auto(),
+        (_, _) => Precision::F32,
+    };
+    if requested.is_some_and(|r| r != precision) {
+        tracing::warn!(requested = %requested.unwrap_or_default(), "reduced precision is a CPU feature; this device runs f32");
+    } else if !precision.has_hardware() {
+        tracing::warn!(%precision, "this CPU has no hardware for it: emulated, slower than f32");
+    }
+    // Debug only: startup may still fail on another setting, and that must stay its one
+    // line; each model's load logs the precision it runs at info.
+    tracing::debug!(precision = %precision.describe(), requested = %requested.map_or("auto", Precision::as_str), "precision of the {models}");
+    precision
+}
+
+/// A model fingerprint's suffix for `precision`: another precision is other audio (`f32`
+/// keeps the plain hash, so caches from before precisions existed stay valid).
+pub(crate) fn precision_suffix(precision: Precision) -> String {
+    match precision {
+        Precision::F32 => String::new(),
+        p => format!("+{p}"),
+    }
+}
 
 /// Why an engine could not produce audio. The messages read as a whole sentence with their
 /// cause (what clients are told), and `source()` is the cause itself, for logs and for callers
@@ -80,6 +115,12 @@ pub struct VoiceInfo {
     pub sample_rate: u32,
     /// Speaker names of a multi-speaker voice (empty for single-speaker voices).
     pub speakers: Vec<String>,
+    /// `female` or `male` where the voice's name says (Kokoro's second letter); `None` where
+    /// the engine does not know.
+    pub gender: Option<String>,
+    /// Why the voice is listed but cannot be spoken (a Kokoro pack of a language this server
+    /// cannot phonemize); `None` for every voice a request may use.
+    pub unsupported: Option<String>,
 }
 
 /// One utterance of a batch: usually one sentence of a request.

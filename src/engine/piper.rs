@@ -78,19 +78,7 @@ impl PiperEngine {
 
     /// Loads voices in `requested` (`None`: the precision this CPU runs fastest).
     pub fn with_precision(self, requested: Option<Precision>) -> Self {
-        let precision = match (&self.device, requested) {
-            (Device::Cpu, Some(p)) => p,
-            (Device::Cpu, None) => Precision::auto(),
-            (_, _) => Precision::F32,
-        };
-        if requested.is_some_and(|r| r != precision) {
-            tracing::warn!(requested = %requested.unwrap_or_default(), "reduced precision is a CPU feature; this device runs f32");
-        } else if !precision.has_hardware() {
-            tracing::warn!(%precision, "this CPU has no hardware for it: emulated, slower than f32");
-        }
-        // Debug only: startup may still fail on another setting, and that must stay its one
-        // line; each voice's load logs the precision it runs at info.
-        tracing::debug!(precision = %precision.describe(), requested = %requested.map_or("auto", Precision::as_str), "Piper voices' precision");
+        let precision = super::cpu_precision(&self.device, requested, "Piper voices");
         Self { precision, ..self }
     }
 
@@ -215,6 +203,8 @@ fn voice_info(id: &str, config: &serde_json::Value) -> VoiceInfo {
         language,
         sample_rate,
         speakers: speakers.into_iter().map(|(_, name)| name).collect(),
+        gender: None,
+        unsupported: None,
     }
 }
 
@@ -248,11 +238,7 @@ impl Engine for PiperEngine {
     }
 
     fn fingerprint(&self, voice: &str) -> String {
-        // Another precision is other audio (f32 keeps the plain file hash).
-        let precision = match self.precision {
-            Precision::F32 => String::new(),
-            p => format!("+{p}"),
-        };
+        let precision = super::precision_suffix(self.precision);
         self.files(voice)
             .map(|f| format!("{}{precision}", f.fingerprint()))
             .unwrap_or_default()

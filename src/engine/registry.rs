@@ -549,6 +549,8 @@ mod tests {
                 language: "en".into(),
                 sample_rate: 16000,
                 speakers: Vec::new(),
+                gender: None,
+                unsupported: None,
             }
         }
     }

@@ -178,6 +178,10 @@ fn describe(voice: &VoiceListing) -> VoiceDescription {
             name: "eSpeak NG".into(),
             url: "https://github.com/espeak-ng/espeak-ng".into(),
         },
+        "kokoro" => Attribution {
+            name: "hexgrad".into(),
+            url: "https://github.com/hexgrad/kokoro".into(),
+        },
         other => Attribution {
             name: other.into(),
             url: String::new(),
@@ -189,7 +193,9 @@ fn describe(voice: &VoiceListing) -> VoiceDescription {
         languages: vec![info.language.clone()],
         speakers: info.speakers.clone(),
         attribution,
-        installed: true,
+        // A voice this server lists but cannot speak (Kokoro's ja and zh packs) is not one a
+        // satellite should pick, nor the one a language falls back to.
+        installed: info.unsupported.is_none(),
         version: Some(env!("CARGO_PKG_VERSION").into()),
     }
 }

@@ -722,6 +722,8 @@ impl Tone {
             language: "en".into(),
             sample_rate: RATE,
             speakers: vec![],
+            gender: None,
+            unsupported: None,
         }
     }
 }

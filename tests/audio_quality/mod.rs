@@ -1,6 +1,6 @@
 //! How far one waveform is from another: the measures behind the reduced-precision quality
-//! gates (`tests/vits_precision.rs`) and the `vits` bench's quality columns. Shared by path,
-//! so it is not a test target of its own.
+//! gates (`tests/vits_precision.rs`, `tests/kokoro_precision.rs`) and the `vits` bench's
+//! quality columns. Shared by path, so it is not a test target of its own.
 #![allow(dead_code)]
 
 use realfft::RealFftPlanner;
@@ -27,14 +27,14 @@ const FLOOR_DB: f64 = 80.0;
 
 /// Power mel spectrogram in dB: Hann-windowed frames of `N_FFT` every `HOP` samples, 80
 /// triangular HTK mel bands from 0 to 8 kHz.
-fn log_mel(audio: &[f32]) -> Vec<[f64; MELS]> {
+fn log_mel(audio: &[f32], sample_rate: f64) -> Vec<[f64; MELS]> {
     let mel = |hz: f64| 2595.0 * (1.0 + hz / 700.0).log10();
     let hz = |mel: f64| 700.0 * (10f64.powf(mel / 2595.0) - 1.0);
     let edges: Vec<f64> = (0..MELS + 2)
         .map(|i| hz(mel(8000.0) * i as f64 / (MELS + 1) as f64))
         .collect();
     let bins = N_FFT / 2 + 1;
-    let bin_hz = |b: usize| b as f64 * SAMPLE_RATE / N_FFT as f64;
+    let bin_hz = |b: usize| b as f64 * sample_rate / N_FFT as f64;
     let weights: Vec<Vec<f64>> = (0..MELS)
         .map(|m| {
             let (lo, mid, hi) = (edges[m], edges[m + 1], edges[m + 2]);
@@ -72,7 +72,15 @@ fn log_mel(audio: &[f32]) -> Vec<[f64; MELS]> {
 /// Mean over frames of the RMS difference (dB) between the two log-mel spectra, both floored
 /// at [`FLOOR_DB`] below the reference's loudest bin.
 pub fn log_mel_distance_db(reference: &[f32], signal: &[f32]) -> f64 {
-    let (a, b) = (log_mel(reference), log_mel(signal));
+    log_mel_distance_db_at(SAMPLE_RATE, reference, signal)
+}
+
+/// [`log_mel_distance_db`] for signals at `sample_rate` (Kokoro's 24 kHz).
+pub fn log_mel_distance_db_at(sample_rate: f64, reference: &[f32], signal: &[f32]) -> f64 {
+    let (a, b) = (
+        log_mel(reference, sample_rate),
+        log_mel(signal, sample_rate),
+    );
     let top = a.iter().flatten().copied().fold(f64::MIN, f64::max);
     let floor = top - FLOOR_DB;
     let frames = a.len().min(b.len());

@@ -1,6 +1,7 @@
 """The playground page (GET /) in a real headless Chromium, driven over WebDriver.
 
 Usage: playground_test.py --url http://127.0.0.1:PORT --screenshot PATH [--api-key KEY]
+                          [--expect-kokoro]
 
 Against a running omnivoice-server, it checks that the voice picker is filled from
 /v1/audio/voices, that PCM speech is received, decoded and played while it streams (with time
@@ -8,8 +9,13 @@ to first audio and X-Cache shown), that a second identical request is a cache hi
 "Highlight words" the read-along view shows the input and marks its words in order as they
 are heard, that a downloaded format plays when started from the keyboard, that API errors show the server's
 message, that odd byte splits decode, that the API key is never stored, and that the page
-logs no CSP violation or script error. It saves light and dark screenshots (PATH and
-PATH with "-dark" before the extension) and exits non-zero on the first failure.
+logs no CSP violation or script error. With --expect-kokoro the server must list Kokoro's
+voices, and the page must show them under their engine, grouped by language with their
+genders, the ones the server cannot speak yet (ja, zh) disabled and explained, and a blend
+field (with examples) whose blend is what the page sends and plays; a bad blend shows the
+server's 400. It saves light and dark screenshots (PATH and
+PATH with "-dark" before the extension; with Kokoro, "-kokoro" too) and exits non-zero on the
+first failure.
 
 With --api-key the server must require that key: the page must first show the server's
 401 message, then fill the picker once the key is typed.
@@ -121,6 +127,19 @@ def check_labels(driver):
     check(live == "polite", f"status region aria-live is {live!r}")
 
 
+def select_engine(driver, engine):
+    Select(driver.find_element(By.ID, "engine")).select_by_value(engine)
+
+
+def voice_options(driver):
+    """[(value, label, disabled, optgroup label)] of the voice picker, in order."""
+    return driver.execute_script("""
+        return [...document.getElementById('voice').options].map((o) => [
+          o.value, o.textContent, o.disabled,
+          o.parentElement.tagName === 'OPTGROUP' ? o.parentElement.label : null]);
+    """)
+
+
 def check_picker(driver, url, key):
     status, _, body = api(url, "/v1/audio/voices", key)
     check(status == 200, f"GET /v1/audio/voices answered {status}")
@@ -133,7 +152,10 @@ def check_picker(driver, url, key):
           f"engine picker {engines} does not match the API's voices")
     chosen = engine.first_selected_option.get_attribute("value")
     voice_ids = [o.get_attribute("value") for o in Select(driver.find_element(By.ID, "voice")).options]
-    expected = [v["id"] for v in voices if v["engine"] == chosen]
+    # Grouped by language, in the API's order within each group.
+    languages = list(dict.fromkeys(v["language"] for v in voices if v["engine"] == chosen))
+    expected = [v["id"] for lang in languages for v in voices
+                if v["engine"] == chosen and v["language"] == lang]
     check(voice_ids == expected, f"voice picker for {chosen} shows {voice_ids[:5]}…, API has {expected[:5]}…")
     status, _, body = api(url, "/health")
     default_engine = json.loads(body).get("default_engine")
@@ -270,6 +292,86 @@ def check_word_highlight(driver, url, key, engine, voice):
     check(not checkbox.is_selected(), "the Highlight words box does not untick")
 
 
+def check_kokoro(driver, url, key, screenshot):
+    """Kokoro's voices under their engine: every one listed, grouped by language with its
+    gender, the unsupported ones (ja, zh) disabled and explained; blends typed or picked from
+    the examples are what the page sends and plays; a bad blend shows the server's 400."""
+    status, _, body = api(url, "/v1/audio/voices", key)
+    kokoro = [v for v in json.loads(body)["voices"] if v["engine"] == "kokoro"]
+    check(kokoro, "the server lists no Kokoro voices (is voices/kokoro installed?)")
+    engines = {o.get_attribute("value"): o.text
+               for o in Select(driver.find_element(By.ID, "engine")).options}
+    check("kokoro" in engines, f"the engine picker has no kokoro: {engines}")
+    check(f"{len(kokoro)} voices" in engines["kokoro"], f"kokoro's entry reads {engines['kokoro']!r}")
+    blend_field = driver.find_element(By.ID, "blend-field")
+    check(not blend_field.is_displayed(), "the blend field shows for a non-Kokoro engine")
+    select_engine(driver, "kokoro")
+    options = voice_options(driver)
+    check(sorted(o[0] for o in options) == sorted(v["id"] for v in kokoro),
+          f"the picker shows {len(options)} Kokoro voices, the API lists {len(kokoro)}")
+    by_id = {v["id"]: v for v in kokoro}
+    for value, label, disabled, group in options:
+        voice = by_id[value]
+        check(group is not None and group.startswith(voice["language"]),
+              f"{value} is in the group {group!r}, not {voice['language']}")
+        check(voice["gender"] in label, f"{value}'s entry {label!r} lacks its gender")
+        unsupported = voice.get("supported") is False
+        check(disabled == unsupported, f"{value}: disabled={disabled}, supported={voice.get('supported')}")
+        check(("not supported" in label) == unsupported, f"{value}'s entry reads {label!r}")
+    unsupported = [v for v in kokoro if v.get("supported") is False]
+    check({v["language"] for v in unsupported} == {"ja", "zh"},
+          f"unsupported languages {sorted({v['language'] for v in unsupported})}")
+    note = driver.find_element(By.ID, "voice-note")
+    check(note.is_displayed() and f"{len(unsupported)} of these voices" in note.text
+          and "ja" in note.text and "zh" in note.text, f"the note reads {note.text!r}")
+    picked = Select(driver.find_element(By.ID, "voice")).first_selected_option.get_attribute("value")
+    check(by_id[picked].get("supported") is not False, f"the picker starts on {picked}, which cannot be spoken")
+
+    check(blend_field.is_displayed(), "no blend field for Kokoro")
+    examples = driver.execute_script(
+        "return [...document.querySelectorAll('#blend-examples option')].map((o) => o.value);")
+    check("af_bella(2)+af_sky(1)" in examples, f"blend examples {examples}")
+    blend = driver.find_element(By.ID, "blend")
+    blend.clear()
+    blend.send_keys("af_bella(2)+af_sky(1)")
+    textbox = driver.find_element(By.ID, "text")
+    textbox.clear()
+    textbox.send_keys("Hi there.")
+    Select(driver.find_element(By.ID, "format")).select_by_value("pcm")
+    driver.find_element(By.ID, "seed").clear()
+    driver.find_element(By.ID, "speak").click()
+    wait(driver, "the blend to play out", lambda d: text(d, "status") == "Done." or error_shown(d))
+    done = stats(driver)
+    check(done["error"] is None, f"the blend failed: {done['error']}")
+    check(done["model"] == "kokoro" and done["voice"] == "af_bella(2)+af_sky(1)",
+          f"the page sent model {done['model']!r} voice {done['voice']!r}")
+    check(done["sampleRate"] == 24000, f"Kokoro at {done['sampleRate']} Hz")
+    status, headers, body = api(url, "/v1/audio/speech", key, {
+        "model": "kokoro", "voice": "af_bella(2)+af_sky(1)", "input": "Hi there.",
+        "response_format": "pcm", "speed": 1, "stream": False,
+    })
+    check(status == 200 and len(body) == done["bytes"],
+          f"the API's blend answered {status} with {len(body)} bytes, the page played {done['bytes']}")
+    root, ext = os.path.splitext(screenshot)
+    driver.save_screenshot(f"{root}-kokoro{ext}")
+    print(f"playground_test: Kokoro shows {len(options)} voices ({len(unsupported)} unsupported); "
+          f"a blend played {done['samplesDecoded'] / 24000:.2f} s")
+
+    blend.clear()
+    blend.send_keys("af_bella(x)")
+    status, _, body = api(url, "/v1/audio/speech", key, {
+        "model": "kokoro", "voice": "af_bella(x)", "input": "Hi there.", "response_format": "pcm",
+    })
+    check(status == 400, f"a bad blend answered {status}")
+    message = json.loads(body)["error"]["message"]
+    driver.find_element(By.ID, "speak").click()
+    wait(driver, "the bad blend's error", lambda d: error_shown(d), 30)
+    check(message in error_shown(driver), f"error shows {error_shown(driver)!r}, the API said {message!r}")
+    blend.clear()
+    select_engine(driver, json.loads(api(url, "/health")[2]).get("default_engine"))
+    check(not blend_field.is_displayed(), "the blend field stays after leaving Kokoro")
+
+
 def check_download_by_keyboard(driver):
     Select(driver.find_element(By.ID, "format")).select_by_value("wav")
     textbox = driver.find_element(By.ID, "text")
@@ -378,6 +480,8 @@ def run(args):
         screenshots(driver, args.screenshot)
         check_download_by_keyboard(driver)
         check_api_error(driver, args.url, args.api_key, engine, voice)
+        if args.expect_kokoro:
+            check_kokoro(driver, args.url, args.api_key, args.screenshot)
         check_nothing_stored(driver)
         check_console(driver)
     except Failure:
@@ -393,6 +497,8 @@ def main():
     parser.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8880")
     parser.add_argument("--screenshot", required=True, help="where to save the PNG")
     parser.add_argument("--api-key", help="the key the server requires, if any")
+    parser.add_argument("--expect-kokoro", action="store_true",
+                        help="the server has Kokoro: check its voices, blends and marks")
     args = parser.parse_args()
     args.url = args.url.rstrip("/")
     os.makedirs(os.path.dirname(os.path.abspath(args.screenshot)), exist_ok=True)

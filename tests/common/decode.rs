@@ -1,5 +1,6 @@
 //! Real decoders for every response format, shared by the encoder and HTTP tests:
-//! symphonia for mp3/aac/flac/wav, libopus + an Ogg reader for opus, plain bytes for pcm.
+//! symphonia for mp3/aac/flac/wav, libopus + an Ogg reader for opus, plain bytes for pcm; and
+//! the lag-searching correlation that compares a lossy decode with its input.
 
 use std::io::Cursor;
 
@@ -128,4 +129,25 @@ pub fn decode(format: AudioFormat, bytes: &[u8]) -> Decoded {
         AudioFormat::Pcm => decode_raw_pcm(bytes),
         _ => decode_with_symphonia(bytes, format.extension()),
     }
+}
+
+/// The best normalized correlation between `decoded` and `reference` over lags up to
+/// `max_lag` (lossy codecs and ADTS carry an encoder delay), and the lag that achieves it.
+pub fn best_correlation(decoded: &[f32], reference: &[f32], max_lag: usize) -> (f32, usize) {
+    let mut best = (f32::MIN, 0);
+    for lag in 0..=max_lag {
+        let len = reference.len().min(decoded.len().saturating_sub(lag));
+        if len < reference.len() / 2 {
+            break;
+        }
+        let (a, b) = (&decoded[lag..lag + len], &reference[..len]);
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let norm =
+            (a.iter().map(|x| x * x).sum::<f32>() * b.iter().map(|y| y * y).sum::<f32>()).sqrt();
+        let correlation = dot / norm.max(f32::MIN_POSITIVE);
+        if correlation > best.0 {
+            best = (correlation, lag);
+        }
+    }
+    best
 }

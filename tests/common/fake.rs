@@ -108,6 +108,8 @@ impl FakeEngine {
             language: "en".into(),
             sample_rate: FAKE_RATE,
             speakers: vec![],
+            gender: None,
+            unsupported: None,
         }
     }
 }

@@ -286,7 +286,8 @@ fn bench_routes<M: Measurement>(c: &mut Criterion<M>) {
 }
 
 /// The direct kernel in each precision (weights packed once, outside the timing, as a loaded
-/// model holds them): decoder resblocks, the flow's WaveNet and the text encoder's FFN.
+/// model holds them): VITS's decoder resblocks, flow WaveNet and text encoder FFN, and
+/// Kokoro's generator and decoder.
 /// `cargo bench --bench conv -- precisions`.
 fn bench_precisions<M: Measurement>(c: &mut Criterion<M>) {
     let mut group = c.benchmark_group("precisions");
@@ -301,6 +302,12 @@ fn bench_precisions<M: Measurement>(c: &mut Criterion<M>) {
         (192, 384, 251, 5, 1),
         (192, 384, 251, 1, 1),
         (768, 192, 103, 3, 1),
+        // Kokoro: the generator's last and first stages (2.5 s of audio), a decode block, and
+        // the last stage over 4× the columns (a padded batch of four on one core).
+        (128, 128, 12000, 11, 5),
+        (256, 256, 2000, 7, 3),
+        (1090, 1024, 100, 3, 1),
+        (128, 128, 48000, 11, 5),
     ];
     for (c_in, c_out, len, k, d) in convs {
         let x = randn(&[1, c_in, len]);

@@ -1,6 +1,6 @@
 //! Times one Kokoro-82M synthesis of the oracle's `hello` case ("Hello world. This is a
-//! test.", af_heart, 2.5 s of audio) through the native port, stage by stage and whole, on one
-//! thread. `scripts/bench-kokoro.sh` runs kokoro-onnx (onnxruntime, the same int8 file) on the
+//! test.", af_heart, 2.5 s of audio) through the native port, in `f32` and in bf16 (with the
+//! SNR of bf16 against `f32`), on the cores the process may use. `scripts/bench-kokoro.sh` runs kokoro-onnx (onnxruntime, the same int8 file) on the
 //! same tokens and style before and after this bench, so the ratio is taken in one run.
 
 use std::hint::black_box;
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use candle_core::{DType, Device, Tensor};
 use criterion::Criterion;
-use omnivoice_models::kokoro::Kokoro;
+use omnivoice_models::kokoro::{Kokoro, Precision};
 
 fn model_path() -> PathBuf {
     let dir = std::env::var_os("OMNIVOICE_KOKORO_DIR")
@@ -44,8 +44,33 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(20))
         .configure_from_args();
-    criterion.bench_function("kokoro/hello/synthesize", |b| {
+    // The cores this process may run on: one under `taskset -c 0`, all of them otherwise (the
+    // model lends idle cores to its kernels, as in the server with one request in flight).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let reference = model.synthesize(ids, &style, 1.0).unwrap().audio;
+    criterion.bench_function(&format!("kokoro/hello/f32/{cores}-core"), |b| {
         b.iter(|| black_box(model.synthesize(ids, &style, 1.0).unwrap()))
     });
+    let bf16 = model.with_precision(Precision::Bf16);
+    let audio = bf16.synthesize(ids, &style, 1.0).unwrap().audio;
+    println!(
+        "bf16 against f32: SNR {:.1} dB ({})",
+        snr_db(&reference, &audio),
+        Precision::Bf16.describe()
+    );
+    criterion.bench_function(&format!("kokoro/hello/bf16/{cores}-core"), |b| {
+        b.iter(|| black_box(bf16.synthesize(ids, &style, 1.0).unwrap()))
+    });
     criterion.final_summary();
+}
+
+/// `10·log10(Σ reference² / Σ (signal − reference)²)`.
+fn snr_db(reference: &[f32], signal: &[f32]) -> f64 {
+    let power: f64 = reference.iter().map(|&v| f64::from(v).powi(2)).sum();
+    let noise: f64 = reference
+        .iter()
+        .zip(signal)
+        .map(|(&r, &s)| (f64::from(s) - f64::from(r)).powi(2))
+        .sum();
+    10.0 * (power / noise.max(1e-30)).log10()
 }

@@ -2,8 +2,10 @@
 // POST /v1/audio/speech. PCM plays while it is still streaming, through Web Audio; the other
 // formats play in an <audio> element once downloaded. With "Highlight words" the speech comes
 // from POST /v1/audio/speech/timestamps instead, and a read-along view marks each word as it
-// is heard. No dependencies and no build step, so the page works offline from the server
-// binary alone.
+// is heard. Voices are grouped by engine (the engine picker) and by language; Kokoro's
+// voices also mix, through the blend field, and those it lists but cannot speak yet are
+// shown and disabled. No dependencies and no build step, so the page works offline from the
+// server binary alone.
 'use strict';
 
 // OpenAI's `pcm`: 24 kHz, signed 16-bit little-endian, mono. The server also names the rate
@@ -12,6 +14,10 @@ const PCM_RATE = 24000;
 // Buffers are scheduled this far ahead of "now" so none starts in the past and clicks.
 const SCHEDULE_LEAD_S = 0.05;
 const TICK_MS = 100;
+// The engine whose voices blend (`af_bella(2)+af_sky(1)`), and blends offered as examples
+// when the server has their voices: two American women, a man and a woman, two British women.
+const BLENDING_ENGINE = 'kokoro';
+const BLEND_EXAMPLES = ['af_bella(2)+af_sky(1)', 'af_heart+af_nicole', 'am_michael(3)+af_heart(1)', 'bf_emma+bf_isabella'];
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -22,6 +28,10 @@ const ui = {
   voice: $('voice'),
   speakerField: $('speaker-field'),
   speaker: $('speaker'),
+  blendField: $('blend-field'),
+  blend: $('blend'),
+  blendExamples: $('blend-examples'),
+  voiceNote: $('voice-note'),
   text: $('text'),
   format: $('format'),
   speed: $('speed'),
@@ -45,6 +55,9 @@ const stats = {};
 function resetStats(format) {
   Object.assign(stats, {
     format,
+    // What the request asked for: the engine and the voice (or blend) sent.
+    model: null,
+    voice: null,
     bytes: 0,
     chunks: 0,
     samplesDecoded: 0,
@@ -286,7 +299,10 @@ async function loadVoices() {
     if (!response.ok) throw await apiError(response);
     voices = (await response.json()).voices || [];
     const engines = [...new Set(voices.map((v) => v.engine))];
-    ui.engine.replaceChildren(...engines.map((e) => option(e, e)));
+    ui.engine.replaceChildren(...engines.map((e) => {
+      const count = voices.filter((v) => v.engine === e).length;
+      return option(e, `${e} · ${count} voice${count === 1 ? '' : 's'}`);
+    }));
     if (preferred && engines.includes(preferred)) ui.engine.value = preferred;
     fillVoices();
     ui.engine.disabled = ui.voice.disabled = engines.length === 0;
@@ -302,11 +318,49 @@ async function loadVoices() {
   }
 }
 
+/** A voice's entry: its name, language and gender; one the server cannot speak is disabled. */
+function voiceOption(v) {
+  const traits = [v.language, v.gender].filter(Boolean).join(', ');
+  const unsupported = v.supported === false;
+  const element = option(v.id, `${v.name}${traits ? ` (${traits})` : ''}${unsupported ? ' · not supported yet' : ''}`);
+  if (unsupported) {
+    element.disabled = true;
+    element.title = v.unsupported_reason || 'This server cannot speak this voice yet.';
+  }
+  return element;
+}
+
+/** The engine's voices, grouped by language in the order the server lists them. */
 function fillVoices() {
   const list = voices.filter((v) => v.engine === ui.engine.value);
-  ui.voice.replaceChildren(
-    ...list.map((v) => option(v.id, v.language ? `${v.name} (${v.language})` : v.name)),
-  );
+  const groups = new Map();
+  for (const v of list) {
+    const language = v.language || 'other';
+    if (!groups.has(language)) groups.set(language, []);
+    groups.get(language).push(v);
+  }
+  ui.voice.replaceChildren(...[...groups].map(([language, members]) => {
+    const group = document.createElement('optgroup');
+    const unsupported = members.every((v) => v.supported === false);
+    group.label = unsupported ? `${language} · not supported yet` : language;
+    group.replaceChildren(...members.map(voiceOption));
+    return group;
+  }));
+  const first = list.find((v) => v.supported !== false);
+  if (first) ui.voice.value = first.id;
+  const blends = ui.engine.value === BLENDING_ENGINE;
+  ui.blendField.hidden = !blends;
+  if (!blends) ui.blend.value = '';
+  const known = new Set(list.map((v) => v.id));
+  const names = (blend) => blend.split(/[+-]/).map((term) => term.replace(/\(.*\)$/, ''));
+  ui.blendExamples.replaceChildren(...(blends ? BLEND_EXAMPLES : [])
+    .filter((blend) => names(blend).every((name) => known.has(name)))
+    .map((blend) => option(blend, blend)));
+  const unsupported = list.filter((v) => v.supported === false);
+  ui.voiceNote.hidden = unsupported.length === 0;
+  ui.voiceNote.textContent = unsupported.length === 0 ? '' : `${unsupported.length} of these voices are listed but not supported yet (${
+    [...new Set(unsupported.map((v) => v.language))].join(', ')}): ${
+    [...new Set(unsupported.map((v) => v.unsupported_reason).filter(Boolean))].join(' ')}`;
   fillSpeakers();
 }
 
@@ -355,9 +409,10 @@ function request() {
   const speed = ui.speed.valueAsNumber;
   if (Number.isNaN(speed)) throw new Error('Speed must be a number between 0.25 and 4.');
   const speaker = ui.speakerField.hidden ? '' : ui.speaker.value;
+  const blend = ui.blendField.hidden ? '' : ui.blend.value.trim();
   const body = {
     model: voice.engine,
-    voice: speaker ? `${voice.id}:${speaker}` : voice.id,
+    voice: blend || (speaker ? `${voice.id}:${speaker}` : voice.id),
     input,
     response_format: ui.format.value,
     speed,
@@ -384,6 +439,8 @@ async function speak() {
     return;
   }
   resetStats(body.response_format);
+  stats.model = body.model;
+  stats.voice = body.voice;
   highlighter.hide();
   const timed = ui.highlight.checked;
   const started = performance.now();

@@ -13,12 +13,12 @@ use sha2::{Digest, Sha256};
 use super::blend::{Blend, BlendError};
 use super::language::Language;
 use super::names;
-use super::packs::{Pack, PackDir, PackFile};
+use super::packs::{Gender, Pack, PackDir, PackFile};
 use super::phonemes::phonemize;
-use super::split::{self, MAX_TOKENS};
+use super::split;
 use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
 use crate::params::SPEED;
-use omnivoice_models::kokoro::Kokoro;
+use omnivoice_models::kokoro::{Kokoro, Precision};
 use omnivoice_models::spare;
 
 /// The model files of kokoro-onnx a Kokoro directory may hold, in the order they are
@@ -50,6 +50,8 @@ pub fn model_file(dir: &Path) -> Option<PathBuf> {
 pub struct KokoroEngine {
     dir: PathBuf,
     device: Device,
+    /// What the decoder's and generator's convolutions run in (f32 off the CPU).
+    precision: Precision,
     model_path: Option<PathBuf>,
     packs: RwLock<PackDir>,
     /// Loaded on the first voice's load (on a loader thread, never an async one) and kept
@@ -71,6 +73,7 @@ impl KokoroEngine {
         Self {
             dir,
             device,
+            precision: Precision::F32,
             model_path,
             packs: RwLock::new(packs),
             model: Mutex::new(None),
@@ -78,6 +81,13 @@ impl KokoroEngine {
             blends: Mutex::new(BTreeMap::new()),
             blend_counter: Mutex::new(0),
         }
+    }
+
+    /// Loads the model in `requested` (`None`: the precision this CPU runs fastest). Only the
+    /// decoder's and generator's convolutions change; durations and word timings do not.
+    pub fn with_precision(self, requested: Option<Precision>) -> Self {
+        let precision = crate::engine::cpu_precision(&self.device, requested, "Kokoro model");
+        Self { precision, ..self }
     }
 
     /// The shared model, loading it on the first call.
@@ -98,9 +108,11 @@ impl KokoroEngine {
         })?;
         let started = std::time::Instant::now();
         // KokoroError names the file in every load error.
-        let loaded =
-            Arc::new(Kokoro::load(path, &self.device).map_err(|e| EngineError::load(voice, e))?);
-        tracing::info!(file = %path.display(), seconds = started.elapsed().as_secs_f64(), "Kokoro model loaded");
+        let loaded = Kokoro::load(path, &self.device)
+            .map_err(|e| EngineError::load(voice, e))?
+            .with_precision(self.precision);
+        let loaded = Arc::new(loaded);
+        tracing::info!(file = %path.display(), precision = %loaded.precision().describe(), seconds = started.elapsed().as_secs_f64(), "Kokoro model loaded");
         *model = Some(loaded.clone());
         Ok(loaded)
     }
@@ -135,13 +147,26 @@ impl KokoroEngine {
             .map(|p| p.traits.language)
     }
 
-    fn info(&self, id: &str, language: Language) -> VoiceInfo {
+    /// The gender of a blend whose packs all have one; `None` for a mix of both.
+    fn gender(&self, blend: &Blend) -> Option<Gender> {
+        let packs = self.packs.read();
+        let mut genders = blend
+            .terms()
+            .iter()
+            .map(|t| packs.get(&t.voice).map(|p| p.traits.gender));
+        let first = genders.next()??;
+        genders.all(|g| g == Some(first)).then_some(first)
+    }
+
+    fn info(&self, id: &str, language: Language, gender: Option<Gender>) -> VoiceInfo {
         VoiceInfo {
             id: id.to_string(),
             engine: "kokoro".into(),
             language: language.tag().to_string(),
             sample_rate: SAMPLE_RATE,
             speakers: Vec::new(),
+            gender: gender.map(|g| g.as_str().to_string()),
+            unsupported: language.unsupported_reason().map(str::to_string),
         }
     }
 
@@ -185,7 +210,7 @@ impl KokoroEngine {
         })?;
         let model = self.model(voice)?;
         Ok(KokoroVoice {
-            info: self.info(voice, language),
+            info: self.info(voice, language, self.gender(&blend)),
             model,
             pack,
             language,
@@ -236,7 +261,7 @@ impl Engine for KokoroEngine {
         self.packs
             .read()
             .iter()
-            .map(|p| self.info(&p.id, p.traits.language))
+            .map(|p| self.info(&p.id, p.traits.language, Some(p.traits.gender)))
             .collect()
     }
 
@@ -244,10 +269,11 @@ impl Engine for KokoroEngine {
         let blend = self.parse(voice).ok()?;
         let id = blend.cache_name();
         let language = self.language(&blend)?;
+        let gender = self.gender(&blend);
         if blend.single().is_none() {
             self.remember(&id, blend);
         }
-        Some(self.info(&id, language))
+        Some(self.info(&id, language, gender))
     }
 
     fn why_unknown(&self, voice: &str) -> Option<String> {
@@ -285,6 +311,7 @@ impl Engine for KokoroEngine {
         // A pack's file by its size and time: the model's hash is what costs.
         let mut hasher = Sha256::new();
         hasher.update(model.as_bytes());
+        hasher.update(crate::engine::precision_suffix(self.precision).as_bytes());
         if let Some(blend) = self.blend_of(voice) {
             for term in blend.terms() {
                 hasher.update(term.voice.as_bytes());
@@ -339,7 +366,7 @@ impl KokoroVoice {
         // bounded when called some other way.
         let speed = item.params.speed.clamp(*SPEED.start(), *SPEED.end());
         let phonemes = phonemize(&item.text, self.language).map_err(EngineError::synthesis)?;
-        let pieces = split::pieces(&phonemes, MAX_TOKENS);
+        let pieces = split::pass_pieces(&phonemes, speed);
         let hop = self.model.config().samples_per_frame;
         let mut samples = Vec::new();
         // Per token of all pieces: its first and one-past-last sample in the item's audio.

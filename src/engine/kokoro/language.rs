@@ -89,6 +89,20 @@ impl Language {
     pub fn is_supported(self) -> bool {
         self.espeak_voice().is_some()
     }
+
+    /// Why this server lists the language's voices but cannot speak them, in a sentence for a
+    /// client reading the voice list; `None` for a language it speaks.
+    pub fn unsupported_reason(self) -> Option<&'static str> {
+        match self {
+            Self::Japanese => Some(
+                "Japanese needs a dictionary phonemizer (OpenJTalk), which this server does not have yet.",
+            ),
+            Self::Mandarin => Some(
+                "Mandarin needs a dictionary phonemizer (pinyin), which this server does not have yet.",
+            ),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Language {
@@ -118,6 +132,13 @@ mod tests {
             .filter(|l| !l.is_supported())
             .collect();
         assert_eq!(unsupported, [Language::Japanese, Language::Mandarin]);
+        for language in Language::ALL {
+            assert_eq!(
+                language.unsupported_reason().is_some(),
+                !language.is_supported(),
+                "{language}: a reason exactly when unsupported"
+            );
+        }
     }
 
     /// Every espeak voice named here exists in the installed espeak-ng, so no supported

@@ -38,6 +38,16 @@ pub enum Gender {
     Male,
 }
 
+impl Gender {
+    /// How `/v1/audio/voices` names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Female => "female",
+            Self::Male => "male",
+        }
+    }
+}
+
 /// What a voice id (`af_heart`: American English, female, "heart") says about its voice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct VoiceTraits {

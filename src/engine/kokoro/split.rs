@@ -2,8 +2,11 @@
 //! each written word, so that word timestamps follow from the durations the model gives each
 //! token.
 //!
-//! Kokoro reads at most 510 tokens at once (ALBERT's 512 positions less the two pads), and every
-//! piece is spoken as a whole utterance with its own intonation, so cuts go where a speaker
+//! Kokoro reads at most 510 tokens at once (ALBERT's 512 positions less the two pads), but
+//! the server gives one pass fewer ([`pass_pieces`]): a pass holds all of its audio in the
+//! decoder and generator at once, so its memory grows with the audio it makes, and slow speech
+//! makes more audio of the same tokens. Every piece is spoken as a whole utterance with its
+//! own intonation, so cuts go where a speaker
 //! would pause: after a sentence's end (`. ! ? …`), else after `:` or `;`, else after `,` or
 //! `—` (the order of hexgrad's pipeline), a closing `)` or `”` staying with what it closes;
 //! else between words; inside a word only when one word alone is longer than a piece. As in
@@ -19,6 +22,46 @@ use super::language::Language;
 use super::phonemes::{Phonemes, PhonemizeError};
 use super::vocab;
 pub use super::vocab::MAX_TOKENS;
+
+/// Most tokens in one pass at speed 1 or faster. A pass needs about 20 MiB per second of
+/// the audio it makes (measured with the int8 model on the CPU: 15 s of audio from one pass
+/// raised the peak RSS by 293 MiB), and English or spelled-out text makes 12–20 tokens a
+/// second at speed 1, so this is 12–21 s of audio, at most ≈ 420 MiB a pass: two passes at
+/// once (one per core) stay well inside the server's 1.5 GB bound. All 510 tokens would be
+/// 25–43 s and ≈ 860 MiB a pass. Kokoro-FastAPI aims at 175–250 tokens a chunk, too; a
+/// sentence needs this many only past 40-odd words, and is then cut at a clause mark.
+pub const PASS_TOKENS: usize = 250;
+
+/// The fewest tokens a pass is cut to however slow the speech: a few words.
+const MIN_PASS_TOKENS: usize = 32;
+
+/// The token limit of one pass at `speed`: the model divides its durations by the speed, so
+/// speech slower than 1 gets proportionally fewer tokens a pass and as much audio as at
+/// speed 1. Without this, speed 0.25 made four times the audio in one pass (20 ideographs,
+/// read "Chinese letter" each: a peak RSS of 1.9 GB and rising; 955 MiB with it).
+pub fn tokens_per_pass(speed: f32) -> usize {
+    let slower = if speed.is_finite() && speed > 0.0 {
+        (1.0 / speed).max(1.0)
+    } else {
+        1.0
+    };
+    ((PASS_TOKENS as f32 / slower) as usize).clamp(MIN_PASS_TOKENS, PASS_TOKENS)
+}
+
+/// [`pieces`] of at most [`tokens_per_pass`]`(speed)` tokens, the model inputs of an
+/// utterance, each counted in `omnivoice_kokoro_pass_tokens` (and a cut utterance in
+/// `omnivoice_utterances_split_total`), so that an operator and the bounded-work tests see
+/// that no pass exceeds the limit.
+pub fn pass_pieces(phonemes: &Phonemes, speed: f32) -> Vec<Piece> {
+    let pieces = pieces(phonemes, tokens_per_pass(speed));
+    if pieces.len() > 1 {
+        metrics::counter!(crate::metrics::UTTERANCES_SPLIT).increment(1);
+    }
+    for piece in &pieces {
+        metrics::histogram!(crate::metrics::KOKORO_PASS_TOKENS).record(piece.tokens.len() as f64);
+    }
+    pieces
+}
 
 /// Where a cut is best, best first: sentence ends, then `:`/`;`, then `,`/`—`.
 const CUT_AFTER: [&[char]; 3] = [&['.', '!', '?', '…'], &[':', ';'], &[',', '—']];
@@ -276,6 +319,47 @@ mod tests {
                 assert!(!piece.tokens.is_empty() && piece.tokens.len() <= max.max(1));
                 assert_ne!(piece.phonemes().chars().next(), Some(' '));
                 assert_ne!(piece.phonemes().chars().last(), Some(' '));
+            }
+        }
+    }
+
+    #[test]
+    fn slower_speech_gets_fewer_tokens_a_pass() {
+        assert_eq!(tokens_per_pass(1.0), PASS_TOKENS);
+        assert_eq!(tokens_per_pass(4.0), PASS_TOKENS);
+        assert_eq!(tokens_per_pass(0.5), PASS_TOKENS / 2);
+        assert_eq!(tokens_per_pass(0.25), PASS_TOKENS / 4);
+        // Tokens × (1 / speed) stays at most what speed 1 allows, down to the floor.
+        for speed in [0.25f32, 0.3, 0.37, 0.5, 0.8, 0.99, 1.0, 2.0] {
+            let tokens = tokens_per_pass(speed);
+            assert!(tokens as f32 / speed.min(1.0) <= PASS_TOKENS as f32 + 1e-3);
+            assert!((MIN_PASS_TOKENS..=PASS_TOKENS).contains(&tokens), "{speed}");
+        }
+        const { assert!(PASS_TOKENS <= MAX_TOKENS) };
+        for odd in [0.0, -1.0, f32::NAN, f32::INFINITY, 0.01] {
+            assert!((MIN_PASS_TOKENS..=PASS_TOKENS).contains(&tokens_per_pass(odd)));
+        }
+    }
+
+    /// An utterance of 600 tokens (a long unpunctuated run of words) becomes passes within
+    /// the limit at every speed: three at speed 1, nine or more at 0.25.
+    #[test]
+    fn pass_pieces_keep_every_pass_within_the_limit() {
+        let text = "chinese letter ".repeat(40); // 600 symbols
+        let phonemes = written(text.trim_end());
+        assert_eq!(pieces(&phonemes, MAX_TOKENS.max(600)).len(), 1);
+        for (speed, at_least) in [(1.0f32, 3), (0.5, 5), (0.25, 9), (4.0, 3)] {
+            let p = pass_pieces(&phonemes, speed);
+            assert!(p.len() >= at_least, "speed {speed}: {} pieces", p.len());
+            let limit = tokens_per_pass(speed);
+            assert!(p.iter().all(|p| p.tokens.len() <= limit), "speed {speed}");
+            // Cut between words: every piece is whole words.
+            for piece in &p {
+                let words = piece.phonemes();
+                assert!(
+                    words.split(' ').all(|w| w == "chinese" || w == "letter"),
+                    "speed {speed}: {words}"
+                );
             }
         }
     }

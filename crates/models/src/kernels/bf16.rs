@@ -13,11 +13,13 @@
 //! call, [`super::amx`]), AVX-512 `vdpbf16ps` (8 rows × 32 columns in 16 registers) and a
 //! portable loop with the same roundings, which is how the bf16 arithmetic is tested on any CPU.
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use super::amx;
 use super::isa::{self, avx512_bf16};
 use super::rows::{Rows, RowsMut, SampleMap};
+use crate::spare::{self, SharedOut};
 
 /// How bf16 products run on this CPU, best first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,108 +230,125 @@ pub(super) fn conv1d_rows(
     let max_tile = ((TILE_WORDS / pair_rows).saturating_sub(span) / cols * cols).max(cols);
     // No wider than the output needs: strips call this for a few thousand columns at a time.
     let tile = max_tile.min(l_out.div_ceil(cols) * cols);
-    let row_len = tile + span;
     let vector = avx512_bf16();
-    let tiles = (w.isa == Bf16Isa::Amx).then(|| {
+    if w.isa == Bf16Isa::Amx {
         assert!(amx::usable(), "weights packed for AMX on a CPU without it");
-        // SAFETY: AMX is usable, checked above.
-        unsafe { amx::Tiles::configure() }
-    });
+    }
     let blocks = c_out.div_ceil(rows);
     let chunks = pair_rows / amx::PAIRS_PER_TILE;
     let per_half = taps * chunks * amx::TILE_WORDS;
     assert!(residuals.len() <= MAX_RESIDUALS);
-    SCRATCH.with_borrow_mut(|scratch| {
-        let (packed, sums) = scratch.take(pair_rows * row_len, rows * cols);
-        // Rows past the last pair (AMX padding) are never written below: zero them.
-        packed[pairs * row_len..].fill(0);
-        for t0 in (0..l_out).step_by(tile) {
-            let width = tile.min(l_out - t0);
-            let padded_width = width.div_ceil(cols) * cols;
-            // Packed column j holds input column t0 + j + offset; outside the signal, zeros.
-            let first = t0 as isize + offset;
-            let j_lo = (-first).clamp(0, (padded_width + span) as isize) as usize;
-            let j_hi = (l_in as isize - first).clamp(j_lo as isize, (padded_width + span) as isize)
-                as usize;
-            let i_lo = (first + j_lo as isize) as usize;
-            let i_hi = i_lo + (j_hi - j_lo);
-            for (p, row) in packed.chunks_exact_mut(row_len).take(pairs).enumerate() {
-                let row = &mut row[..padded_width + span];
-                row[..j_lo].fill(0);
-                row[j_hi..].fill(0);
-                let lo = &x.data[2 * p * x.stride..][i_lo..i_hi];
-                let hi = (2 * p + 1 < c_in).then(|| &x.data[(2 * p + 1) * x.stride..][i_lo..i_hi]);
-                pack_pairs(&mut row[j_lo..j_hi], lo, hi, map, i_lo, vector);
-            }
-            for j0 in (0..width).step_by(cols) {
-                let n_cols = cols.min(width - j0);
-                let xs = &packed[j0..];
-                for block in 0..blocks {
-                    let co0 = block * rows;
-                    let n_rows = rows.min(c_out - co0);
-                    match &tiles {
-                        Some(tiles) => {
-                            let w0 = &w.data[2 * block * per_half..][..2 * per_half];
-                            assert!(xs.len() >= (pair_rows - 1) * row_len + cols + span);
-                            assert!(sums.len() >= amx::ROWS * amx::COLS);
-                            // SAFETY: `w0` holds both halves' taps · chunks tiles, `xs` the
-                            // tile rows and columns the block reads (asserted), `sums`
-                            // ROWS × COLS values.
-                            unsafe {
-                                tiles.block(
-                                    w0.as_ptr(),
-                                    w0[per_half..].as_ptr(),
-                                    xs.as_ptr(),
-                                    row_len,
-                                    chunks,
+    let (out_len, out_stride) = (out.data.len(), out.stride);
+    let out_ptr = SharedOut::new(out.data);
+    // Each output column is computed from the input alone, so column ranges are independent:
+    // with a spare core, some of them are computed there (each thread with its own scratch
+    // and, for AMX, its own tile configuration).
+    let columns = |range: Range<usize>| {
+        // A part narrower than a tile packs only its own columns.
+        let tile = tile.min(range.len().div_ceil(cols) * cols);
+        let row_len = tile + span;
+        let out_ptr = out_ptr.get();
+        let tiles = (w.isa == Bf16Isa::Amx).then(|| {
+            // SAFETY: AMX is usable, asserted above.
+            unsafe { amx::Tiles::configure() }
+        });
+        SCRATCH.with_borrow_mut(|scratch| {
+            let (packed, sums) = scratch.take(pair_rows * row_len, rows * cols);
+            // Rows past the last pair (AMX padding) are never written below: zero them.
+            packed[pairs * row_len..].fill(0);
+            for t0 in range.clone().step_by(tile) {
+                let width = tile.min(range.end - t0);
+                let padded_width = width.div_ceil(cols) * cols;
+                // Packed column j holds input column t0 + j + offset; outside the signal, zeros.
+                let first = t0 as isize + offset;
+                let j_lo = (-first).clamp(0, (padded_width + span) as isize) as usize;
+                let j_hi = (l_in as isize - first)
+                    .clamp(j_lo as isize, (padded_width + span) as isize)
+                    as usize;
+                let i_lo = (first + j_lo as isize) as usize;
+                let i_hi = i_lo + (j_hi - j_lo);
+                for (p, row) in packed.chunks_exact_mut(row_len).take(pairs).enumerate() {
+                    let row = &mut row[..padded_width + span];
+                    row[..j_lo].fill(0);
+                    row[j_hi..].fill(0);
+                    let lo = &x.data[2 * p * x.stride..][i_lo..i_hi];
+                    let hi =
+                        (2 * p + 1 < c_in).then(|| &x.data[(2 * p + 1) * x.stride..][i_lo..i_hi]);
+                    pack_pairs(&mut row[j_lo..j_hi], lo, hi, map, i_lo, vector);
+                }
+                for j0 in (0..width).step_by(cols) {
+                    let n_cols = cols.min(width - j0);
+                    let xs = &packed[j0..];
+                    for block in 0..blocks {
+                        let co0 = block * rows;
+                        let n_rows = rows.min(c_out - co0);
+                        match &tiles {
+                            Some(tiles) => {
+                                let w0 = &w.data[2 * block * per_half..][..2 * per_half];
+                                assert!(xs.len() >= (pair_rows - 1) * row_len + cols + span);
+                                assert!(sums.len() >= amx::ROWS * amx::COLS);
+                                // SAFETY: `w0` holds both halves' taps · chunks tiles, `xs` the
+                                // tile rows and columns the block reads (asserted), `sums`
+                                // ROWS × COLS values.
+                                unsafe {
+                                    tiles.block(
+                                        w0.as_ptr(),
+                                        w0[per_half..].as_ptr(),
+                                        xs.as_ptr(),
+                                        row_len,
+                                        chunks,
+                                        taps,
+                                        dilation,
+                                        sums.as_mut_ptr(),
+                                    )
+                                };
+                            }
+                            None => {
+                                let per_block = pairs * taps * BLOCK_ROWS;
+                                let args = BlockArgs {
+                                    weights: &w.data[block * per_block..][..per_block],
+                                    x: xs,
+                                    x_stride: row_len,
+                                    pairs,
                                     taps,
                                     dilation,
-                                    sums.as_mut_ptr(),
-                                )
-                            };
+                                };
+                                run_block(w.isa, &args, sums);
+                            }
                         }
-                        None => {
-                            let per_block = pairs * taps * BLOCK_ROWS;
-                            let args = BlockArgs {
-                                weights: &w.data[block * per_block..][..per_block],
-                                x: xs,
-                                x_stride: row_len,
-                                pairs,
-                                taps,
-                                dilation,
-                            };
-                            run_block(w.isa, &args, sums);
+                        let at = |stride: usize| co0 * stride + t0 + j0;
+                        let mut res = [(std::ptr::null(), 0); MAX_RESIDUALS];
+                        for (dst, r) in res.iter_mut().zip(residuals) {
+                            let start = at(r.stride);
+                            assert!(start + (n_rows - 1) * r.stride + n_cols <= r.data.len());
+                            *dst = (r.data[start..].as_ptr(), r.stride);
                         }
+                        let start = at(out_stride);
+                        assert!(start + (n_rows - 1) * out_stride + n_cols <= out_len);
+                        let block = Epilogue {
+                            // SAFETY: in bounds (asserted above).
+                            out: unsafe { out_ptr.add(start) },
+                            out_stride,
+                            residuals: &res[..residuals.len()],
+                            bias: &bias[co0..co0 + n_rows],
+                            sums: &sums[..n_rows * cols],
+                            sums_stride: cols,
+                            n_cols,
+                            accumulate,
+                        };
+                        // SAFETY: the output and residual rows are in bounds (asserted above), and
+                        // the parts write disjoint columns of `out`, which nothing else reads;
+                        // with `accumulate` the caller initialized every output value; `vector`
+                        // is `avx512_bf16()`.
+                        unsafe { block.run(vector) };
                     }
-                    let at = |stride: usize| co0 * stride + t0 + j0;
-                    let mut res = [(std::ptr::null(), 0); MAX_RESIDUALS];
-                    for (dst, r) in res.iter_mut().zip(residuals) {
-                        let start = at(r.stride);
-                        assert!(start + (n_rows - 1) * r.stride + n_cols <= r.data.len());
-                        *dst = (r.data[start..].as_ptr(), r.stride);
-                    }
-                    let start = at(out.stride);
-                    assert!(start + (n_rows - 1) * out.stride + n_cols <= out.data.len());
-                    let block = Epilogue {
-                        out: out.data[start..].as_mut_ptr().cast(),
-                        out_stride: out.stride,
-                        residuals: &res[..residuals.len()],
-                        bias: &bias[co0..co0 + n_rows],
-                        sums: &sums[..n_rows * cols],
-                        sums_stride: cols,
-                        n_cols,
-                        accumulate,
-                    };
-                    // SAFETY: the output and residual rows are in bounds (asserted above), and
-                    // `out` is an exclusive borrow, apart from the shared residuals and sums;
-                    // with `accumulate` the caller initialized every output value; `vector`
-                    // is `avx512_bf16()`.
-                    unsafe { block.run(vector) };
                 }
             }
-        }
-    });
-    drop(tiles);
+        });
+        drop(tiles);
+    };
+    let work = c_out * c_in * taps * l_out;
+    spare::in_parts(l_out, cols, work, columns);
 }
 
 /// Most residual signals one convolution adds (the decoder adds the step input and a running

@@ -77,7 +77,7 @@ mod tests;
 pub(crate) use attention::relative_attention;
 pub use dispatch::{conv1d, conv_transpose1d};
 pub(crate) use dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
-pub(crate) use fast_math::{gated_tanh, tanh};
+pub(crate) use fast_math::{adain_snake_row, gated_tanh, tanh, Affine};
 pub(crate) use layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
 pub use lstm::BiLstm;
 pub(crate) use norm::channel_norm;

@@ -7,9 +7,9 @@
 //! only where the CPU multiplies bf16 faster than it fuses `f32` multiply-adds, which differs
 //! by vendor even among CPUs with the same feature flags: Intel's AMX tiles do ≈ 700 bf16
 //! GMAC/s on one core where its AVX-512 `f32` FMA peaks at ≈ 128, while the same core's
-//! `avx512_bf16` dot product runs at half its `f32` FMA rate (measured; AMD's Zen 4 is said
-//! to run it at twice the rate). So a reduced precision is chosen by what the hardware does,
-//! not by its flags alone: see [`Precision::auto`].
+//! `avx512_bf16` dot product runs at half its `f32` FMA rate, and an AMD EPYC's at about
+//! twice its rate (both measured, docs/performance.md §10 and §11a). So a reduced precision
+//! is chosen by what the hardware does, not by its flags alone: see [`Precision::auto`].
 //!
 //! The kernels behind each precision: [`super::direct`] (`f32`), [`super::bf16`] (its
 //! AVX-512 and portable blocks, and [`super::amx`]'s tiles) and `int8`. They sit below this

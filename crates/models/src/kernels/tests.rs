@@ -454,8 +454,8 @@ fn other_dtypes_use_candle_and_bad_shapes_are_errors() {
     assert!(conv_transpose1d(&x, &wrong_transposed, None, 2, 0).is_err());
 }
 
-/// With a spare core, kernels share their work in parts: the direct convolution by output
-/// columns and the attention by heads, where each output value is computed by the same
+/// With a spare core, kernels share their work in parts: the direct convolution (`f32` and
+/// bf16) by output columns and the attention by heads, where each output value is computed by the same
 /// code either way, so the parts join into exactly the one-thread result; the 1×1
 /// (matrix-product) convolution by output channels, where gemm blocks each part's sums by
 /// its own shape, within float rounding. Masks, residuals and padded batches included.
@@ -484,7 +484,21 @@ fn kernels_shared_with_a_spare_core_match_one_thread() {
         };
         let direct = || conv1d_fused(&x, &w, Some(&b), k / 2, 1, &map, &[&residual], None);
         let products = || fast_conv1d(&x, &w, Some(&b), k / 2, 1, 1);
-        let (one_direct, one_products) = (direct().unwrap(), products());
+        let bf16_weights = PackedWeightCache::new(super::Precision::Bf16);
+        let bf16 = || {
+            let y = conv1d_fused(
+                &x,
+                &w,
+                Some(&b),
+                k / 2,
+                1,
+                &map,
+                &[&residual],
+                Some(&bf16_weights),
+            );
+            values(&y.unwrap())
+        };
+        let (one_direct, one_products, one_bf16) = (direct().unwrap(), products(), bf16());
         let _lending = crate::spare::lending_always();
         let case = (c_in, c_out, len, k);
         assert_eq!(
@@ -492,6 +506,7 @@ fn kernels_shared_with_a_spare_core_match_one_thread() {
             values(&one_direct),
             "direct {case:?}"
         );
+        assert_eq!(bf16(), one_bf16, "bf16 {case:?}");
         let err = relative_error(&products(), &one_products);
         assert!(err <= 1e-6, "products {case:?}: relative error {err}");
     }

@@ -10,7 +10,7 @@ use candle_core::{Result, Tensor, D};
 
 use super::weights::Weights;
 use super::KokoroError;
-use crate::kernels;
+use crate::kernels::{self, InputMap, PackedWeightCache, Precision};
 
 /// `nn.Linear`: `weight` `[out, in]`, `bias` `[out]`.
 #[derive(Debug, Clone)]
@@ -55,6 +55,8 @@ pub(crate) struct Conv1d {
     dilation: usize,
     groups: usize,
     stride: usize,
+    /// The direct kernel's packed weights, in the precision the layer runs in.
+    cache: PackedWeightCache,
 }
 
 /// How a [`Conv1d`] slides: `nn.Conv1d`'s keyword arguments.
@@ -105,11 +107,32 @@ impl Conv1d {
             dilation: spec.dilation,
             groups: spec.groups,
             stride: spec.stride,
+            cache: PackedWeightCache::new(Precision::F32),
         })
+    }
+
+    /// The same convolution with its weights packed for `precision` (on first use).
+    pub fn in_precision(&mut self, precision: Precision) {
+        self.cache = PackedWeightCache::new(precision);
     }
 
     /// `x` `[1, in, T]` → `[1, out, T']`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        // The direct kernel (the only one with reduced precisions) keeps its packed weights
+        // in the cache; pointwise f32 convolutions are one matrix product either way.
+        let reduced = self.cache.precision() != Precision::F32;
+        if self.stride == 1 && self.groups == 1 && (self.weight.dim(2)? >= 3 || reduced) {
+            return kernels::conv1d_fused(
+                x,
+                &self.weight,
+                self.bias.as_ref(),
+                self.padding,
+                self.dilation,
+                &InputMap::IDENTITY,
+                &[],
+                Some(&self.cache),
+            );
+        }
         if self.stride == 1 {
             return kernels::conv1d(
                 x,
@@ -269,6 +292,15 @@ impl AdainResBlk1d {
             pool,
             slope,
         })
+    }
+
+    /// Runs the block's convolutions in `precision`.
+    pub fn in_precision(&mut self, precision: Precision) {
+        self.conv1.in_precision(precision);
+        self.conv2.in_precision(precision);
+        if let Some(c) = &mut self.conv1x1 {
+            c.in_precision(precision);
+        }
     }
 
     /// `x` `[1, dim_in, T]`, `s` `[1, style]` → `[1, dim_out, T]` (`2T` when upsampling).

@@ -19,6 +19,7 @@ use super::generator::{strided_conv, Generator};
 use super::weights::Weights;
 use super::KokoroError;
 use crate::kernels::stft::StridedConv1d;
+use crate::kernels::Precision;
 
 /// The decoder's and generator's numbers. The iSTFTNet ones are Kokoro v1.0's `config.json`
 /// (`istftnet`); the widths and the sine source's constants are fixed in `istftnet.py`.
@@ -146,6 +147,17 @@ impl Decoder {
             generator: Generator::load(w, cfg, "decoder.generator")?,
             samples_per_frame: cfg.samples_per_frame(),
         })
+    }
+
+    /// Runs the decode blocks' and the generator's convolutions in `precision` (see
+    /// [`Generator::in_precision`]). The F0/N and `asr_res` convolutions stay `f32`: they
+    /// are a few multiply-adds per frame.
+    pub(crate) fn in_precision(&mut self, precision: Precision) {
+        self.encode.in_precision(precision);
+        for block in &mut self.decode {
+            block.in_precision(precision);
+        }
+        self.generator.in_precision(precision);
     }
 
     /// `asr` [1, 512, F], `f0` and `n` [1, 2F] (F0 in Hz), `style` [1, 128] (the decoder half

@@ -106,6 +106,11 @@ impl Conv {
             Some(&self.cache),
         )
     }
+
+    /// The same convolution with its weights packed for `precision` (on first use).
+    fn in_precision(&mut self, precision: Precision) {
+        self.cache = PackedWeightCache::new(precision);
+    }
 }
 
 /// A strided convolution (`noise_convs`, the decoder's F0/N convolutions) loaded by name.
@@ -148,10 +153,10 @@ fn scale_shift(adain: &AdaIn1d, s: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
     ))
 }
 
-/// `Snake(AdaIN(x, s))` for `x` [1, C, T], two passes per channel:
-/// `y = (1 + γ)·(x − μ)/√(σ² + ε) + β` with the mean and biased variance over time, then
-/// `y + sin²(α·y)/α`. Fused, with loops the compiler vectorizes, because the generator runs
-/// it before every one of its 48 residual convolutions, on up to 128 × 120·F samples.
+/// `Snake(AdaIN(x, s))` for `x` [1, C, T]: `y = (1 + γ)·(x − μ)/√(σ² + ε) + β` with the
+/// mean and biased variance over time, then `y + sin²(α·y)/α`, channel by channel in one
+/// vectorized kernel ([`kernels::adain_snake_row`]), because the generator runs it before
+/// every one of its 48 residual convolutions, on up to 128 × 120·F samples.
 fn adain_snake(
     x: &Tensor,
     scale: &[f32],
@@ -165,61 +170,13 @@ fn adain_snake(
     }
     let mut data = x.flatten_all()?.to_vec1::<f32>()?;
     for (c, row) in data.chunks_exact_mut(len).enumerate() {
-        let mean = lane_sum(row, |v| v) / len as f32;
-        let var = lane_sum(row, |v| (v - mean) * (v - mean)) / len as f32;
-        let std = (var + eps).sqrt();
-        let (g, b) = (scale[c], shift[c]);
-        let (a, inv_a) = (snake.alpha[c], snake.inv_alpha[c]);
-        for v in row.iter_mut() {
-            let y = g * ((*v - mean) / std) + b;
-            let s = sin(a * y);
-            *v = y + inv_a * (s * s);
-        }
+        let affine = kernels::Affine {
+            scale: scale[c],
+            shift: shift[c],
+        };
+        kernels::adain_snake_row(row, affine, snake.alpha[c], snake.inv_alpha[c], eps);
     }
     Tensor::from_vec(data, (batch, channels, len), x.device())
-}
-
-/// `Σ f(x)` over 16 interleaved partial sums, so the loop vectorizes and each sum stays
-/// short (f32 error ~1e-7 relative for a few thousand terms).
-fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    const LANES: usize = 16;
-    let mut acc = [0f32; LANES];
-    let mut chunks = x.chunks_exact(LANES);
-    for chunk in &mut chunks {
-        for (a, &v) in acc.iter_mut().zip(chunk) {
-            *a += f(v);
-        }
-    }
-    let tail: f32 = chunks.remainder().iter().map(|&v| f(v)).sum();
-    acc.iter().sum::<f32>() + tail
-}
-
-/// `sin(x)` in plain f32 arithmetic the compiler vectorizes (the library's is a call per
-/// value): x = kπ + r with |r| ≤ π/2 (π in four parts whose products with k are exact for
-/// |x| < 5e4), then an odd degree-9 polynomial in r and the sign of (−1)^k. Within 1.2e-7
-/// of `f32::sin` on [−100, 100] (see the test), past any Snake input seen; onnxruntime's
-/// Sin is an approximation of its own too.
-fn sin(x: f32) -> f32 {
-    const INV_PI: f32 = std::f32::consts::FRAC_1_PI;
-    // 1.5 · 2^23: adding and subtracting it rounds to the nearest integer.
-    const ROUND: f32 = 12_582_912.0;
-    const PI_A: f32 = 3.140_625;
-    const PI_B: f32 = 0.000_967_025_76;
-    const PI_C: f32 = 6.277_114e-7;
-    const PI_D: f32 = 1.215_420_1e-10;
-    let k = (x * INV_PI + ROUND) - ROUND;
-    let r = x - k * PI_A - k * PI_B - k * PI_C - k * PI_D;
-    let r2 = r * r;
-    let p = 2.608_316e-6_f32;
-    let p = p * r2 - 1.981_069e-4;
-    let p = p * r2 + 8.333_079e-3;
-    let p = p * r2 - 0.166_666_6;
-    let s = r + r * r2 * p;
-    if (k as i32) & 1 == 0 {
-        s
-    } else {
-        -s
-    }
 }
 
 /// One step of `AdaINResBlock1`: `x + conv2(Snake(AdaIN2(conv1(Snake(AdaIN1(x))))))`.
@@ -293,6 +250,13 @@ impl SnakeResBlock {
             x = step.conv2.forward(&xt, &InputMap::IDENTITY, &residuals)?;
         }
         Ok(x)
+    }
+
+    fn in_precision(&mut self, precision: Precision) {
+        for step in &mut self.steps {
+            step.conv1.in_precision(precision);
+            step.conv2.in_precision(precision);
+        }
     }
 }
 
@@ -580,6 +544,19 @@ impl Generator {
         })
     }
 
+    /// Runs the residual blocks' and upsampling convolutions (nearly all of the generator's
+    /// multiply-adds) in `precision`. `conv_post` stays `f32`: it writes the phases the
+    /// inverse STFT turns into samples, for a fraction of a percent of the work.
+    pub(super) fn in_precision(&mut self, precision: Precision) {
+        for stage in &mut self.stages {
+            stage.upsample.packed = PackedPhaseCache::new(precision);
+            stage.noise_res.in_precision(precision);
+            for block in &mut stage.resblocks {
+                block.in_precision(precision);
+            }
+        }
+    }
+
     /// The harmonic source's spectrum `[|X|; ∠X]` [1, 2·bins, 120F + 1] from the excitation
     /// [600F]: reflect-padded by n_fft/2, STFT with the periodic Hann window.
     fn source_spectrum(&self, source: &[f32], device: &Device) -> Result<Tensor> {
@@ -740,18 +717,6 @@ pub(super) mod tests {
             .map(|(&a, &b)| f64::from(a - b).powi(2))
             .sum();
         10.0 * (signal / noise).log10()
-    }
-
-    /// The vectorizable sine against the library's, over the range Snake sees and beyond.
-    #[test]
-    fn fast_sine_matches_the_library() {
-        let mut worst = 0f32;
-        for i in -2_000_000..=2_000_000 {
-            let x = i as f32 * 5e-5; // −100 … 100
-            worst = worst.max((sin(x) - x.sin()).abs());
-        }
-        eprintln!("sin: max |Δ| {worst:.2e} on [−100, 100]");
-        assert!(worst <= 4e-7, "{worst:.2e}");
     }
 
     /// The load-time check reads the graph's attributes: the real ones pass, others fail.

@@ -29,6 +29,9 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
 
+pub use crate::kernels::Precision;
+
+use crate::spare;
 use albert::Albert;
 use blocks::Linear;
 pub use config::{Config, DecoderConfig};
@@ -89,6 +92,7 @@ pub struct Kokoro {
     prosody: Prosody,
     text_encoder: TextEncoder,
     decoder: Decoder,
+    precision: Precision,
     device: Device,
     file: PathBuf,
 }
@@ -112,10 +116,34 @@ impl Kokoro {
             prosody: Prosody::load(w, &config)?,
             text_encoder: TextEncoder::load(w, &config)?,
             decoder: Decoder::load(w, &config.decoder)?,
+            precision: Precision::F32,
             config,
             device: device.clone(),
             file: w.file().to_path_buf(),
         })
+    }
+
+    /// The same model with the decoder's and generator's convolutions in `precision`: they
+    /// are nearly all of the work (about 25 G multiply-adds per second of audio). ALBERT, the prosody
+    /// predictor and the text encoder stay `f32`, so durations, F0 and word timings do not
+    /// change with the precision. Reduced precisions are CPU kernels: on other devices the
+    /// model stays `f32`. Which precision pays on a CPU is [`Precision::auto`]'s question.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        let precision = if matches!(self.device, Device::Cpu) {
+            precision
+        } else {
+            Precision::F32
+        };
+        if precision != self.precision {
+            self.decoder.in_precision(precision);
+            self.precision = precision;
+        }
+        self
+    }
+
+    /// What the decoder's and generator's convolutions run in.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     pub fn config(&self) -> &Config {
@@ -135,6 +163,8 @@ impl Kokoro {
         style: &[f32],
         speed: f32,
     ) -> Result<Synthesis, KokoroError> {
+        // The caller waits for the whole utterance: its kernels may borrow idle cores.
+        let _lending = self.device.is_cpu().then(spare::lending);
         let (ids, style) = self.inputs(tokens, style, speed)?;
         let predicted = self.predict(&ids, &style, speed)?;
         let s = style.narrow(1, 0, self.config.style_dim)?; // the decoder half
