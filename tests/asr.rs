@@ -3,7 +3,9 @@
 //! waveform comparison can make: the speech is intelligible (word error rate against the input,
 //! the same bar for every server configuration, and no configuration worse than the default),
 //! and the word timestamps of `POST /v1/audio/speech/timestamps` agree with where Whisper hears
-//! the words.
+//! the words. For Kokoro the bar is also the reference implementation's own speech: kokoro-onnx
+//! (through `scripts/kokoro_onnx_speak.py` in `.venv-kokoro`, on the same int8 file and voice
+//! packs) says the same sentences, and ours must be heard as well.
 
 mod common;
 
@@ -50,6 +52,31 @@ const MAX_WER: f64 = 0.08;
 /// How much worse than the baseline another configuration may be: about three words in 105.
 const WER_MARGIN: f64 = 0.03;
 
+/// Kokoro voices held to kokoro-onnx's intelligibility, each with the espeak-ng language
+/// kokoro-onnx is given for it: the default voice, a male US voice and a British one (another
+/// phoneme set through the same front end).
+const KOKORO_VOICES: [(&str, &str); 3] = [
+    ("af_heart", "en-us"),
+    ("am_michael", "en-us"),
+    ("bf_emma", "en-gb"),
+];
+/// The first sentences of [`SENTENCES`] (51 words, ≈ 15 s of speech per voice): each Kokoro
+/// sentence costs 1–4 s here on each side and Whisper ≈ 2 s per file (the whole test took
+/// 4.8 min on the 2 shared cores under other jobs' load), so all eight would double that for
+/// little more power.
+const KOKORO_SENTENCES: usize = 4;
+/// Measured here (2026-12-02): no error on either side, ours 0 of 153 words and kokoro-onnx
+/// 0 of 153 (each voice 0 of 51), ours in `f32` (Kokoro's only precision so far). The bar is
+/// the Piper test's: garbled, truncated or wrongly phonemized speech scores far above it.
+const MAX_KOKORO_WER: f64 = 0.08;
+/// How much worse than kokoro-onnx ours may be over all three voices: five words in 153.
+/// The two do not say the same audio: an `f32` port and onnxruntime's int8 activations
+/// disagree on 1–4 of 32 durations by a frame and on voiced F0 by about 6 Hz (measured for the
+/// oracle, `scripts/kokoro_reference.py compare`), and ours keeps the model's silence at the
+/// ends where kokoro-onnx trims it, so Whisper's near-misses ("quiet" / "quite") may fall on
+/// different words. A port that is merely different stays within this; one that slurs does not.
+const KOKORO_WER_MARGIN: f64 = 0.033;
+
 /// Inputs for the timestamp check, most of them several sentences long (≈ 21 s of audio).
 const PASSAGES: [&str; 4] = [
     "Good morning, everyone. Today we will talk about the weather. \
@@ -78,6 +105,63 @@ fn asr_python() -> PathBuf {
         python.display()
     );
     python
+}
+
+/// kokoro-onnx's venv, made by `scripts/kokoro-venv.sh` (run by `scripts/test.sh`).
+fn kokoro_python() -> PathBuf {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-kokoro/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/kokoro-venv.sh (scripts/test.sh does)",
+        python.display()
+    );
+    python
+}
+
+/// The Kokoro model and voices (`scripts/kokoro-assets.sh`, run by `scripts/setup.sh`): fails,
+/// naming the script, when missing, never skips.
+fn kokoro_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("voices/kokoro");
+    assert!(
+        dir.join("kokoro-v1.0.int8.onnx").is_file() && dir.join("voices/af_heart.bin").is_file(),
+        "{} lacks the Kokoro model or voices: run scripts/kokoro-assets.sh",
+        dir.display()
+    );
+    dir
+}
+
+/// kokoro-onnx speaks each job (`{voice, lang, text, wav}`) into its WAV file, through
+/// `scripts/kokoro_onnx_speak.py` on the same int8 file and voice packs as the server.
+async fn kokoro_onnx_speak(jobs: Value) {
+    use std::io::Write as _;
+    let python = kokoro_python();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kokoro_onnx_speak.py");
+    let dir = kokoro_dir();
+    let output = tokio::task::spawn_blocking(move || {
+        let mut child = Command::new(python)
+            .arg(script)
+            .arg("--kokoro-dir")
+            .arg(dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run scripts/kokoro_onnx_speak.py");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(jobs.to_string().as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        output.status.success(),
+        "scripts/kokoro_onnx_speak.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 /// Whisper's answer for each file, in order: `{text, words: [{word, start, end}]}`.
@@ -146,17 +230,7 @@ async fn word_error_rate(args: &[&str], dir: &Path) -> f64 {
         files.push(file);
     }
     drop(server);
-    let (mut errors, mut words) = (0, 0);
-    for (sentence, heard) in SENTENCES.iter().zip(transcribe(files).await) {
-        let text = heard["text"].as_str().unwrap();
-        let reference = normalize(sentence);
-        let wrong = word_errors(&reference, &normalize(text));
-        if wrong > 0 {
-            eprintln!("{args:?}: {wrong} error(s): said {sentence:?}, heard {text:?}");
-        }
-        errors += wrong;
-        words += reference.len();
-    }
+    let (errors, words) = count_errors(&format!("{args:?}"), &SENTENCES, &transcribe(files).await);
     let rate = errors as f64 / words as f64;
     eprintln!(
         "{args:?}: word error rate {:.1} % ({errors} of {words} words)",
@@ -165,20 +239,43 @@ async fn word_error_rate(args: &[&str], dir: &Path) -> f64 {
     rate
 }
 
-/// What fails the bar or the comparison with the first configuration (the baseline).
-fn rate_problems(rates: &[(&[&str], f64)]) -> Vec<String> {
-    let (baseline_args, baseline) = rates[0];
+/// Word errors and reference words over `sentences`, heard in order; each miss is printed
+/// under `label`.
+fn count_errors(label: &str, sentences: &[&str], heard: &[Value]) -> (usize, usize) {
+    assert_eq!(
+        sentences.len(),
+        heard.len(),
+        "{label}: one transcript per file"
+    );
+    let (mut errors, mut words) = (0, 0);
+    for (sentence, heard) in sentences.iter().zip(heard) {
+        let text = heard["text"].as_str().unwrap();
+        let reference = normalize(sentence);
+        let wrong = word_errors(&reference, &normalize(text));
+        if wrong > 0 {
+            eprintln!("{label}: {wrong} error(s): said {sentence:?}, heard {text:?}");
+        }
+        errors += wrong;
+        words += reference.len();
+    }
+    (errors, words)
+}
+
+/// What fails the bar `max` or is worse than the first entry (the baseline) by more than
+/// `margin`. Entries are (what was heard, its word error rate).
+fn rate_problems(rates: &[(String, f64)], max: f64, margin: f64) -> Vec<String> {
+    let (baseline_label, baseline) = &rates[0];
     let mut problems = Vec::new();
-    for &(args, rate) in rates {
-        if rate >= MAX_WER {
+    for (label, rate) in rates {
+        if *rate >= max {
             problems.push(format!(
-                "{args:?}: word error rate {rate:.3} is not below {MAX_WER}"
+                "{label}: word error rate {rate:.3} is not below {max}"
             ));
         }
-        if rate > baseline + WER_MARGIN {
+        if *rate > baseline + margin {
             problems.push(format!(
-                "{args:?}: word error rate {rate:.3} is worse than {baseline_args:?}'s \
-                 {baseline:.3} by more than {WER_MARGIN}"
+                "{label}: word error rate {rate:.3} is worse than {baseline_label}'s \
+                 {baseline:.3} by more than {margin}"
             ));
         }
     }
@@ -191,9 +288,88 @@ async fn whisper_understands_what_every_configuration_says() {
     let dir = tempfile::tempdir().unwrap();
     let mut rates = Vec::new();
     for &args in ARGUMENT_SETS {
-        rates.push((args, word_error_rate(args, dir.path()).await));
+        rates.push((format!("{args:?}"), word_error_rate(args, dir.path()).await));
     }
-    let problems = rate_problems(&rates);
+    let problems = rate_problems(&rates, MAX_WER, WER_MARGIN);
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whisper_understands_kokoro_as_well_as_kokoro_onnx() {
+    asr_python();
+    kokoro_python();
+    kokoro_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let sentences = &SENTENCES[..KOKORO_SENTENCES];
+    // The server as users run it with Kokoro installed (its default precision), cache off.
+    let server = Binary::ready(&["--no-cache", "--kokoro-dir", "voices/kokoro"]).await;
+    let (mut ours, mut jobs) = (Vec::new(), Vec::new());
+    for (voice, lang) in KOKORO_VOICES {
+        for (i, sentence) in sentences.iter().enumerate() {
+            let body = json!({"model": "kokoro", "voice": voice, "input": sentence,
+                              "response_format": "wav", "stream": false});
+            let response = post_speech(&server.url, &body).await;
+            assert_eq!(response.status(), 200, "{voice} {sentence}");
+            let bytes = response.bytes().await.unwrap();
+            assert_eq!(read_wav(&bytes).0, 24_000, "{voice}");
+            let file = dir.path().join(format!("ours-{voice}-{i}.wav"));
+            std::fs::write(&file, bytes).unwrap();
+            ours.push(file);
+            let theirs = dir.path().join(format!("kokoro-onnx-{voice}-{i}.wav"));
+            jobs.push(json!({"voice": voice, "lang": lang, "text": sentence, "wav": theirs}));
+        }
+    }
+    drop(server);
+    kokoro_onnx_speak(Value::Array(jobs.clone())).await;
+    let theirs: Vec<PathBuf> = jobs
+        .iter()
+        .map(|j| PathBuf::from(j["wav"].as_str().unwrap()))
+        .collect();
+    // One Whisper process for both sides: the model loads once.
+    let heard = transcribe(ours.iter().chain(&theirs).cloned().collect()).await;
+    let (heard_ours, heard_theirs) = heard.split_at(ours.len());
+
+    let mut table = Vec::new();
+    let (mut all_ours, mut all_theirs, mut all_words) = (0, 0, 0);
+    for (v, (voice, _)) in KOKORO_VOICES.iter().enumerate() {
+        let range = v * sentences.len()..(v + 1) * sentences.len();
+        let (theirs, words) = count_errors(
+            &format!("kokoro-onnx {voice}"),
+            sentences,
+            &heard_theirs[range.clone()],
+        );
+        let (ours, _) = count_errors(&format!("ours {voice}"), sentences, &heard_ours[range]);
+        eprintln!(
+            "{voice}: word error rate ours {:.1} % ({ours} of {words}), kokoro-onnx {:.1} % \
+             ({theirs} of {words})",
+            100.0 * ours as f64 / words as f64,
+            100.0 * theirs as f64 / words as f64
+        );
+        table.push((format!("kokoro-onnx {voice}"), theirs as f64 / words as f64));
+        table.push((format!("ours {voice}"), ours as f64 / words as f64));
+        (all_ours, all_theirs, all_words) =
+            (all_ours + ours, all_theirs + theirs, all_words + words);
+    }
+    let pooled = [
+        (
+            "kokoro-onnx, all voices".to_string(),
+            all_theirs as f64 / all_words as f64,
+        ),
+        (
+            "ours, all voices".to_string(),
+            all_ours as f64 / all_words as f64,
+        ),
+    ];
+    eprintln!(
+        "all voices: word error rate ours {:.1} % ({all_ours} of {all_words}), kokoro-onnx \
+         {:.1} % ({all_theirs} of {all_words})",
+        100.0 * pooled[1].1,
+        100.0 * pooled[0].1
+    );
+    // Every voice of either side under the bar (kokoro-onnx's own rate checks the setup);
+    // ours within the margin of kokoro-onnx's over all voices.
+    let mut problems: Vec<String> = rate_problems(&table, MAX_KOKORO_WER, 1.0);
+    problems.extend(rate_problems(&pooled, MAX_KOKORO_WER, KOKORO_WER_MARGIN));
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
@@ -213,11 +389,15 @@ fn the_error_rate_counts_words_not_spelling() {
 
 #[test]
 fn a_variant_fails_when_worse_than_the_baseline_or_the_bar() {
-    assert!(rate_problems(&[(&[], 0.03), (&["--variant"], 0.05)]).is_empty());
-    let worse = rate_problems(&[(&[], 0.01), (&["--variant"], 0.05)]);
+    let rates = |r: &[(&str, f64)]| -> Vec<(String, f64)> {
+        r.iter().map(|&(l, x)| (l.to_string(), x)).collect()
+    };
+    let check = |r: &[(&str, f64)]| rate_problems(&rates(r), MAX_WER, WER_MARGIN);
+    assert!(check(&[("[]", 0.03), ("--variant", 0.05)]).is_empty());
+    let worse = check(&[("[]", 0.01), ("--variant", 0.05)]);
     assert_eq!(worse.len(), 1, "{worse:?}");
     assert!(worse[0].contains("worse than"), "{worse:?}");
-    let garbled = rate_problems(&[(&[], 0.5)]);
+    let garbled = check(&[("[]", 0.5)]);
     assert_eq!(garbled.len(), 1, "{garbled:?}");
     assert!(garbled[0].contains("not below"), "{garbled:?}");
 }

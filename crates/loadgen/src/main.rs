@@ -182,6 +182,7 @@ async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample 
     };
     let mut first_byte = None;
     let mut bytes = 0usize;
+    let mut head = Vec::new();
     let mut body = response.bytes_stream();
     while let Some(chunk) = body.next().await {
         let Ok(chunk) = chunk else {
@@ -189,10 +190,17 @@ async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample 
         };
         first_byte.get_or_insert_with(|| started.elapsed());
         bytes += chunk.len();
+        if head.len() < WAV_HEADER_BYTES {
+            let take = chunk.len().min(WAV_HEADER_BYTES - head.len());
+            head.extend_from_slice(&chunk[..take]);
+        }
     }
     let latency = started.elapsed();
-    // Streamed responses carry no duration header; uncompressed formats give it by size.
+    // Streamed responses, and other servers' answers, carry no duration header; a WAV says its
+    // own byte rate (a Kokoro voice is 24 kHz, a Piper voice 22.05 kHz), other uncompressed
+    // formats give it by size.
     let audio_s = header_audio
+        .or_else(|| wav_byte_rate(&head).map(|r| bytes.saturating_sub(WAV_HEADER_BYTES) as f64 / r))
         .or_else(|| bytes_per_second.map(|r| bytes as f64 / r))
         .unwrap_or(0.0);
     Sample {
@@ -202,6 +210,18 @@ async fn one_request(client: &reqwest::Client, args: &Args, i: usize) -> Sample 
         ok: true,
         cache,
     }
+}
+
+/// The canonical PCM WAV header: `RIFF`, `WAVE`, a 16-byte `fmt ` chunk, then `data`.
+const WAV_HEADER_BYTES: usize = 44;
+
+/// Bytes per second of audio from a canonical WAV header, if `head` starts with one.
+fn wav_byte_rate(head: &[u8]) -> Option<f64> {
+    if head.len() < WAV_HEADER_BYTES || &head[..4] != b"RIFF" || &head[8..12] != b"WAVE" {
+        return None;
+    }
+    let rate = u32::from_le_bytes(head[28..32].try_into().ok()?);
+    (rate > 0).then_some(f64::from(rate))
 }
 
 fn bytes_per_audio_second(format: &str) -> Option<f64> {
@@ -267,4 +287,29 @@ fn report(args: &Args, samples: &[Sample], wall: f64) {
     }
     let tally: Vec<String> = tally.iter().map(|(k, n)| format!("{k}={n}")).collect();
     println!("cache {}", tally.join(" "));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(rate: u32, channels: u16) -> Vec<u8> {
+        let mut h = Vec::new();
+        h.extend_from_slice(b"RIFF\0\0\0\0WAVEfmt \x10\0\0\0\x01\0");
+        h.extend_from_slice(&channels.to_le_bytes());
+        h.extend_from_slice(&rate.to_le_bytes());
+        h.extend_from_slice(&(rate * 2 * u32::from(channels)).to_le_bytes());
+        h.extend_from_slice(&(2 * channels).to_le_bytes());
+        h.extend_from_slice(b"\x10\0data\0\0\0\0");
+        h
+    }
+
+    #[test]
+    fn a_wav_header_gives_its_own_byte_rate() {
+        assert_eq!(header(24_000, 1).len(), WAV_HEADER_BYTES);
+        assert_eq!(wav_byte_rate(&header(24_000, 1)), Some(48_000.0));
+        assert_eq!(wav_byte_rate(&header(22_050, 2)), Some(88_200.0));
+        assert_eq!(wav_byte_rate(&header(24_000, 1)[..40]), None);
+        assert_eq!(wav_byte_rate(&[0u8; 44]), None);
+    }
 }
