@@ -6,23 +6,11 @@
 
 mod common;
 
-use std::path::Path;
-
 use base64::Engine as _;
 use common::{get_json, openai_error, post, post_speech, read_wav, Binary};
 use serde_json::{json, Value};
 
 const TEXT: &str = "Hello world. This is a test.";
-
-/// Fails, naming the script, when the weights are missing: never skipped silently.
-fn require_assets() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("voices/kokoro");
-    assert!(
-        dir.join("kokoro-v1.0.int8.onnx").is_file() && dir.join("voices/af_heart.bin").is_file(),
-        "{} lacks the Kokoro model or voices: run scripts/kokoro-assets.sh",
-        dir.display()
-    );
-}
 
 fn speech(model: &str, voice: &str, speed: f64) -> Value {
     json!({"model": model, "voice": voice, "input": TEXT, "response_format": "wav",
@@ -40,9 +28,9 @@ async fn spoken(url: &str, body: &Value) -> (u32, f64) {
 
 #[tokio::test]
 async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_streams() {
-    require_assets();
-    // No --default-engine: an installed Kokoro is the default by itself.
-    // A bare Piper voice id still preloads Piper's voice with Kokoro the default engine.
+    common::kokoro_dir(); // fails, naming the script, without the weights
+                          // No --default-engine: an installed Kokoro is the default by itself.
+                          // A bare Piper voice id still preloads Piper's voice with Kokoro the default engine.
     let server = Binary::ready(&[
         "--no-cache",
         "--kokoro-dir",

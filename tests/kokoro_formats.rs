@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::decode::{best_correlation, decode, Decoded};
 use common::{post_speech, read_wav, Binary};
 use omnivoice_server::audio::resample::resample;
@@ -19,16 +17,6 @@ const TEXT: &str = "Hi there. Bye now.";
 const RATE: u32 = 24_000;
 /// FDK's AAC-LC priming: ADTS cannot say it, so decoders play it as leading silence.
 const AAC_PRIMING: usize = 2_048;
-
-/// Fails, naming the script, when the weights are missing: never skipped silently.
-fn require_assets() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("voices/kokoro");
-    assert!(
-        dir.join("kokoro-v1.0.int8.onnx").is_file() && dir.join("voices/af_heart.bin").is_file(),
-        "{} lacks the Kokoro model or voices: run scripts/kokoro-assets.sh",
-        dir.display()
-    );
-}
 
 fn request(format: AudioFormat, stream: bool) -> Value {
     json!({"model": "kokoro", "voice": "af_heart", "input": TEXT,
@@ -42,7 +30,7 @@ const LEAST_LOSSY_CORRELATION: f32 = 0.9;
 
 #[tokio::test]
 async fn every_format_carries_kokoro_speech_at_24_khz_whole_and_streamed() {
-    require_assets();
+    common::kokoro_dir(); // fails, naming the script, without the weights
     let server = Binary::ready(&["--no-cache", "--kokoro-dir", "voices/kokoro"]).await;
 
     let wav = post_speech(&server.url, &request(AudioFormat::Wav, false)).await;

@@ -7,15 +7,14 @@
 //! distance. ALBERT, the prosody predictor and the text encoder stay `f32` in both, so the
 //! durations are the same and the outputs are compared sample for sample.
 
-use std::path::PathBuf;
-
 use candle_core::Device;
 use omnivoice_models::kokoro::Precision;
 use omnivoice_server::engine::kokoro::KokoroEngine;
 use omnivoice_server::engine::{Engine, Pcm, SynthesisItem};
 
 mod audio_quality;
-use audio_quality::{log_mel_distance_db_at, snr_db};
+mod common;
+use audio_quality::Worst;
 
 const SAMPLE_RATE: f64 = 24_000.0;
 
@@ -40,16 +39,6 @@ const MIN_SNR_DB: f64 = 20.0;
 /// The spectral gate, as for VITS: a 1 % gain change is ≈ 0.09 dB, and listeners notice ≈ 1 dB.
 const MAX_LOG_MEL_DB: f64 = 0.5;
 
-fn kokoro_dir() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("voices/kokoro");
-    assert!(
-        dir.join("kokoro-v1.0.int8.onnx").is_file(),
-        "{} lacks the Kokoro model: run scripts/kokoro-assets.sh",
-        dir.display()
-    );
-    dir
-}
-
 fn speak(engine: &KokoroEngine, voice: &str, text: &str) -> Pcm {
     let voice = engine.load_voice(voice).unwrap();
     let mut out = None;
@@ -61,10 +50,10 @@ fn speak(engine: &KokoroEngine, voice: &str, text: &str) -> Pcm {
 
 #[test]
 fn bf16_stays_within_the_gates_of_f32() {
-    let dir = kokoro_dir();
+    let dir = common::kokoro_dir();
     let f32_engine = KokoroEngine::new(&dir, Device::Cpu).with_precision(Some(Precision::F32));
     let bf16_engine = KokoroEngine::new(&dir, Device::Cpu).with_precision(Some(Precision::Bf16));
-    let (mut worst_snr, mut worst_mel) = (f64::INFINITY, 0f64);
+    let mut worst = Worst::new();
     for (voice, text) in CASES {
         let reference = speak(&f32_engine, voice, text);
         let reduced = speak(&bf16_engine, voice, text);
@@ -78,22 +67,7 @@ fn bf16_stays_within_the_gates_of_f32() {
             reduced.samples, reference.samples,
             "{voice}: bf16 computed the same samples as f32; is it in use?"
         );
-        let snr = snr_db(&reference.samples, &reduced.samples);
-        let mel = log_mel_distance_db_at(SAMPLE_RATE, &reference.samples, &reduced.samples);
-        eprintln!(
-            "{voice}: {:.2} s, SNR {snr:.1} dB, log-mel distance {mel:.3} dB",
-            reference.duration_s()
-        );
-        worst_snr = worst_snr.min(snr);
-        worst_mel = worst_mel.max(mel);
+        worst.add(voice, SAMPLE_RATE, &reference.samples, &reduced.samples);
     }
-    eprintln!("worst: SNR {worst_snr:.1} dB, log-mel distance {worst_mel:.3} dB");
-    assert!(
-        worst_snr >= MIN_SNR_DB,
-        "SNR {worst_snr:.1} dB < {MIN_SNR_DB} dB"
-    );
-    assert!(
-        worst_mel <= MAX_LOG_MEL_DB,
-        "log-mel distance {worst_mel:.3} dB > {MAX_LOG_MEL_DB} dB"
-    );
+    worst.assert_within(MIN_SNR_DB, MAX_LOG_MEL_DB);
 }

@@ -98,3 +98,43 @@ pub fn log_mel_distance_db_at(sample_rate: f64, reference: &[f32], signal: &[f32
         .sum();
     total / frames as f64
 }
+
+/// The worst SNR and log-mel distance over a set of comparisons, for the quality gates.
+pub struct Worst {
+    snr: f64,
+    mel: f64,
+}
+
+impl Worst {
+    pub fn new() -> Self {
+        Self {
+            snr: f64::INFINITY,
+            mel: 0.0,
+        }
+    }
+
+    /// Measures `signal` against `reference` (both at `sample_rate`), prints both measures
+    /// under `label` and keeps the worse of each.
+    pub fn add(&mut self, label: &str, sample_rate: f64, reference: &[f32], signal: &[f32]) {
+        let snr = snr_db(reference, signal);
+        let mel = log_mel_distance_db_at(sample_rate, reference, signal);
+        eprintln!(
+            "{label}: {:.2} s, SNR {snr:.1} dB, log-mel distance {mel:.3} dB",
+            reference.len() as f64 / sample_rate
+        );
+        self.snr = self.snr.min(snr);
+        self.mel = self.mel.max(mel);
+    }
+
+    /// Fails unless the worst SNR is at least `min_snr_db` and the worst log-mel distance at
+    /// most `max_log_mel_db`.
+    pub fn assert_within(&self, min_snr_db: f64, max_log_mel_db: f64) {
+        let (snr, mel) = (self.snr, self.mel);
+        eprintln!("worst: SNR {snr:.1} dB, log-mel distance {mel:.3} dB");
+        assert!(snr >= min_snr_db, "SNR {snr:.1} dB < {min_snr_db} dB");
+        assert!(
+            mel <= max_log_mel_db,
+            "log-mel distance {mel:.3} dB > {max_log_mel_db} dB"
+        );
+    }
+}

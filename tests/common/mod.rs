@@ -281,3 +281,15 @@ pub async fn post_speech(url: &str, body: &serde_json::Value) -> reqwest::Respon
         .await
         .expect("POST /v1/audio/speech")
 }
+
+/// The Kokoro directory `scripts/kokoro-assets.sh` installs (`voices/kokoro`); fails, naming
+/// the script, when the model or the voices are missing: never skipped silently.
+pub fn kokoro_dir() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("voices/kokoro");
+    assert!(
+        dir.join("kokoro-v1.0.int8.onnx").is_file() && dir.join("voices/af_heart.bin").is_file(),
+        "{} lacks the Kokoro model or voices: run scripts/kokoro-assets.sh",
+        dir.display()
+    );
+    dir
+}
