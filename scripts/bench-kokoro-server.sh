@@ -33,22 +33,8 @@ scripts/fastkokoro-venv.sh >&2
 [ -n "${NO_BUILD:-}" ] || cargo build --release --bin omnivoice-server --bin loadgen >&2
 [ -f voices/en_US-joe-medium.onnx ] || { echo "bench-kokoro-server: the default Piper voice is missing (scripts/setup.sh)" >&2; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-wait_for() { # url what
-    for _ in $(seq 1 600); do
-        curl -sf -o /dev/null "$1" && return 0
-        sleep 0.2
-    done
-    echo "bench-kokoro-server: $2 did not start" >&2
-    exit 1
-}
+# $work, pids, cleanup on exit, wait_for.
+source scripts/bench-lib.sh
 peak_rss_mib() { awk '/^VmHWM:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"; }
 speak() { # url model voice text: one whole WAV request, failing loudly
     curl -sf -o /dev/null "$1/v1/audio/speech" -H 'Content-Type: application/json' \
@@ -71,7 +57,7 @@ fi
     --preload "$VOICE" --preload piper/en_US-joe-medium "$@" >/dev/null &
 fresh=$!
 pids+=("$fresh")
-wait_for "$OURS/health" "omnivoice-server"
+wait_for "$OURS/health" "omnivoice-server" 600 0.2
 speak "$OURS" kokoro "$VOICE" "$SHORT"
 speak "$OURS" piper en_US-joe-medium "$SHORT"
 fresh_rss=$(peak_rss_mib "$fresh")
@@ -89,8 +75,8 @@ HF_HUB_OFFLINE=1 FASTKOKORO_HOST=127.0.0.1 FASTKOKORO_PORT="$PEER_PORT" \
     .venv-fastkokoro/bin/fastkokoro >"$work/fastkokoro.log" 2>&1 &
 peer_pid=$!
 pids+=("$peer_pid")
-wait_for "$OURS/health" "omnivoice-server"
-wait_for "$PEER/health" "fastkokoro (see its log: .venv-fastkokoro/bin/fastkokoro)"
+wait_for "$OURS/health" "omnivoice-server" 600 0.2
+wait_for "$PEER/health" "fastkokoro (see its log: .venv-fastkokoro/bin/fastkokoro)" 600 0.2
 
 run() { # name concurrency repeat loadgen-args...
     local name=$1 c=$2 r=$3

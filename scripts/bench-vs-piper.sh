@@ -24,22 +24,8 @@ PIPER="http://127.0.0.1:$PIPER_PORT"
 scripts/piper-venv.sh >&2
 cargo build --release --bin omnivoice-server --bin loadgen >&2
 LOADGEN=target/release/loadgen
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
-wait_for() { # url what
-    for _ in $(seq 1 300); do
-        curl -sf -o /dev/null "$1" && return 0
-        sleep 0.1
-    done
-    echo "bench-vs-piper: $2 did not start" >&2
-    exit 1
-}
+# $work, pids, cleanup on exit, wait_for.
+source scripts/bench-lib.sh
 
 # Ours: the voice's own settings, no cache, so every unique text is synthesized.
 target/release/omnivoice-server --port "$PORT" --log-level warn --no-cache \
@@ -50,8 +36,8 @@ pids+=($!)
 .venv-piper/bin/python -m piper.http_server --host 127.0.0.1 --port "$PIPER_PORT" \
     -m "$VOICE" --sentence-silence 0.2 >"$work/piper.log" 2>&1 &
 pids+=($!)
-wait_for "$OURS/health" "omnivoice-server"
-wait_for "$PIPER/info" "piper.http_server"
+wait_for "$OURS/health" "omnivoice-server" 300 0.1
+wait_for "$PIPER/info" "piper.http_server" 300 0.1
 
 run() { # name concurrency repeat loadgen-args...
     local name=$1 c=$2 r=$3

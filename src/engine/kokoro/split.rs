@@ -6,11 +6,11 @@
 //! the server gives one pass fewer ([`pass_pieces`]): a pass holds all of its audio in the
 //! decoder and generator at once, so its memory grows with the audio it makes, and slow speech
 //! makes more audio of the same tokens. Every piece is spoken as a whole utterance with its
-//! own intonation, so cuts go where a speaker
-//! would pause: after a sentence's end (`. ! ? …`), else after `:` or `;`, else after `,` or
-//! `—` (the order of hexgrad's pipeline), a closing `)` or `”` staying with what it closes;
-//! else between words; inside a word only when one word alone is longer than a piece. As in
-//! hexgrad's pipeline, the last such place in the window is taken, however early.
+//! own intonation, so cuts go where a speaker would pause: after a sentence's end
+//! (`. ! ? …`), else after `:` or `;`, else after `,` or `—` (the order of hexgrad's
+//! pipeline), a closing `)` or `”` staying with what it closes; else between words; inside a
+//! word only when one word alone is longer than a piece. As in hexgrad's pipeline, the last
+//! such place in the window is taken, however early.
 //!
 //! Each token keeps the character of espeak's IPA it came from (as Piper's traced pieces keep
 //! theirs), and [`word_tokens`] aligns the text's words to that IPA with the same alignment as
