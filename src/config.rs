@@ -167,6 +167,16 @@ struct Options {
     /// Longest accepted input, in characters; one more is a 400
     #[arg(long, env = "OMNIVOICE_MAX_INPUT_CHARS", default_value_t = DEFAULTS.max_input_chars)]
     max_input_chars: usize,
+    /// Write out numbers, money, dates, times, units and symbols in English text before it is
+    /// phonemized (docs/text-normalization.md); a request may still turn it off
+    #[arg(long, env = "OMNIVOICE_NORMALIZE", action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true",
+          default_value_t = DEFAULTS.normalize)]
+    normalize: bool,
+    /// How slashed dates like 12/01/2026 are read when both numbers could be the month: mdy
+    /// (December first) or dmy (the twelfth of January); a request may choose its own
+    #[arg(long, env = "OMNIVOICE_DATE_ORDER", default_value_t = DEFAULTS.date_order.clone())]
+    date_order: String,
     /// Seconds before an unfinished speech request is answered 504
     #[arg(long, env = "OMNIVOICE_REQUEST_TIMEOUT_S", default_value_t = DEFAULTS.request_timeout_s)]
     request_timeout_s: u64,
@@ -282,6 +292,8 @@ impl Default for Options {
             preload: Vec::new(),
             seed: None,
             max_input_chars: 4096,
+            normalize: true,
+            date_order: "mdy".into(),
             request_timeout_s: 120,
             api_keys: Vec::new(),
             public_discovery: false,
@@ -454,6 +466,10 @@ pub struct Settings {
     pub default_engine: String,
     pub default_voice: String,
     pub max_input_chars: usize,
+    /// Whether English text is written out before phonemizing.
+    pub normalize: bool,
+    /// `mdy` or `dmy`: how slashed dates are read.
+    pub date_order: String,
     pub request_timeout_s: u64,
     pub max_concurrent: usize,
     #[serde(skip)]
@@ -561,6 +577,8 @@ impl Settings {
             default_engine,
             default_voice,
             max_input_chars: o.max_input_chars,
+            normalize: o.normalize,
+            date_order: o.date_order,
             request_timeout_s: o.request_timeout_s,
             max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),
             api_keys: o.api_keys,
@@ -603,7 +621,18 @@ impl Settings {
         Ok(settings)
     }
 
+    /// How the server reads English text when a request does not say: `None` when it is
+    /// spoken as written.
+    pub fn reading(&self) -> Option<crate::text::english::ReadingOptions> {
+        let date_order = crate::text::english::DateOrder::parse(&self.date_order)?;
+        self.normalize
+            .then_some(crate::text::english::ReadingOptions { date_order })
+    }
+
     fn validate(&self) -> Result<(), ConfigError> {
+        if crate::text::english::DateOrder::parse(&self.date_order).is_none() {
+            return Err(invalid("date-order", "must be mdy or dmy"));
+        }
         let positive = [
             ("max-input-chars", self.max_input_chars as u64),
             ("request-timeout-s", self.request_timeout_s),

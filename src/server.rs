@@ -129,6 +129,7 @@ pub fn build(
         cache,
         settings.max_input_chars,
         settings.seed,
+        settings.reading(),
     );
     // The engines' limits are bucket boundaries of the metrics, handed down from here.
     let metrics = crate::metrics::install(&[

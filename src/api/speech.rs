@@ -74,6 +74,24 @@ pub struct SpeechRequest {
     /// come; there `"stream": true` sends them as NDJSON.
     #[serde(default)]
     pub timestamps: Option<bool>,
+    /// How English text is written out before it is spoken (Kokoro-FastAPI's field; the
+    /// server's settings when absent).
+    #[serde(default)]
+    pub normalization_options: Option<NormalizationOptions>,
+}
+
+/// Kokoro-FastAPI's `normalization_options`; its other fields are accepted and ignored.
+#[derive(Debug, Default, Deserialize, ToSchema)]
+pub struct NormalizationOptions {
+    /// `false` speaks the text as written: numbers, money, dates and symbols are left to the
+    /// phonemizer.
+    #[serde(default)]
+    pub normalize: Option<bool>,
+    /// How slashed dates like `12/01/2026` are read when both numbers could be the month:
+    /// `mdy` (December first) or `dmy` (the twelfth of January).
+    #[serde(default)]
+    #[schema(example = "mdy")]
+    pub date_order: Option<String>,
 }
 
 /// How the answer is framed: audio bytes, or OpenAI's server-sent events.
@@ -256,6 +274,7 @@ pub(super) fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Req
             v.split(',')
                 .any(|d| matches!(d.trim(), "no-cache" | "no-store"))
         });
+    let options = request.normalization_options.unwrap_or_default();
     Request {
         model: request.model,
         voice: request.voice.0,
@@ -267,6 +286,8 @@ pub(super) fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Req
         noise_w: request.noise_w,
         use_cache: request.cache != Some(false) && !no_cache_header,
         native_pcm: false,
+        normalize: options.normalize,
+        date_order: options.date_order,
     }
 }
 

@@ -69,6 +69,8 @@ pub struct CacheKey<'a> {
     pub sample_rate: u32,
     /// Every synthesis knob, so a new one can never be forgotten here.
     pub params: &'a SynthesisParams,
+    /// How the text was written out before phonemizing (`verbatim`, or the date order).
+    pub reading: &'a str,
     pub server_version: &'a str,
 }
 

@@ -271,8 +271,8 @@ async fn without_a_ttl_entries_do_not_age() {
 }
 
 #[test]
-fn keys_differ_by_format() {
-    let key = |format, params: &SynthesisParams| {
+fn keys_differ_by_format_parameters_and_reading() {
+    let key_read = |format, params: &SynthesisParams, reading| {
         CacheKey {
             engine: "piper",
             voice: "v",
@@ -281,10 +281,12 @@ fn keys_differ_by_format() {
             response_format: format,
             sample_rate: 22050,
             params,
+            reading,
             server_version: "0",
         }
         .hash()
     };
+    let key = |format, params: &SynthesisParams| key_read(format, params, "mdy");
     let plain = SynthesisParams::default();
     assert_ne!(key("wav", &plain), key("mp3", &plain));
     assert_eq!(key("wav", &plain), key("wav", &plain));
@@ -293,4 +295,6 @@ fn keys_differ_by_format() {
         ..plain
     };
     assert_ne!(key("wav", &plain), key("wav", &speaker));
+    assert_ne!(key("wav", &plain), key_read("wav", &plain, "dmy"));
+    assert_ne!(key("wav", &plain), key_read("wav", &plain, "verbatim"));
 }

@@ -37,6 +37,8 @@ pub struct ResolvedVoice {
     pub key: VoiceKey,
     pub speaker: Option<u32>,
     pub sample_rate: u32,
+    /// The voice's language tag, as its engine lists it (`en-US`, `en_GB`, `de`).
+    pub language: String,
 }
 
 /// Why a model or voice name could not be resolved; the message lists valid choices.
@@ -350,6 +352,7 @@ impl Registry {
             key: VoiceKey::new(&engine_id, &info.id),
             speaker,
             sample_rate: info.sample_rate,
+            language: info.language.clone(),
         })
     }
 

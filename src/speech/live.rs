@@ -212,7 +212,7 @@ impl LiveSpeech {
 
     /// Hands in the next sentence and starts synthesizing it.
     pub fn sentence(&mut self, sentence: Sentence) -> SentenceAudio {
-        let sentences = vec![sentence.0];
+        let sentences = vec![super::Utterance::new(sentence.0, self.job.reading())];
         let first_index = self.next_utterance;
         self.next_utterance += sentences.len();
         let index = self.handed_in;
@@ -355,7 +355,7 @@ mod tests {
     /// Streamed in any pieces, the text becomes the utterances of the whole text, in order.
     #[test]
     fn streamed_text_becomes_the_utterances_of_the_whole_text() {
-        let whole = super::super::utterances(MARKUP);
+        let whole = super::super::sentences(MARKUP);
         assert!(whole.len() > 8, "{whole:?}");
         let chars: Vec<char> = MARKUP.chars().collect();
         for cut in 0..=chars.len() {
@@ -453,7 +453,7 @@ mod tests {
                     piece
                 })
                 .collect();
-            let whole = super::super::utterances(&text);
+            let whole = super::super::sentences(&text);
             assert_eq!(sentences_of(&pieces), whole, "{text:?} cut at {cuts:?}");
         }
     }

@@ -27,6 +27,7 @@ use crate::engine::registry::{ModelInfo, Registry, ReloadReport};
 use crate::engine::{Pcm, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
 use crate::text;
+use crate::text::english::{self, ReadingOptions, Spoken as SpokenText};
 
 pub use error::{Failure, InvalidReason, SpeechError};
 pub use live::{LiveSpeech, LiveText, Sentence, SentenceAudio, SentencePart, SpokenSentence};
@@ -92,6 +93,7 @@ impl SpeechService {
         cache: AudioCache<SpeechError>,
         max_input_chars: usize,
         default_seed: Option<u64>,
+        reading: Option<ReadingOptions>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -101,6 +103,7 @@ impl SpeechService {
                 limits: request::Limits {
                     max_input_chars,
                     default_seed,
+                    reading,
                 },
             }),
         }
@@ -197,6 +200,9 @@ impl SpeechService {
     fn key(&self, job: &Job) -> KeyHash {
         let voice = job.voice();
         let fingerprint = self.inner.registry.fingerprint(voice);
+        let reading = job
+            .reading()
+            .map_or("verbatim", |options| options.date_order.as_str());
         CacheKey {
             engine: voice.key.engine(),
             voice: voice.key.voice(),
@@ -205,6 +211,7 @@ impl SpeechService {
             response_format: job.format().as_str(),
             sample_rate: job.format().output_sample_rate(voice.sample_rate),
             params: job.params(),
+            reading,
             server_version: env!("CARGO_PKG_VERSION"),
         }
         .hash()
@@ -263,8 +270,8 @@ impl SpeechService {
         let items = sentences
             .into_iter()
             .enumerate()
-            .map(|(i, text)| SynthesisItem {
-                text,
+            .map(|(i, utterance)| SynthesisItem {
+                text: utterance.spoken.text,
                 params: params.for_item(base_seed, first_index + i),
                 word_timings,
                 in_pieces: listening,
@@ -291,7 +298,7 @@ impl SpeechService {
 /// synthesis seeded with `base_seed` (so that its noise does not depend on how the text was
 /// cut into requests).
 struct Utterances {
-    sentences: Vec<String>,
+    sentences: Vec<Utterance>,
     base_seed: u64,
     first_index: usize,
     word_timings: bool,
@@ -301,7 +308,7 @@ impl Utterances {
     /// The whole input of `job` as one request, seeded by the job; an error if nothing in it
     /// can be spoken.
     fn of_input(job: &Job, word_timings: bool) -> Result<Self, SpeechError> {
-        let sentences = utterances(job.input());
+        let sentences = utterances(job.input(), job.reading());
         if sentences.is_empty() {
             return Err(SpeechError::invalid(
                 "input",
@@ -329,10 +336,35 @@ fn stream_encoder(job: &Job) -> Result<Box<dyn audio::StreamEncoder>, SpeechErro
     })
 }
 
-/// The utterances an engine is given for `input`: normalized, split into sentences, long
-/// sentences cut at clauses.
-fn utterances(input: &str) -> Vec<String> {
+/// A piece of the input as an engine is given it: the sentence as written (markup gone), and
+/// as it is spoken (numbers and symbols written out, for English).
+#[derive(Debug, Clone)]
+struct Utterance {
+    written: String,
+    spoken: SpokenText,
+}
+
+impl Utterance {
+    fn new(written: String, reading: Option<&ReadingOptions>) -> Self {
+        let spoken = match reading {
+            Some(options) => english::read(&written, options),
+            None => SpokenText::verbatim(&written),
+        };
+        Self { written, spoken }
+    }
+}
+
+/// The sentences of `input`: normalized, split, long sentences cut at clauses.
+fn sentences(input: &str) -> Vec<String> {
     text::split::split_sentences(&text::normalize::normalize(input), MAX_UTTERANCE_CHARS)
+}
+
+/// The utterances an engine is given for `input`: its [`sentences`] as they are read.
+fn utterances(input: &str, reading: Option<&ReadingOptions>) -> Vec<Utterance> {
+    sentences(input)
+        .into_iter()
+        .map(|sentence| Utterance::new(sentence, reading))
+        .collect()
 }
 
 /// The sentences joined as one body in the job's format.
@@ -404,6 +436,7 @@ mod tests {
             AudioCache::new(&cache),
             100,
             None,
+            Some(ReadingOptions::default()),
         )
     }
 

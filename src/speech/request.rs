@@ -6,6 +6,7 @@
 //! nothing unvalidated reaches the cache, the batcher or an engine.
 
 use crate::audio::AudioFormat;
+use crate::text::english::{DateOrder, ReadingOptions};
 use crate::engine::registry::{Registry, ResolveError, ResolvedVoice};
 use crate::params::SynthesisParams;
 
@@ -32,6 +33,11 @@ pub struct Request {
     /// Raw 16-bit samples at the voice's own rate instead of `response_format`, for front
     /// doors whose protocol states the rate itself.
     pub native_pcm: bool,
+    /// `Some(false)` speaks the text without writing out numbers, dates and symbols;
+    /// `None` means the server's setting.
+    pub normalize: Option<bool>,
+    /// `mdy` or `dmy`, for slashed dates; `None` means the server's setting.
+    pub date_order: Option<String>,
 }
 
 /// A validated request: a known voice, a supported format and parameters in range.
@@ -42,6 +48,9 @@ pub struct Job {
     format: AudioFormat,
     params: SynthesisParams,
     use_cache: bool,
+    /// How English text is written out before it is phonemized; `None` when it is not
+    /// (another language, or turned off).
+    reading: Option<ReadingOptions>,
 }
 
 impl Job {
@@ -64,12 +73,18 @@ impl Job {
     pub fn use_cache(&self) -> bool {
         self.use_cache
     }
+
+    pub fn reading(&self) -> Option<&ReadingOptions> {
+        self.reading.as_ref()
+    }
 }
 
 /// Limits that come from the server's settings rather than from the domain.
 pub(super) struct Limits {
     pub max_input_chars: usize,
     pub default_seed: Option<u64>,
+    /// The server's reading settings: whether English text is written out, and how.
+    pub reading: Option<ReadingOptions>,
 }
 
 pub(super) fn validate(
@@ -137,11 +152,41 @@ pub(super) fn validate_settings(
             ResolveError::UnknownVoice(message) => SpeechError::UnknownVoice(message),
         })?;
     params.speaker = voice.speaker;
+    let reading = reading(&request, &voice.language, limits)?;
     Ok(Job {
         voice,
         input: request.input,
         format,
         params,
         use_cache: request.use_cache,
+        reading,
     })
+}
+
+/// The reading options for a voice of `language`: English voices only, unless turned off.
+fn reading(
+    request: &Request,
+    language: &str,
+    limits: &Limits,
+) -> Result<Option<ReadingOptions>, SpeechError> {
+    let date_order = match request.date_order.as_deref() {
+        None => None,
+        Some(name) => Some(DateOrder::parse(name).ok_or_else(|| {
+            SpeechError::invalid(
+                "normalization_options.date_order",
+                InvalidReason::Unsupported,
+                format!("Unknown date_order '{name}'. Supported: mdy, dmy."),
+            )
+        })?),
+    };
+    let english = language.get(..2).is_some_and(|l| l.eq_ignore_ascii_case("en"));
+    let server = limits.reading;
+    let on = request.normalize.unwrap_or(server.is_some());
+    Ok((english && on).then(|| {
+        let mut options = server.unwrap_or_default();
+        if let Some(order) = date_order {
+            options.date_order = order;
+        }
+        options
+    }))
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use super::synthesis::{Delivery, Synthesis};
 use super::timed::{Finder, WordStamp};
-use super::{join, stream_encoder, Failure, Job, SpeechError, SpeechService, Utterances};
+use super::{
+    join, stream_encoder, Failure, Job, SpeechError, SpeechService, Utterance, Utterances,
+};
 use crate::audio;
 use crate::cache::{CacheLayer, CacheStatus, CachedAudio, StreamLease, StreamRole};
 use crate::engine::WordTiming;
@@ -147,8 +149,8 @@ impl SpeechService {
 /// Where the words of a streamed response stand.
 struct WordTrack {
     finder: Finder,
-    /// The texts of the sentences not yet complete, as the engine sees them.
-    sentences: std::collections::VecDeque<String>,
+    /// The sentences not yet complete.
+    sentences: std::collections::VecDeque<Utterance>,
     /// Where the current sentence starts in the stream, in samples, and its number.
     sentence_start: usize,
     sentence: usize,
@@ -291,10 +293,10 @@ impl WordTrack {
         if let Some(start) = start {
             self.sentence_start = start;
         }
-        if let (Some(timings), Some(text)) = (timings, self.sentences.front()) {
-            let placed = self
-                .finder
-                .place(text, timings, self.sentence_start, rate, self.sentence);
+        if let (Some(timings), Some(utterance)) = (timings, self.sentences.front()) {
+            let placed =
+                self.finder
+                    .place(utterance, timings, self.sentence_start, rate, self.sentence);
             self.placed.extend(placed);
         }
         let heard = emitted as f64 / f64::from(rate);

@@ -4,12 +4,17 @@
 //! The engine reports where each word of an utterance lies in that utterance's audio; here
 //! those times move onto the joined body (sentence pauses included, exactly as
 //! [`join`](super::join) places the sentences) and the words back onto the text the client
-//! sent: the engine saw normalized text (markup gone, quotes unified), so each word is found
-//! again in the original, in order, and reported as written there with its character offsets.
+//! sent. The engine saw the sentence as it is read (`$5.50` written out as "five dollars fifty
+//! cents"): the words of one rewrite become the one word they stand for, timed from the first
+//! to the last. And the sentence itself was normalized (markup gone, quotes unified), so each
+//! word is found again in the original, in order, and reported as written there with its
+//! character offsets.
 
 use bytes::Bytes;
 
-use super::{encode_joined, join, InvalidReason, Job, SpeechError, SpeechService, Utterances};
+use super::{
+    encode_joined, join, InvalidReason, Job, SpeechError, SpeechService, Utterance, Utterances,
+};
 use crate::engine::{Pcm, WordTiming};
 use crate::metrics as m;
 
@@ -82,10 +87,11 @@ impl SpeechService {
         let starts = join::sentence_starts(&pieces, rate);
         let mut finder = Finder::new(job.input());
         let mut words = Vec::new();
-        for (sentence, ((piece, start), text)) in pieces.iter().zip(&starts).zip(&texts).enumerate()
+        for (sentence, ((piece, start), utterance)) in
+            pieces.iter().zip(&starts).zip(&texts).enumerate()
         {
             let timings = piece.words.as_deref().unwrap_or_default();
-            words.extend(finder.place(text, timings, *start, rate, sentence));
+            words.extend(finder.place(utterance, timings, *start, rate, sentence));
         }
         // The joined body is the sentences behind their pauses: it ends where the last one does.
         let samples = starts
@@ -125,32 +131,49 @@ impl Finder {
         }
     }
 
-    /// The words of sentence number `sentence` (`text`, as the engine saw it), which starts
-    /// at sample `sentence_start` of the audio at `rate`, found in the original.
+    /// The words of sentence number `sentence` (whose spoken text the engine timed), which
+    /// starts at sample `sentence_start` of the audio at `rate`, found in the original.
     pub fn place(
         &mut self,
-        text: &str,
+        utterance: &Utterance,
         timings: &[WordTiming],
         sentence_start: usize,
         rate: u32,
         sentence: usize,
     ) -> Vec<WordStamp> {
         let seconds = |samples: usize| samples as f64 / f64::from(rate);
-        timings
-            .iter()
-            .filter_map(|timing| {
-                let spoken = text.get(timing.text.clone())?;
-                let (word, char_start, char_end) = self.find(spoken);
-                Some(WordStamp {
-                    word,
-                    start_s: seconds(sentence_start + timing.start),
-                    end_s: seconds(sentence_start + timing.end),
-                    char_start,
-                    char_end,
-                    sentence,
-                })
-            })
-            .collect()
+        let spoken = &utterance.spoken;
+        let mut stamps: Vec<WordStamp> = Vec::new();
+        // The rewrite the last stamp came from: the words after it in the same rewrite only
+        // stretch that stamp.
+        let mut last_rewrite = None;
+        for timing in timings {
+            let Some(said) = spoken.text.get(timing.text.clone()) else {
+                continue;
+            };
+            let rewrite = spoken.rewrite_of(&timing.text);
+            let end_s = seconds(sentence_start + timing.end);
+            if let (Some(rewrite), Some(last)) = (rewrite, stamps.last_mut()) {
+                if last_rewrite == Some(rewrite.spoken.start) {
+                    last.end_s = last.end_s.max(end_s);
+                    continue;
+                }
+            }
+            last_rewrite = rewrite.map(|r| r.spoken.start);
+            let word = rewrite
+                .and_then(|r| utterance.written.get(r.written.clone()))
+                .unwrap_or(said);
+            let (word, char_start, char_end) = self.find(word);
+            stamps.push(WordStamp {
+                word,
+                start_s: seconds(sentence_start + timing.start),
+                end_s,
+                char_start,
+                char_end,
+                sentence,
+            });
+        }
+        stamps
     }
 
     /// The next occurrence of `word` after the previous one (quotes and dashes compared by

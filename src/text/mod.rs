@@ -3,6 +3,7 @@
 //! Piper voice reads.
 
 pub mod incremental;
+pub mod english;
 pub mod normalize;
 pub mod phonemize;
 pub mod split;

@@ -802,6 +802,7 @@ fn tone_service() -> crate::speech::SpeechService {
         AudioCache::new(&cache),
         1000,
         None,
+        Some(Default::default()),
     )
 }
 

@@ -1,0 +1,168 @@
+//! Percentages and units after numbers: `50%` "fifty percent", `5 kg` "five kilograms",
+//! `72°F` "seventy-two degrees Fahrenheit", `100 km/h` "one hundred kilometers per hour".
+
+use super::quantities::amount;
+use super::{Cursor, Words};
+
+/// A unit as written (the tokens' text joined), its singular and plural, and whether it may be
+/// written glued to the number (`5kg`) and with a space (`5 kg`).
+struct Unit {
+    written: &'static str,
+    one: &'static str,
+    many: &'static str,
+    glued: bool,
+    spaced: bool,
+}
+
+const fn unit(written: &'static str, one: &'static str, many: &'static str) -> Unit {
+    Unit {
+        written,
+        one,
+        many,
+        glued: true,
+        spaced: true,
+    }
+}
+
+/// Only with a space: glued, these letters are more often something else (`5s`, `3t`).
+const fn spaced(written: &'static str, one: &'static str, many: &'static str) -> Unit {
+    Unit {
+        glued: false,
+        ..unit(written, one, many)
+    }
+}
+
+/// Longest forms first, so that `km/h` wins over `km` and `kWh` over `kW`.
+const UNITS: &[Unit] = &[
+    unit("km/h", "kilometer per hour", "kilometers per hour"),
+    unit("m/s", "meter per second", "meters per second"),
+    spaced("sq ft", "square foot", "square feet"),
+    unit("°C", "degree Celsius", "degrees Celsius"),
+    unit("°F", "degree Fahrenheit", "degrees Fahrenheit"),
+    unit("° C", "degree Celsius", "degrees Celsius"),
+    unit("° F", "degree Fahrenheit", "degrees Fahrenheit"),
+    unit("°", "degree", "degrees"),
+    unit("in.", "inch", "inches"),
+    unit("mg", "milligram", "milligrams"),
+    unit("g", "gram", "grams"),
+    unit("kg", "kilogram", "kilograms"),
+    spaced("t", "metric ton", "metric tons"),
+    unit("lb", "pound", "pounds"),
+    unit("lbs", "pound", "pounds"),
+    unit("oz", "ounce", "ounces"),
+    unit("mm", "millimeter", "millimeters"),
+    unit("cm", "centimeter", "centimeters"),
+    unit("m", "meter", "meters"),
+    unit("km", "kilometer", "kilometers"),
+    unit("ft", "foot", "feet"),
+    unit("yd", "yard", "yards"),
+    unit("mi", "mile", "miles"),
+    unit("ml", "milliliter", "milliliters"),
+    unit("mL", "milliliter", "milliliters"),
+    unit("l", "liter", "liters"),
+    unit("L", "liter", "liters"),
+    unit("ms", "millisecond", "milliseconds"),
+    spaced("s", "second", "seconds"),
+    unit("sec", "second", "seconds"),
+    unit("min", "minute", "minutes"),
+    unit("h", "hour", "hours"),
+    unit("hr", "hour", "hours"),
+    unit("hrs", "hour", "hours"),
+    unit("Hz", "hertz", "hertz"),
+    unit("kHz", "kilohertz", "kilohertz"),
+    unit("MHz", "megahertz", "megahertz"),
+    unit("GHz", "gigahertz", "gigahertz"),
+    unit("B", "byte", "bytes"),
+    unit("KB", "kilobyte", "kilobytes"),
+    unit("kB", "kilobyte", "kilobytes"),
+    unit("MB", "megabyte", "megabytes"),
+    unit("GB", "gigabyte", "gigabytes"),
+    unit("TB", "terabyte", "terabytes"),
+    unit("PB", "petabyte", "petabytes"),
+    unit("Kbps", "kilobit per second", "kilobits per second"),
+    unit("Mbps", "megabit per second", "megabits per second"),
+    unit("Gbps", "gigabit per second", "gigabits per second"),
+    unit("W", "watt", "watts"),
+    unit("kW", "kilowatt", "kilowatts"),
+    unit("MW", "megawatt", "megawatts"),
+    unit("kWh", "kilowatt hour", "kilowatt hours"),
+    unit("V", "volt", "volts"),
+    unit("mA", "milliamp", "milliamps"),
+    unit("mAh", "milliamp hour", "milliamp hours"),
+    unit("kph", "kilometer per hour", "kilometers per hour"),
+    unit("mph", "mile per hour", "miles per hour"),
+    unit("px", "pixel", "pixels"),
+    unit("dpi", "dot per inch", "dots per inch"),
+    unit("ha", "hectare", "hectares"),
+];
+
+pub(super) fn read(cursor: &Cursor) -> Option<Words> {
+    let number = amount(cursor, 0, true)?;
+    let after = number.tokens;
+    let gap = usize::from(cursor.get(after).is_some_and(|t| t.is_space()));
+    let next = cursor.get(after + gap)?;
+    if next.is_mark('%') && gap == 0 {
+        return cursor
+            .ends_at(after + 1)
+            .then(|| Words::new(after + 1, format!("{} percent", number.words)));
+    }
+    let rest = &cursor.sentence[next.start..];
+    let unit = UNITS
+        .iter()
+        .filter(|u| if gap == 0 { u.glued } else { u.spaced })
+        .filter(|u| rest.starts_with(u.written))
+        .find(|u| {
+            let tokens = cursor.tokens_in(next.start - cursor.get(0).map_or(0, |t| t.start) + u.written.len());
+            // The unit ends where a token does, and nothing glued follows it.
+            cursor
+                .get(tokens - 1)
+                .is_some_and(|t| t.end() == next.start + u.written.len())
+                && (u.written.ends_with('.') || cursor.ends_at(tokens))
+        })?;
+    let mut tokens = cursor.tokens_in(next.start - cursor.get(0)?.start + unit.written.len());
+    if unit.written == "in." && cursor.ends_sentence(tokens) {
+        // `in.` ending the sentence keeps its period as the sentence's.
+        tokens -= 1;
+    } else if cursor.get(tokens).is_some_and(|t| t.is_mark('.')) && !cursor.ends_sentence(tokens + 1)
+    {
+        // `30 min. and`: the abbreviation's period, inside a sentence.
+        tokens += 1;
+    }
+    let name = if number.one { unit.one } else { unit.many };
+    Some(Words::new(tokens, format!("{} {name}", number.words)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{read, ReadingOptions};
+
+    #[test]
+    fn units_agree_with_their_number() {
+        for (written, said) in [
+            ("5 kg", "five kilograms"),
+            ("1 kg", "one kilogram"),
+            ("5kg", "five kilograms"),
+            ("3.5 GB", "three point five gigabytes"),
+            ("72°F", "seventy-two degrees Fahrenheit"),
+            ("-3 °C", "minus three degrees Celsius"),
+            ("90°", "ninety degrees"),
+            ("100 km/h", "one hundred kilometers per hour"),
+            ("60 mph", "sixty miles per hour"),
+            ("5 ft", "five feet"),
+            ("3-5 kg", "three to five kilograms"),
+            ("50%", "fifty percent"),
+            ("3.5%", "three point five percent"),
+            ("10-20%", "ten to twenty percent"),
+        ] {
+            assert_eq!(
+                read(&format!("It is {written} now."), &ReadingOptions::default()).text,
+                format!("It is {said} now."),
+                "{written}"
+            );
+        }
+        assert_eq!(
+            read("It is 12 in.", &ReadingOptions::default()).text,
+            "It is twelve inches."
+        );
+    }
+}

@@ -1,0 +1,325 @@
+//! English as a news reader says it: numbers, money, dates, times, units, abbreviations,
+//! addresses and symbols written out as words before a sentence is phonemized.
+//!
+//! espeak-ng reads `$5.50` as "dollar five point five zero" and `2026-12-01` as a subtraction,
+//! for every engine that phonemizes with it (Piper, espeak, Kokoro). So an English sentence is
+//! first cut into [`tokens`], and each family of rules (one module each, tried in a fixed
+//! order at every token) may replace a few tokens with the words they stand for. What no rule
+//! claims stays exactly as written. The conventions are in `docs/text-normalization.md`, and a
+//! hand-written corpus holds the rules to them.
+//!
+//! Every replacement is reported as a [`Rewrite`]: word timestamps time the words the engine
+//! spoke, and a rewrite lets those words be reported as the one written word they came from
+//! (`$5.50` is timed from "five" to "cents").
+
+mod abbreviations;
+mod dates;
+mod measures;
+mod money;
+mod numbers;
+mod phone;
+mod quantities;
+mod roman;
+mod symbols;
+mod tokens;
+mod web;
+
+use std::ops::Range;
+
+use tokens::{tokenize, Token};
+
+/// How slashed dates like `12/01/2026` are read when both numbers could be the month.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DateOrder {
+    /// December first (American usage).
+    #[default]
+    MonthFirst,
+    /// The twelfth of January.
+    DayFirst,
+}
+
+impl DateOrder {
+    /// `"mdy"` or `"dmy"`.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name.to_ascii_lowercase().as_str() {
+            "mdy" => Some(Self::MonthFirst),
+            "dmy" => Some(Self::DayFirst),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MonthFirst => "mdy",
+            Self::DayFirst => "dmy",
+        }
+    }
+}
+
+/// Choices a request (or the server) makes about how text is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReadingOptions {
+    pub date_order: DateOrder,
+}
+
+/// A sentence as it is spoken, and where its rewritten words came from.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Spoken {
+    pub text: String,
+    /// In order; everything outside them is the sentence as written.
+    pub rewrites: Vec<Rewrite>,
+}
+
+/// Words that stand for something written otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rewrite {
+    /// Byte range of the words in [`Spoken::text`].
+    pub spoken: Range<usize>,
+    /// Byte range of what they replace in the sentence.
+    pub written: Range<usize>,
+}
+
+impl Spoken {
+    /// The sentence unchanged.
+    pub fn verbatim(sentence: &str) -> Self {
+        Self {
+            text: sentence.to_string(),
+            rewrites: Vec::new(),
+        }
+    }
+
+    /// The rewrite whose words include the spoken byte range `range`, if any.
+    pub fn rewrite_of(&self, range: &Range<usize>) -> Option<&Rewrite> {
+        self.rewrites
+            .iter()
+            .find(|r| r.spoken.start <= range.start && range.end <= r.spoken.end)
+    }
+}
+
+/// `sentence` with every number, date, abbreviation and symbol that a rule knows written out.
+pub fn read(sentence: &str, options: &ReadingOptions) -> Spoken {
+    let tokens = tokenize(sentence);
+    let mut spoken = Spoken::default();
+    let mut at = 0;
+    while at < tokens.len() {
+        let cursor = Cursor {
+            tokens: &tokens,
+            at,
+            options,
+            sentence,
+        };
+        match RULES.iter().find_map(|rule| rule(&cursor)) {
+            Some(words) if words.tokens > 0 => {
+                let written = tokens[at].start..tokens[at + words.tokens - 1].end();
+                spoken.push_words(&words.text, written, tokens.get(at + words.tokens));
+                at += words.tokens;
+            }
+            _ => {
+                spoken.text.push_str(tokens[at].text);
+                at += 1;
+            }
+        }
+    }
+    spoken
+}
+
+/// The families, in the order they are tried at each token: the more specific shapes first
+/// (an address holds numbers, a date holds what looks like a range).
+const RULES: &[Rule] = &[
+    web::read,
+    phone::read,
+    dates::read,
+    money::read,
+    measures::read,
+    quantities::read,
+    roman::read,
+    abbreviations::read,
+    symbols::read,
+];
+
+type Rule = fn(&Cursor) -> Option<Words>;
+
+/// What a rule reads a few tokens as.
+struct Words {
+    /// How many tokens, from the cursor on, the words replace.
+    tokens: usize,
+    text: String,
+}
+
+impl Words {
+    fn new(tokens: usize, text: impl Into<String>) -> Self {
+        Self {
+            tokens,
+            text: text.into(),
+        }
+    }
+}
+
+impl Spoken {
+    /// Appends words that replace `written`, spaced from the letters and digits around them.
+    fn push_words(&mut self, words: &str, written: Range<usize>, next: Option<&Token>) {
+        // `3 p.m.` ending a sentence: one period says both.
+        let words = match next {
+            Some(t) if t.is_mark('.') => words.strip_suffix('.').unwrap_or(words),
+            _ => words,
+        };
+        if self.text.ends_with(|c: char| c.is_alphanumeric()) {
+            self.text.push(' ');
+        }
+        let start = self.text.len();
+        self.text.push_str(words);
+        self.rewrites.push(Rewrite {
+            spoken: start..self.text.len(),
+            written,
+        });
+        if next.is_some_and(|t| t.text.starts_with(|c: char| c.is_alphanumeric())) {
+            self.text.push(' ');
+        }
+    }
+}
+
+/// Where a rule stands in a sentence's tokens.
+struct Cursor<'a> {
+    tokens: &'a [Token<'a>],
+    at: usize,
+    options: &'a ReadingOptions,
+    sentence: &'a str,
+}
+
+impl<'a> Cursor<'a> {
+    /// The token `offset` places after the cursor (0 is the one at it).
+    fn get(&self, offset: usize) -> Option<&'a Token<'a>> {
+        self.tokens.get(self.at + offset)
+    }
+
+    /// The token `back` places before the cursor (1 is the one just before).
+    fn before(&self, back: usize) -> Option<&'a Token<'a>> {
+        self.at.checked_sub(back).and_then(|i| self.tokens.get(i))
+    }
+
+    /// The word before the cursor, across one space: `in` for `in 1990`.
+    fn previous_word(&self) -> Option<&'a Token<'a>> {
+        match self.before(1)? {
+            space if space.is_space() => self.before(2).filter(|t| t.is_word()),
+            _ => None,
+        }
+    }
+
+    /// Whether the cursor stands at the start of a word: nothing that joins on before it but
+    /// opening quotes and brackets, or a `#` or `~` that is read on its own (`#1`, `~50`).
+    fn at_word_start(&self) -> bool {
+        self.before(1).is_none_or(|t| {
+            t.is_space() || matches!(t.kind, tokens::Kind::Mark(c) if "([{\"'“‘#~".contains(c))
+        })
+    }
+
+    /// Whether a word or number ends at `offset` tokens on: what follows is not glued to it.
+    fn ends_at(&self, offset: usize) -> bool {
+        self.get(offset).is_none_or(|t| {
+            t.is_space() || matches!(t.kind, tokens::Kind::Mark(c) if !"@_/".contains(c) && !(c == '.' && self.get(offset + 1).is_some_and(|n| n.is_word() || n.is_number())))
+        })
+    }
+
+    /// The number of tokens an abbreviation of `len` tokens and its period take: the period
+    /// stays as written when it also ends the sentence.
+    fn with_period(&self, len: usize) -> usize {
+        if self.ends_sentence(len + 1) {
+            len
+        } else {
+            len + 1
+        }
+    }
+
+    /// Whether nothing but closing quotes, brackets and space follows `offset` tokens on.
+    fn ends_sentence(&self, offset: usize) -> bool {
+        self.tokens[(self.at + offset).min(self.tokens.len())..]
+            .iter()
+            .all(|t| t.is_space() || matches!(t.kind, tokens::Kind::Mark(c) if "\"')]}”’»".contains(c)))
+    }
+
+    /// The sentence text from the cursor on.
+    fn rest(&self) -> &'a str {
+        &self.sentence[self.get(0).map_or(self.sentence.len(), |t| t.start)..]
+    }
+
+    /// How many tokens, from the cursor on, cover the first `bytes` bytes of [`rest`].
+    fn tokens_in(&self, bytes: usize) -> usize {
+        let end = self.get(0).map_or(0, |t| t.start) + bytes;
+        self.tokens[self.at..]
+            .iter()
+            .take_while(|t| t.start < end)
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spoken(text: &str) -> Spoken {
+        read(text, &ReadingOptions::default())
+    }
+
+    #[test]
+    fn rewrites_point_back_at_what_they_replace() {
+        let text = "Pay $5.50 by 3pm, please.";
+        let out = spoken(text);
+        assert_eq!(out.text, "Pay five dollars fifty cents by three p.m., please.");
+        let words: Vec<(&str, &str)> = out
+            .rewrites
+            .iter()
+            .map(|r| (&out.text[r.spoken.clone()], &text[r.written.clone()]))
+            .collect();
+        assert_eq!(
+            words,
+            [("five dollars fifty cents", "$5.50"), ("three p.m.", "3pm")]
+        );
+        let cents = out.text.find("cents").unwrap();
+        assert_eq!(
+            out.rewrite_of(&(cents..cents + 5)).map(|r| r.written.clone()),
+            Some(4..9)
+        );
+        assert!(out.rewrite_of(&(0..3)).is_none());
+    }
+
+    /// The corpus was written by hand from `docs/text-normalization.md`, not from this code.
+    #[test]
+    fn the_hand_written_corpus_reads_as_written() {
+        let corpus = include_str!("../../../tests/fixtures/normalization/en.tsv");
+        let mut cases = 0;
+        let mut failures = Vec::new();
+        for line in corpus.lines() {
+            if line.trim().is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (input, expected) = line.split_once('\t').expect("input<TAB>reading");
+            cases += 1;
+            let out = spoken(input);
+            if out.text != expected {
+                failures.push(format!("  {input}\n    want {expected}\n    got  {}", out.text));
+            }
+            // Rewrites are in order, apart, and cover real text on both sides.
+            let mut last = (0, 0);
+            for r in &out.rewrites {
+                assert!(r.written.start >= last.0 && r.spoken.start >= last.1, "{input}");
+                assert!(input.get(r.written.clone()).is_some_and(|w| !w.trim().is_empty()));
+                assert!(out.text.get(r.spoken.clone()).is_some(), "{input}");
+                last = (r.written.end, r.spoken.end);
+            }
+        }
+        assert!(cases >= 300, "only {cases} cases");
+        assert!(
+            failures.is_empty(),
+            "{} of {cases} cases read otherwise:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+
+    #[test]
+    fn plain_prose_is_left_as_written() {
+        for text in ["I think so.", "May I come in?", "Hello, world!", "It’s “fine” — really…"] {
+            assert_eq!(spoken(text), Spoken::verbatim(text));
+        }
+    }
+}
