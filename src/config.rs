@@ -621,16 +621,8 @@ impl Settings {
         Ok(settings)
     }
 
-    /// How the server reads English text when a request does not say: `None` when it is
-    /// spoken as written.
-    pub fn reading(&self) -> Option<crate::text::english::ReadingOptions> {
-        let date_order = crate::text::english::DateOrder::parse(&self.date_order)?;
-        self.normalize
-            .then_some(crate::text::english::ReadingOptions { date_order })
-    }
-
     fn validate(&self) -> Result<(), ConfigError> {
-        if crate::text::english::DateOrder::parse(&self.date_order).is_none() {
+        if !matches!(self.date_order.as_str(), "mdy" | "dmy") {
             return Err(invalid("date-order", "must be mdy or dmy"));
         }
         let positive = [

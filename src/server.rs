@@ -20,7 +20,8 @@ use crate::cache::AudioCache;
 use crate::config::Settings;
 use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
-use crate::speech::SpeechService;
+use crate::speech::{SpeechService, TextSettings};
+use crate::text::english::{DateOrder, ReadingOptions};
 
 /// How long closing idle connections may take once every request has finished.
 const CLOSE_IDLE_CONNECTIONS: Duration = Duration::from_secs(1);
@@ -129,7 +130,13 @@ pub fn build(
         cache,
         settings.max_input_chars,
         settings.seed,
-        settings.reading(),
+        TextSettings {
+            normalize: settings.normalize,
+            reading: ReadingOptions {
+                // The settings refused any other value.
+                date_order: DateOrder::parse(&settings.date_order).unwrap_or_default(),
+            },
+        },
     );
     // The engines' limits are bucket boundaries of the metrics, handed down from here.
     let metrics = crate::metrics::install(&[

@@ -89,8 +89,10 @@ const DISCOVERY: [(&str, &str); 4] = [
     ("get", "/v1/audio/models"),
     ("get", "/v1/audio/voices"),
 ];
-const GUARDED: [(&str, &str); 7] = [
+const GUARDED: [(&str, &str); 9] = [
     ("post", "/v1/audio/speech"),
+    ("post", "/v1/audio/phonemize"),
+    ("post", "/dev/phonemize"),
     ("get", "/v1/audio/speech/stream"),
     ("post", "/v1/audio/speech/timestamps"),
     ("post", "/v1/audio/speech/subtitles"),

@@ -18,6 +18,7 @@ mod error;
 mod extract;
 mod headers;
 mod openapi;
+mod phonemize;
 mod playground;
 mod probes;
 mod schema;
@@ -173,6 +174,8 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(timestamps::create_timestamped_speech))
         .routes(routes!(timestamps::create_captioned_speech))
         .routes(routes!(subtitles::create_subtitles))
+        .routes(routes!(phonemize::phonemize))
+        .routes(routes!(phonemize::dev_phonemize))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             shutdown::refuse_while_draining,

@@ -81,7 +81,9 @@ pub struct SpeechRequest {
 }
 
 /// Kokoro-FastAPI's `normalization_options`; its other fields are accepted and ignored.
+// Through a JSON object: serde alone would also take a struct from an array (`[null, null]`).
 #[derive(Debug, Default, Deserialize, ToSchema)]
+#[serde(try_from = "serde_json::Map<String, serde_json::Value>")]
 pub struct NormalizationOptions {
     /// `false` speaks the text as written: numbers, money, dates and symbols are left to the
     /// phonemizer.
@@ -100,6 +102,25 @@ pub struct NormalizationOptions {
 pub enum StreamFormat {
     Audio,
     Sse,
+}
+
+impl TryFrom<serde_json::Map<String, serde_json::Value>> for NormalizationOptions {
+    type Error = serde_json::Error;
+
+    fn try_from(object: serde_json::Map<String, serde_json::Value>) -> Result<Self, Self::Error> {
+        #[derive(Deserialize)]
+        struct Fields {
+            #[serde(default)]
+            normalize: Option<bool>,
+            #[serde(default)]
+            date_order: Option<String>,
+        }
+        let fields: Fields = serde_json::from_value(serde_json::Value::Object(object))?;
+        Ok(Self {
+            normalize: fields.normalize,
+            date_order: fields.date_order,
+        })
+    }
 }
 
 /// OpenAI accepts a voice as a name (`"alloy"`) or as an object (`{"id": "voice_1234"}`).

@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
+use crate::engine::{
+    Engine, EngineError, Pcm, Phonemes, SynthesisItem, Voice, VoiceInfo, WordTiming,
+};
 use crate::espeak::{self, EspeakError};
 use crate::text::words;
 
@@ -102,6 +104,17 @@ struct FormantVoice {
 impl Voice for FormantVoice {
     fn info(&self) -> &VoiceInfo {
         &self.info
+    }
+
+    fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
+        let phonemes = crate::text::phonemize(text, &self.info.id).map_err(|e| match e {
+            EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
+            other => EngineError::synthesis(other),
+        })?;
+        Ok(Phonemes {
+            phonemes,
+            ids: Vec::new(),
+        })
     }
 
     fn synthesize_each(

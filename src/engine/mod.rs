@@ -255,6 +255,26 @@ pub trait Voice: Send + Sync {
     fn computes_batches_at_once(&self) -> bool {
         false
     }
+
+    /// The phonemes this voice says `text` with and the model's ids for them, so that users
+    /// can see what will be spoken (`/v1/audio/phonemize`). A voice that reads text as it is
+    /// (a test tone) has the text itself, and no ids.
+    fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
+        Ok(Phonemes {
+            phonemes: text.to_string(),
+            ids: Vec::new(),
+        })
+    }
+}
+
+/// What an utterance becomes before the model sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Phonemes {
+    /// In the voice's own symbols: espeak-ng's IPA for Piper and espeak voices, misaki's
+    /// symbols for Kokoro.
+    pub phonemes: String,
+    /// The model's input ids, framing included; empty for espeak-ng, which takes no ids.
+    pub ids: Vec<i64>,
 }
 
 /// A family of voices that share one implementation.

@@ -17,7 +17,7 @@ use parking_lot::RwLock;
 use candle_core::Device;
 use sha2::{Digest, Sha256};
 
-use super::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
+use super::{Engine, EngineError, Pcm, Phonemes, SynthesisItem, Voice, VoiceInfo, WordTiming};
 use crate::metrics as m;
 use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize, PhonemeIdMap};
@@ -265,6 +265,14 @@ impl Voice for PiperVoice {
 
     fn computes_batches_at_once(&self) -> bool {
         !self.model.device().is_cpu()
+    }
+
+    fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
+        let ipa = phonemize(text, &self.espeak_voice).map_err(EngineError::synthesis)?;
+        Ok(Phonemes {
+            ids: self.phonemes.ids(&ipa),
+            phonemes: ipa,
+        })
     }
 
     fn synthesize_each(

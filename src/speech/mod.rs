@@ -8,6 +8,7 @@
 mod error;
 mod join;
 mod live;
+mod phonemes;
 mod request;
 mod stream;
 mod subtitles;
@@ -31,7 +32,8 @@ use crate::text::english::{self, ReadingOptions, Spoken as SpokenText};
 
 pub use error::{Failure, InvalidReason, SpeechError};
 pub use live::{LiveSpeech, LiveText, Sentence, SentenceAudio, SentencePart, SpokenSentence};
-pub use request::{Job, Request};
+pub use phonemes::{Phonemization, PhonemizedSentence};
+pub use request::{Job, Request, TextSettings};
 pub use stream::{SpeechStream, TimedChunk};
 pub use subtitles::{SubtitleFormat, Subtitles};
 pub use timed::{TimedSpeech, WordStamp};
@@ -93,7 +95,7 @@ impl SpeechService {
         cache: AudioCache<SpeechError>,
         max_input_chars: usize,
         default_seed: Option<u64>,
-        reading: Option<ReadingOptions>,
+        text: TextSettings,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -103,7 +105,7 @@ impl SpeechService {
                 limits: request::Limits {
                     max_input_chars,
                     default_seed,
-                    reading,
+                    text,
                 },
             }),
         }
@@ -436,7 +438,10 @@ mod tests {
             AudioCache::new(&cache),
             100,
             None,
-            Some(ReadingOptions::default()),
+            TextSettings {
+                normalize: true,
+                ..TextSettings::default()
+            },
         )
     }
 

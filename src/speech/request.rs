@@ -6,9 +6,9 @@
 //! nothing unvalidated reaches the cache, the batcher or an engine.
 
 use crate::audio::AudioFormat;
-use crate::text::english::{DateOrder, ReadingOptions};
 use crate::engine::registry::{Registry, ResolveError, ResolvedVoice};
 use crate::params::SynthesisParams;
+use crate::text::english::{DateOrder, ReadingOptions};
 
 use super::error::{InvalidReason, SpeechError};
 
@@ -83,8 +83,15 @@ impl Job {
 pub(super) struct Limits {
     pub max_input_chars: usize,
     pub default_seed: Option<u64>,
-    /// The server's reading settings: whether English text is written out, and how.
-    pub reading: Option<ReadingOptions>,
+    pub text: TextSettings,
+}
+
+/// The server's own choices about reading English text, which a request may override.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TextSettings {
+    /// Whether numbers, money, dates and symbols are written out.
+    pub normalize: bool,
+    pub reading: ReadingOptions,
 }
 
 pub(super) fn validate(
@@ -179,14 +186,12 @@ fn reading(
             )
         })?),
     };
-    let english = language.get(..2).is_some_and(|l| l.eq_ignore_ascii_case("en"));
-    let server = limits.reading;
-    let on = request.normalize.unwrap_or(server.is_some());
-    Ok((english && on).then(|| {
-        let mut options = server.unwrap_or_default();
-        if let Some(order) = date_order {
-            options.date_order = order;
-        }
-        options
+    let english = language
+        .get(..2)
+        .is_some_and(|l| l.eq_ignore_ascii_case("en"));
+    let server = limits.text;
+    let on = request.normalize.unwrap_or(server.normalize);
+    Ok((english && on).then(|| ReadingOptions {
+        date_order: date_order.unwrap_or(server.reading.date_order),
     }))
 }

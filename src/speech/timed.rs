@@ -160,8 +160,12 @@ impl Finder {
                 }
             }
             last_rewrite = rewrite.map(|r| r.spoken.start);
+            // A rewrite may take an abbreviation's period (`Dr.`): a word is reported without
+            // the punctuation around it.
             let word = rewrite
                 .and_then(|r| utterance.written.get(r.written.clone()))
+                .map(|w| w.trim_matches(|c: char| ".,;:!?".contains(c)))
+                .filter(|w| !w.is_empty())
                 .unwrap_or(said);
             let (word, char_start, char_end) = self.find(word);
             stamps.push(WordStamp {

@@ -2,8 +2,8 @@
 //! that can be synthesized (and batched) one by one, and turn a sentence into the phoneme ids a
 //! Piper voice reads.
 
-pub mod incremental;
 pub mod english;
+pub mod incremental;
 pub mod normalize;
 pub mod phonemize;
 pub mod split;

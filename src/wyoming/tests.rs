@@ -802,7 +802,10 @@ fn tone_service() -> crate::speech::SpeechService {
         AudioCache::new(&cache),
         1000,
         None,
-        Some(Default::default()),
+        crate::speech::TextSettings {
+            normalize: true,
+            ..Default::default()
+        },
     )
 }
 

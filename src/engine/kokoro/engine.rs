@@ -16,7 +16,9 @@ use super::names;
 use super::packs::{Gender, Pack, PackDir, PackFile};
 use super::phonemes::phonemize;
 use super::split;
-use crate::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, WordTiming};
+use crate::engine::{
+    Engine, EngineError, Pcm, Phonemes, SynthesisItem, Voice, VoiceInfo, WordTiming,
+};
 use crate::params::SPEED;
 use omnivoice_models::kokoro::{Kokoro, Precision};
 use omnivoice_models::spare;
@@ -339,6 +341,23 @@ pub struct KokoroVoice {
 impl Voice for KokoroVoice {
     fn info(&self) -> &VoiceInfo {
         &self.info
+    }
+
+    fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
+        let phonemes = phonemize(text, self.language).map_err(EngineError::synthesis)?;
+        // One pass's framing, as the model is given it: a pad at each end.
+        let ids = std::iter::once(0)
+            .chain(
+                super::vocab::tokenize(&phonemes.misaki)
+                    .into_iter()
+                    .map(i64::from),
+            )
+            .chain(std::iter::once(0))
+            .collect();
+        Ok(Phonemes {
+            phonemes: phonemes.misaki,
+            ids,
+        })
     }
 
     fn synthesize_each(

@@ -103,7 +103,8 @@ fn abbreviation(cursor: &Cursor) -> Option<Words> {
             .filter(|t| t.is_space())
             .and(cursor.get(after + 1))
     };
-    let capitalised = |t: &super::tokens::Token| t.is_word() && t.text.starts_with(char::is_uppercase);
+    let capitalised =
+        |t: &super::tokens::Token| t.is_word() && t.text.starts_with(char::is_uppercase);
     let fits = |when: When| match when {
         When::Always => true,
         When::BeforeName => next_word().is_some_and(capitalised),
@@ -122,7 +123,12 @@ fn abbreviation(cursor: &Cursor) -> Option<Words> {
 
 /// `e.g.`, `i.e.`.
 fn dotted(cursor: &Cursor) -> Option<Words> {
-    let (a, p1, b, p2) = (cursor.get(0)?, cursor.get(1)?, cursor.get(2)?, cursor.get(3)?);
+    let (a, p1, b, p2) = (
+        cursor.get(0)?,
+        cursor.get(1)?,
+        cursor.get(2)?,
+        cursor.get(3)?,
+    );
     if !cursor.at_word_start() || !p1.is_mark('.') || !p2.is_mark('.') {
         return None;
     }
@@ -161,10 +167,16 @@ mod tests {
 
     #[test]
     fn abbreviations_read_in_context() {
-        assert_eq!(spoken("Dr. Smith lives on Elm St."), "Doctor Smith lives on Elm Street.");
+        assert_eq!(
+            spoken("Dr. Smith lives on Elm St."),
+            "Doctor Smith lives on Elm Street."
+        );
         assert_eq!(spoken("We met at St. Mary's."), "We met at Saint Mary's.");
         assert_eq!(spoken("Apples, pears, etc."), "Apples, pears, et cetera.");
-        assert_eq!(spoken("Apples, etc. are fine."), "Apples, et cetera are fine.");
+        assert_eq!(
+            spoken("Apples, etc. are fine."),
+            "Apples, et cetera are fine."
+        );
         assert_eq!(spoken("Fruit, e.g. apples."), "Fruit, for example apples.");
         assert_eq!(spoken("It is No. 5 today."), "It is number five today.");
         assert_eq!(spoken("There is no. Really."), "There is no. Really.");
@@ -174,7 +186,10 @@ mod tests {
     #[test]
     fn acronyms_espeak_misreads_are_respelled() {
         assert_eq!(spoken("The GUI uses JSON."), "The gooey uses jason.");
-        assert_eq!(spoken("Two CDs and three PDFs."), "Two C D's and three P D F's.");
+        assert_eq!(
+            spoken("Two CDs and three PDFs."),
+            "Two C D's and three P D F's."
+        );
         assert_eq!(spoken("The FBI and NASA."), "The FBI and NASA.");
     }
 }

@@ -49,7 +49,9 @@ fn month(word: &Token) -> Option<usize> {
     let lower = word.text.to_lowercase();
     MONTHS.iter().position(|m| {
         let m = m.to_lowercase();
-        m == lower || (lower.len() == 3 && m.starts_with(&lower)) || (lower == "sept" && m == "september")
+        m == lower
+            || (lower.len() == 3 && m.starts_with(&lower))
+            || (lower == "sept" && m == "september")
     })
 }
 
@@ -87,8 +89,9 @@ fn date_words(month: usize, day: u64, year_of: Option<u64>, day_first: bool) -> 
 fn iso(cursor: &Cursor) -> Option<Words> {
     let [y, d1, m, d2, d] = [0, 1, 2, 3, 4].map(|i| cursor.get(i));
     let (y, m, d) = (y?, m?, d?);
+    let dashed = d1?.is_mark('-') && d2?.is_mark('-');
     if !cursor.at_word_start()
-        || !(d1?.is_mark('-') && d2?.is_mark('-'))
+        || !dashed
         || m.text.len() != 2
         || d.text.len() != 2
         || !cursor.ends_at(5)
@@ -97,7 +100,10 @@ fn iso(cursor: &Cursor) -> Option<Words> {
     }
     let year_of = full_year(y)?;
     let month_of = integer(m.text).filter(|m| (1..=12).contains(m))? as usize - 1;
-    Some(Words::new(5, date_words(month_of, day(d)?, Some(year_of), false)))
+    Some(Words::new(
+        5,
+        date_words(month_of, day(d)?, Some(year_of), false),
+    ))
 }
 
 /// `12/01/2026`, `31/12/2026`, `12/01`: month first unless the request says day first, or
@@ -164,7 +170,8 @@ fn month_day(cursor: &Cursor) -> Option<Words> {
     }
     // `, 2026`
     let mut year_of = None;
-    if let (Some(comma), Some(space), Some(y)) = (cursor.get(at), cursor.get(at + 1), cursor.get(at + 2))
+    if let (Some(comma), Some(space), Some(y)) =
+        (cursor.get(at), cursor.get(at + 1), cursor.get(at + 2))
     {
         if comma.is_mark(',') && space.is_space() && cursor.ends_at(at + 3) {
             if let Some(y) = full_year(y) {
@@ -183,7 +190,10 @@ fn day_month(cursor: &Cursor) -> Option<Words> {
         return None;
     }
     // `24/7` is no date.
-    if cursor.get(1).is_some_and(|t| t.is_mark('/')) && cursor.get(2).is_some_and(|t| t.text == "7") && cursor.get(0)?.text == "24" {
+    if cursor.get(1).is_some_and(|t| t.is_mark('/'))
+        && cursor.get(2).is_some_and(|t| t.text == "7")
+        && cursor.get(0)?.text == "24"
+    {
         return None;
     }
     let mut at = 1;
@@ -229,7 +239,9 @@ fn day_month(cursor: &Cursor) -> Option<Words> {
 /// `Mon., Dec. 1` "Monday, December first": a weekday's abbreviation before a date.
 fn weekday(cursor: &Cursor) -> Option<Words> {
     let word = cursor.get(0).filter(|t| t.is_word())?;
-    let (_, name) = WEEKDAYS.iter().find(|(short, _)| short.contains(&word.text))?;
+    let (_, name) = WEEKDAYS
+        .iter()
+        .find(|(short, _)| short.contains(&word.text))?;
     let period = usize::from(cursor.get(1).is_some_and(|t| t.is_mark('.')));
     let comma = usize::from(cursor.get(1 + period).is_some_and(|t| t.is_mark(',')));
     if period + comma == 0 || !cursor.get(1 + period + comma)?.is_space() {
@@ -246,7 +258,9 @@ fn weekday(cursor: &Cursor) -> Option<Words> {
 
 /// `3:30`, `3:30pm`, `3 p.m.`, `14:05`, `3:30:15`.
 fn time(cursor: &Cursor) -> Option<Words> {
-    let hour_token = cursor.get(0).filter(|t| t.is_digits() && t.text.len() <= 2)?;
+    let hour_token = cursor
+        .get(0)
+        .filter(|t| t.is_digits() && t.text.len() <= 2)?;
     if !cursor.at_word_start() {
         return None;
     }
@@ -255,11 +269,15 @@ fn time(cursor: &Cursor) -> Option<Words> {
     let mut minutes = None;
     let mut seconds = None;
     if cursor.get(1).is_some_and(|t| t.is_mark(':')) {
-        let m = cursor.get(2).filter(|t| t.is_digits() && t.text.len() == 2)?;
+        let m = cursor
+            .get(2)
+            .filter(|t| t.is_digits() && t.text.len() == 2)?;
         minutes = Some(integer(m.text).filter(|&m| m < 60)?);
         at = 3;
         if cursor.get(3).is_some_and(|t| t.is_mark(':')) {
-            let s = cursor.get(4).filter(|t| t.is_digits() && t.text.len() == 2)?;
+            let s = cursor
+                .get(4)
+                .filter(|t| t.is_digits() && t.text.len() == 2)?;
             seconds = Some(integer(s.text).filter(|&s| s < 60)?);
             at = 5;
         }
@@ -306,7 +324,9 @@ fn meridiem(cursor: &Cursor, offset: usize) -> Option<(&'static str, usize)> {
         _ => None,
     };
     if word.text.len() == 2 && word.text[1..].eq_ignore_ascii_case("m") {
-        if gap == 1 && word.text != word.text.to_lowercase() && word.text != word.text.to_uppercase()
+        if gap == 1
+            && word.text != word.text.to_lowercase()
+            && word.text != word.text.to_uppercase()
         {
             return None;
         }
@@ -348,9 +368,15 @@ mod tests {
             ("Dec. 1", "December first"),
             ("December 1st", "December first"),
             ("Dec 1, 2026", "December first, twenty twenty-six"),
-            ("1 December 2026", "the first of December, twenty twenty-six"),
+            (
+                "1 December 2026",
+                "the first of December, twenty twenty-six",
+            ),
             ("12/01/2026", "December first, twenty twenty-six"),
-            ("31/12/2026", "the thirty-first of December, twenty twenty-six"),
+            (
+                "31/12/2026",
+                "the thirty-first of December, twenty twenty-six",
+            ),
             ("12/01", "December first"),
             ("Mon., Dec. 1", "Monday, December first"),
         ] {

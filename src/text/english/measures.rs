@@ -112,7 +112,8 @@ pub(super) fn read(cursor: &Cursor) -> Option<Words> {
         .filter(|u| if gap == 0 { u.glued } else { u.spaced })
         .filter(|u| rest.starts_with(u.written))
         .find(|u| {
-            let tokens = cursor.tokens_in(next.start - cursor.get(0).map_or(0, |t| t.start) + u.written.len());
+            let tokens = cursor
+                .tokens_in(next.start - cursor.get(0).map_or(0, |t| t.start) + u.written.len());
             // The unit ends where a token does, and nothing glued follows it.
             cursor
                 .get(tokens - 1)
@@ -123,7 +124,8 @@ pub(super) fn read(cursor: &Cursor) -> Option<Words> {
     if unit.written == "in." && cursor.ends_sentence(tokens) {
         // `in.` ending the sentence keeps its period as the sentence's.
         tokens -= 1;
-    } else if cursor.get(tokens).is_some_and(|t| t.is_mark('.')) && !cursor.ends_sentence(tokens + 1)
+    } else if cursor.get(tokens).is_some_and(|t| t.is_mark('.'))
+        && !cursor.ends_sentence(tokens + 1)
     {
         // `30 min. and`: the abbreviation's period, inside a sentence.
         tokens += 1;

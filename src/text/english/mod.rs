@@ -213,11 +213,22 @@ impl<'a> Cursor<'a> {
         })
     }
 
-    /// Whether a word or number ends at `offset` tokens on: what follows is not glued to it.
+    /// Whether a word or number ends at `offset` tokens on: what follows is not glued to it
+    /// (a space, or punctuation other than what joins addresses and paths; a period only
+    /// where no word goes on after it, as in `3.5x` or `a.b`).
     fn ends_at(&self, offset: usize) -> bool {
-        self.get(offset).is_none_or(|t| {
-            t.is_space() || matches!(t.kind, tokens::Kind::Mark(c) if !"@_/".contains(c) && !(c == '.' && self.get(offset + 1).is_some_and(|n| n.is_word() || n.is_number())))
-        })
+        let Some(next) = self.get(offset) else {
+            return true;
+        };
+        let tokens::Kind::Mark(c) = next.kind else {
+            return next.is_space();
+        };
+        let glues = "@_/".contains(c)
+            || (c == '.'
+                && self
+                    .get(offset + 1)
+                    .is_some_and(|n| n.is_word() || n.is_number()));
+        !glues
     }
 
     /// The number of tokens an abbreviation of `len` tokens and its period take: the period
@@ -234,7 +245,9 @@ impl<'a> Cursor<'a> {
     fn ends_sentence(&self, offset: usize) -> bool {
         self.tokens[(self.at + offset).min(self.tokens.len())..]
             .iter()
-            .all(|t| t.is_space() || matches!(t.kind, tokens::Kind::Mark(c) if "\"')]}”’»".contains(c)))
+            .all(|t| {
+                t.is_space() || matches!(t.kind, tokens::Kind::Mark(c) if "\"')]}”’»".contains(c))
+            })
     }
 
     /// The sentence text from the cursor on.
@@ -264,7 +277,10 @@ mod tests {
     fn rewrites_point_back_at_what_they_replace() {
         let text = "Pay $5.50 by 3pm, please.";
         let out = spoken(text);
-        assert_eq!(out.text, "Pay five dollars fifty cents by three p.m., please.");
+        assert_eq!(
+            out.text,
+            "Pay five dollars fifty cents by three p.m., please."
+        );
         let words: Vec<(&str, &str)> = out
             .rewrites
             .iter()
@@ -276,7 +292,8 @@ mod tests {
         );
         let cents = out.text.find("cents").unwrap();
         assert_eq!(
-            out.rewrite_of(&(cents..cents + 5)).map(|r| r.written.clone()),
+            out.rewrite_of(&(cents..cents + 5))
+                .map(|r| r.written.clone()),
             Some(4..9)
         );
         assert!(out.rewrite_of(&(0..3)).is_none());
@@ -296,13 +313,21 @@ mod tests {
             cases += 1;
             let out = spoken(input);
             if out.text != expected {
-                failures.push(format!("  {input}\n    want {expected}\n    got  {}", out.text));
+                failures.push(format!(
+                    "  {input}\n    want {expected}\n    got  {}",
+                    out.text
+                ));
             }
             // Rewrites are in order, apart, and cover real text on both sides.
             let mut last = (0, 0);
             for r in &out.rewrites {
-                assert!(r.written.start >= last.0 && r.spoken.start >= last.1, "{input}");
-                assert!(input.get(r.written.clone()).is_some_and(|w| !w.trim().is_empty()));
+                assert!(
+                    r.written.start >= last.0 && r.spoken.start >= last.1,
+                    "{input}"
+                );
+                assert!(input
+                    .get(r.written.clone())
+                    .is_some_and(|w| !w.trim().is_empty()));
                 assert!(out.text.get(r.spoken.clone()).is_some(), "{input}");
                 last = (r.written.end, r.spoken.end);
             }
@@ -318,7 +343,12 @@ mod tests {
 
     #[test]
     fn plain_prose_is_left_as_written() {
-        for text in ["I think so.", "May I come in?", "Hello, world!", "It’s “fine” — really…"] {
+        for text in [
+            "I think so.",
+            "May I come in?",
+            "Hello, world!",
+            "It’s “fine” — really…",
+        ] {
             assert_eq!(spoken(text), Spoken::verbatim(text));
         }
     }

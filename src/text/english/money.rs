@@ -161,7 +161,11 @@ fn said(
 
 fn amount_words(written: &str, scale: Option<&str>, currency: &Currency) -> Option<String> {
     if let Some(scale) = scale {
-        return Some(format!("{} {scale} {}", read_number(written)?, currency.many));
+        return Some(format!(
+            "{} {scale} {}",
+            read_number(written)?,
+            currency.many
+        ));
     }
     let (whole, fraction) = split_decimal(written)?;
     let whole = whole.unwrap_or(0);
@@ -173,7 +177,11 @@ fn amount_words(written: &str, scale: Option<&str>, currency: &Currency) -> Opti
         (None, _) => Some(major(whole)),
         (Some(fraction), Some((one, many))) if fraction.len() <= 2 => {
             let cents = integer(&format!("{fraction:0<2}"))?;
-            let minor = format!("{} {}", cardinal(cents), if cents == 1 { one } else { many });
+            let minor = format!(
+                "{} {}",
+                cardinal(cents),
+                if cents == 1 { one } else { many }
+            );
             Some(match (whole, cents) {
                 (_, 0) => major(whole),
                 (0, _) => minor,

@@ -5,8 +5,25 @@
 //! style and only ever needs the digits as written.
 
 const ONES: [&str; 20] = [
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+    "zero",
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
     "nineteen",
 ];
 const TENS: [&str; 10] = [
@@ -55,7 +72,7 @@ fn below_thousand(n: usize) -> String {
 fn below_hundred(n: usize) -> String {
     match n {
         0..=19 => ONES[n].to_string(),
-        _ if n % 10 == 0 => TENS[n / 10].to_string(),
+        _ if n.is_multiple_of(10) => TENS[n / 10].to_string(),
         _ => format!("{}-{}", TENS[n / 10], ONES[n % 10]),
     }
 }

@@ -32,7 +32,9 @@ fn international<'a>(cursor: &Cursor<'a>) -> Option<(usize, Vec<&'a str>)> {
 /// `555-0123`, `555-123-4567`, `555.123.4567`, `(555) 123-4567`.
 fn national<'a>(cursor: &Cursor<'a>) -> Option<(usize, Vec<&'a str>)> {
     let (area, skip) = if cursor.get(0)?.is_mark('(') {
-        let area = cursor.get(1).filter(|t| t.is_digits() && t.text.len() == 3)?;
+        let area = cursor
+            .get(1)
+            .filter(|t| t.is_digits() && t.text.len() == 3)?;
         if !cursor.get(2)?.is_mark(')') {
             return None;
         }
@@ -96,11 +98,26 @@ mod tests {
     fn phone_numbers_are_read_in_groups() {
         for (written, said) in [
             ("555-0123", "five five five, oh one two three"),
-            ("555-123-4567", "five five five, one two three, four five six seven"),
-            ("555.123.4567", "five five five, one two three, four five six seven"),
-            ("(555) 123-4567", "five five five, one two three, four five six seven"),
-            ("+1 555 123 4567", "plus one, five five five, one two three, four five six seven"),
-            ("+44 20 7946 0958", "plus four four, two oh, seven nine four six, oh nine five eight"),
+            (
+                "555-123-4567",
+                "five five five, one two three, four five six seven",
+            ),
+            (
+                "555.123.4567",
+                "five five five, one two three, four five six seven",
+            ),
+            (
+                "(555) 123-4567",
+                "five five five, one two three, four five six seven",
+            ),
+            (
+                "+1 555 123 4567",
+                "plus one, five five five, one two three, four five six seven",
+            ),
+            (
+                "+44 20 7946 0958",
+                "plus four four, two oh, seven nine four six, oh nine five eight",
+            ),
         ] {
             assert_eq!(
                 read(&format!("Call {written} now."), &ReadingOptions::default()).text,

@@ -39,7 +39,8 @@ pub(super) fn amount(cursor: &Cursor, offset: usize, unit: bool) -> Option<Amoun
     }
     let one = sign == 0 && first.text == "1";
     // A range: `3-5`, `3–5`, with no spaces.
-    if let (Some(dash), Some(second)) = (cursor.get(offset + tokens), cursor.get(offset + tokens + 1))
+    if let (Some(dash), Some(second)) =
+        (cursor.get(offset + tokens), cursor.get(offset + tokens + 1))
     {
         if (dash.is_mark('-') || dash.is_mark('–'))
             && second.is_number()
@@ -204,7 +205,9 @@ fn mixed_fraction(cursor: &Cursor) -> Option<Words> {
         ..*cursor
     };
     let (tokens, words) = fraction(&rest)?;
-    let words = words.strip_prefix("one ").map_or(words.clone(), |w| format!("a {w}"));
+    let words = words
+        .strip_prefix("one ")
+        .map_or(words.clone(), |w| format!("a {w}"));
     Some(Words::new(
         tokens + 2,
         format!("{} and {words}", cardinal(integer(whole.text)?)),
@@ -223,7 +226,10 @@ mod tests {
     fn quantities_read_as_words() {
         for (written, said) in [
             ("7 days", "seven days"),
-            ("1,234,567 people", "one million two hundred thirty-four thousand five hundred sixty-seven people"),
+            (
+                "1,234,567 people",
+                "one million two hundred thirty-four thousand five hundred sixty-seven people",
+            ),
             ("pi is 3.14", "pi is three point one four"),
             ("It was -5 outside", "It was minus five outside"),
             ("3-5 days", "three to five days"),
@@ -231,7 +237,10 @@ mod tests {
             ("3/4 of them", "three quarters of them"),
             ("1 1/2 cups", "one and a half cups"),
             ("the 21st time", "the twenty-first time"),
-            ("the 1990s and the '80s", "the nineteen nineties and the eighties"),
+            (
+                "the 1990s and the '80s",
+                "the nineteen nineties and the eighties",
+            ),
             ("in 1905", "in nineteen oh five"),
             ("agent 007", "agent zero zero seven"),
             ("an MP3 in 4K", "an MP3 in 4K"),

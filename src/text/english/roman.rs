@@ -108,7 +108,9 @@ fn value(numeral: &str) -> Option<u64> {
             total += v as i64;
         }
     }
-    let total = u64::try_from(total).ok().filter(|t| (1..4000).contains(t))?;
+    let total = u64::try_from(total)
+        .ok()
+        .filter(|t| (1..4000).contains(t))?;
     (canonical(total) == numeral).then_some(total)
 }
 
@@ -149,10 +151,19 @@ mod tests {
 
     #[test]
     fn numerals_only_in_context() {
-        assert_eq!(spoken("Henry VIII had six wives."), "Henry the eighth had six wives.");
+        assert_eq!(
+            spoken("Henry VIII had six wives."),
+            "Henry the eighth had six wives."
+        );
         assert_eq!(spoken("Read Chapter IV."), "Read Chapter four.");
-        assert_eq!(spoken("After World War II ended."), "After World War two ended.");
-        assert_eq!(spoken("Pope John XXIII spoke."), "Pope John the twenty-third spoke.");
+        assert_eq!(
+            spoken("After World War II ended."),
+            "After World War two ended."
+        );
+        assert_eq!(
+            spoken("Pope John XXIII spoke."),
+            "Pope John the twenty-third spoke."
+        );
         assert_eq!(spoken("Queen Elizabeth I."), "Queen Elizabeth the first.");
         assert_eq!(spoken("Then Henry I said no."), "Then Henry I said no.");
         assert_eq!(spoken("Washington DC is big."), "Washington DC is big.");

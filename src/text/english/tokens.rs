@@ -1,6 +1,5 @@
 //! The tokens a sentence is read in: the rules look at words, numbers and marks, not at bytes.
 
-
 /// What a stretch of the sentence is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Kind {
@@ -97,7 +96,12 @@ fn digit_before(bytes: &[u8], at: usize) -> bool {
 /// `1`, `1,234`, `1,234.5`, `.5`: commas only between groups of exactly three digits, and a
 /// decimal point only with a digit after it.
 fn number_len(bytes: &[u8], start: usize) -> usize {
-    let digits = |from: usize| bytes[from..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let digits = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_digit())
+            .count()
+    };
     let mut end = start + digits(start);
     if end > start {
         while bytes.get(end) == Some(&b',')
@@ -118,8 +122,8 @@ fn word_len(sentence: &str, start: usize) -> usize {
     let mut end = start;
     let mut chars = sentence[start..].char_indices().peekable();
     while let Some((i, c)) = chars.next() {
-        let joins = (c == '\'' || c == '’')
-            && chars.peek().is_some_and(|&(_, next)| next.is_alphabetic());
+        let joins =
+            (c == '\'' || c == '’') && chars.peek().is_some_and(|&(_, next)| next.is_alphabetic());
         // Combining marks belong to the letter before them.
         if c.is_alphabetic() || ('\u{300}'..='\u{36f}').contains(&c) || (joins && i > 0) {
             end = start + i + c.len_utf8();

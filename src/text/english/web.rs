@@ -24,7 +24,9 @@ const FILE_EXTENSIONS: &[&str] = &[
 ];
 
 /// Top-level domains a bare `name.tld` is recognised by.
-const DOMAINS: &[&str] = &["com", "org", "net", "io", "dev", "edu", "gov", "co", "uk", "ai", "app"];
+const DOMAINS: &[&str] = &[
+    "com", "org", "net", "io", "dev", "edu", "gov", "co", "uk", "ai", "app",
+];
 
 pub(super) fn read(cursor: &Cursor) -> Option<Words> {
     if !cursor.at_word_start() {
@@ -42,8 +44,9 @@ pub(super) fn read(cursor: &Cursor) -> Option<Words> {
 /// after it.
 fn chunk(rest: &str) -> &str {
     let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-    let trimmed =
-        rest[..end].trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '}', '"', '\'', '’', '”']);
+    let trimmed = rest[..end].trim_end_matches([
+        '.', ',', ';', ':', '!', '?', ')', ']', '}', '"', '\'', '’', '”',
+    ]);
     // A call's parentheses are part of it: `get_user()`.
     if trimmed.ends_with('(') && rest[trimmed.len()..].starts_with(')') {
         &rest[..trimmed.len() + 1]
@@ -92,7 +95,10 @@ fn email(chunk: &str) -> Option<String> {
     if !local_ok || !host.contains('.') || host.starts_with('.') || host.ends_with('.') {
         return None;
     }
-    if !host.chars().all(|c| c.is_alphanumeric() || ".-".contains(c)) {
+    if !host
+        .chars()
+        .all(|c| c.is_alphanumeric() || ".-".contains(c))
+    {
         return None;
     }
     Some(format!("{} at {}", dotted(local), domain(host)))
@@ -104,7 +110,9 @@ fn file_or_domain(chunk: &str) -> Option<String> {
     let known = FILE_EXTENSIONS.contains(&ending) || DOMAINS.contains(&ending);
     let name_ok = !name.is_empty()
         && name.starts_with(|c: char| c.is_alphanumeric())
-        && name.chars().all(|c| c.is_alphanumeric() || "._-".contains(c));
+        && name
+            .chars()
+            .all(|c| c.is_alphanumeric() || "._-".contains(c));
     (known && name_ok).then(|| domain(chunk))
 }
 
@@ -136,7 +144,10 @@ fn camel_humps(name: &str) -> Option<Vec<String>> {
         }
         humps.last_mut()?.extend(c.to_lowercase());
     }
-    humps.iter().all(|h| h.chars().count() >= 2).then_some(humps)
+    humps
+        .iter()
+        .all(|h| h.chars().count() >= 2)
+        .then_some(humps)
 }
 
 /// A host or file name: its parts joined by "dot", the last one spelled if it is short and no
@@ -206,7 +217,10 @@ mod tests {
     fn addresses_and_code_are_read_aloud() {
         for (written, said) in [
             ("https://example.com", "example dot com"),
-            ("https://example.com/docs/intro", "example dot com slash docs slash intro"),
+            (
+                "https://example.com/docs/intro",
+                "example dot com slash docs slash intro",
+            ),
             ("www.example.org", "W W W dot example dot org"),
             ("jane.doe@example.com", "jane dot doe at example dot com"),
             ("report.pdf", "report dot P D F"),
@@ -216,8 +230,15 @@ mod tests {
             ("camelCaseName", "camel case name"),
             ("get_user()", "get user"),
         ] {
-            assert_eq!(spoken(&format!("See {written}.")), format!("See {said}."), "{written}");
+            assert_eq!(
+                spoken(&format!("See {written}.")),
+                format!("See {said}."),
+                "{written}"
+            );
         }
-        assert_eq!(spoken("See iPhone and e.g. this."), "See iPhone and for example this.");
+        assert_eq!(
+            spoken("See iPhone and e.g. this."),
+            "See iPhone and for example this."
+        );
     }
 }

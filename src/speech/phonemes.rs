@@ -1,0 +1,62 @@
+//! What a request will be spoken as, without speaking it: the sentences, their spoken forms
+//! (numbers and symbols written out) and the phonemes and model ids each becomes, so that a
+//! user can see why a word sounds wrong before fixing it with the lexicon or markup.
+
+use super::{utterances, Failure, InvalidReason, Job, SpeechError, SpeechService};
+
+/// A request's text as the voice will read it.
+#[derive(Debug, Clone)]
+pub struct Phonemization {
+    pub sentences: Vec<PhonemizedSentence>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PhonemizedSentence {
+    /// The sentence as written (markup gone).
+    pub text: String,
+    /// As it is read: numbers, dates and symbols written out.
+    pub spoken: String,
+    /// In the voice's own symbols.
+    pub phonemes: String,
+    /// The model's input ids; empty for engines that take none.
+    pub ids: Vec<i64>,
+}
+
+impl SpeechService {
+    /// The job's sentences as its voice would speak them.
+    pub async fn phonemize(&self, job: &Job) -> Result<Phonemization, SpeechError> {
+        let utterances = utterances(job.input(), job.reading());
+        if utterances.is_empty() {
+            return Err(SpeechError::invalid(
+                "input",
+                InvalidReason::Empty,
+                "input contains nothing that can be spoken",
+            ));
+        }
+        let voice = self
+            .inner
+            .registry
+            .voice(job.voice())
+            .await
+            .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
+        // espeak-ng is slow and serial: off the runtime's threads.
+        tokio::task::spawn_blocking(move || {
+            let sentences = utterances
+                .into_iter()
+                .map(|utterance| {
+                    let phonemes = voice.phonemes(&utterance.spoken.text)?;
+                    Ok(PhonemizedSentence {
+                        text: utterance.written,
+                        spoken: utterance.spoken.text,
+                        phonemes: phonemes.phonemes,
+                        ids: phonemes.ids,
+                    })
+                })
+                .collect::<Result<Vec<_>, crate::engine::EngineError>>()
+                .map_err(|e| SpeechError::Engine(Failure::of(e)))?;
+            Ok(Phonemization { sentences })
+        })
+        .await
+        .map_err(|e| SpeechError::Engine(Failure::new("phonemizer task failed", e)))?
+    }
+}
