@@ -258,17 +258,27 @@ fn weekday(cursor: &Cursor) -> Option<Words> {
 
 /// `3:30`, `3:30pm`, `3 p.m.`, `14:05`, `3:30:15`.
 fn time(cursor: &Cursor) -> Option<Words> {
-    let hour_token = cursor
-        .get(0)
-        .filter(|t| t.is_digits() && t.text.len() <= 2)?;
+    let first = cursor.get(0).filter(|t| t.is_number())?;
     if !cursor.at_word_start() {
         return None;
     }
-    let hour = integer(hour_token.text)?;
     let mut at = 1;
     let mut minutes = None;
     let mut seconds = None;
-    if cursor.get(1).is_some_and(|t| t.is_mark(':')) {
+    // British `3.30pm`: a dot between hours and minutes, only with a.m. or p.m. after it.
+    let (hour_text, dotted) = match first.text.split_once('.') {
+        Some((h, m)) if m.len() == 2 && !h.is_empty() && meridiem(cursor, 1).is_some() => {
+            minutes = Some(integer(m).filter(|&m| m < 60)?);
+            (h, true)
+        }
+        Some(_) => return None,
+        None => (first.text, false),
+    };
+    if !hour_text.bytes().all(|b| b.is_ascii_digit()) || hour_text.len() > 2 {
+        return None;
+    }
+    let hour = integer(hour_text)?;
+    if !dotted && cursor.get(1).is_some_and(|t| t.is_mark(':')) {
         let m = cursor
             .get(2)
             .filter(|t| t.is_digits() && t.text.len() == 2)?;

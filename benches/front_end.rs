@@ -1,0 +1,119 @@
+//! The text front end's share of a synthesis: markdown clean-up, sentence splitting, English
+//! normalization and espeak-ng phonemization per 1,000 characters, before normalization existed
+//! ("before": the same steps without it) and with it ("after"), against the Piper synthesis of
+//! the same text at bf16 on one core, all measured in one run (docs/performance.md §12).
+//!
+//! `cargo bench --bench front_end`
+
+use std::time::Instant;
+
+use omnivoice_models::vits::Precision;
+use omnivoice_server::engine::piper::PiperEngine;
+use omnivoice_server::engine::{Engine, SynthesisItem};
+use omnivoice_server::text::english::{read, ReadingOptions};
+use omnivoice_server::text::{normalize, phonemize, split_sentences};
+
+/// News-style text with every family of the normalizer in it, about 1,000 characters.
+const NUMBERS: &str = "On 2026-12-01 at 3:30pm, Dr. Smith said the fund grew 3.5% to $5.2bn, \
+    up from $4.75bn in 2025. Call 555-123-4567 or visit www.example.org for details. \
+    The 1990s saw 1,234,567 visitors; Henry VIII's palace took 5 kg of gold, etc. \
+    Temperatures hit 72°F, and the car reached 100 km/h in 4.2 s. Chapter IV opens on \
+    Dec. 1, 2026, with 3/4 of the 21st-century readers. Tickets cost €20, £3.50 or USD 40. \
+    The meeting moved to 12/01/2026 at 14:05, room #12. R&D spent ~30% more, i.e. $12k. \
+    Mr. Jones lives at 221 Baker St. and drives 60 mph. It was 2 + 2 = 4 all along. \
+    Read report.pdf and email jane.doe@example.com by 11 a.m. tomorrow, please. \
+    Prices ranged 10-20% higher than the 1,990 people expected in Q3, and the rest, 5.5 GB, \
+    arrived on the 1st of May at 9:00.";
+
+/// Plain prose of about the same length: what most requests are.
+const PROSE: &str = "The evening light fell softly across the harbour as the fishing boats \
+    came home one by one. Children ran along the sea wall, calling to each other, while their \
+    parents talked quietly about the weather and the price of bread. Somewhere a dog barked, \
+    and a gull answered it from the top of a mast. The old lighthouse keeper climbed his \
+    stairs slowly, as he had done every night for forty years, and lit the lamp that would \
+    guide the last boats in. Nobody in the village could remember a time before him. When the \
+    wind turned cold, the cafés pulled in their chairs and the streets emptied. Only the \
+    sound of the waves remained, steady and patient, washing over the stones of the little \
+    beach below the church. Tomorrow the market would fill the square again, and the whole \
+    town would wake to the smell of coffee and fresh fish, as it always had.";
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    xs[xs.len() / 2]
+}
+
+/// Median seconds of `work` over `runs` runs.
+fn time(runs: usize, mut work: impl FnMut()) -> f64 {
+    work();
+    median(
+        (0..runs)
+            .map(|_| {
+                let started = Instant::now();
+                work();
+                started.elapsed().as_secs_f64()
+            })
+            .collect(),
+    )
+}
+
+fn front_end(text: &str, normalizing: bool) -> usize {
+    let options = ReadingOptions::default();
+    let mut phonemes = 0;
+    for sentence in split_sentences(&normalize(text), 400) {
+        let spoken = if normalizing {
+            read(&sentence, &options).text
+        } else {
+            sentence
+        };
+        phonemes += phonemize(&spoken, "en-us").expect("espeak-ng").len();
+    }
+    phonemes
+}
+
+fn main() {
+    std::env::set_var("RAYON_NUM_THREADS", "1");
+    let voices = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("voices");
+    let engine =
+        PiperEngine::new(&voices, candle_core::Device::Cpu).with_precision(Some(Precision::Bf16));
+    let voice = engine
+        .load_voice("en_US-joe-medium")
+        .expect("the default voice (scripts/setup.sh installs it)");
+    println!("| text | chars | normalize only | front end before | front end after | Piper bf16 | after / Piper |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, text) in [("numbers", NUMBERS), ("prose", PROSE)] {
+        let per_k = 1000.0 / text.chars().count() as f64;
+        let options = ReadingOptions::default();
+        let sentences = split_sentences(&normalize(text), 400);
+        let read_only = time(50, || {
+            for s in &sentences {
+                std::hint::black_box(read(s, &options));
+            }
+        });
+        let before = time(20, || {
+            std::hint::black_box(front_end(text, false));
+        });
+        let after = time(20, || {
+            std::hint::black_box(front_end(text, true));
+        });
+        let items: Vec<SynthesisItem> = sentences
+            .iter()
+            .map(|s| SynthesisItem::new(&read(s, &options).text))
+            .collect();
+        let synthesis = time(3, || {
+            voice
+                .synthesize_each(&items, &mut |_, pcm| {
+                    std::hint::black_box(pcm);
+                })
+                .expect("synthesis");
+        });
+        println!(
+            "| {name} | {} | {:.3} ms | {:.2} ms | {:.2} ms | {:.0} ms | {:.2} % |",
+            text.chars().count(),
+            read_only * per_k * 1e3,
+            before * per_k * 1e3,
+            after * per_k * 1e3,
+            synthesis * per_k * 1e3,
+            100.0 * after / synthesis,
+        );
+    }
+}
