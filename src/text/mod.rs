@@ -7,6 +7,7 @@ pub mod incremental;
 pub mod normalize;
 pub mod phonemize;
 pub mod split;
+pub mod ssml;
 pub mod words;
 
 pub use normalize::normalize;
