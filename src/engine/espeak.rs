@@ -107,10 +107,7 @@ impl Voice for FormantVoice {
     }
 
     fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
-        let phonemes = crate::text::phonemize(text, &self.info.id).map_err(|e| match e {
-            EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
-            other => EngineError::synthesis(other),
-        })?;
+        let phonemes = crate::text::phonemize(text, &self.info.id).map_err(engine_error)?;
         Ok(Phonemes {
             phonemes,
             ids: Vec::new(),
@@ -125,10 +122,7 @@ impl Voice for FormantVoice {
         for (index, item) in batch.iter().enumerate() {
             let rate = espeak::rate_for_speed(item.params.speed);
             let (samples, spoken) = espeak::synthesize_with_words(&item.text, &self.info.id, rate)
-                .map_err(|e| match e {
-                    EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
-                    other => EngineError::synthesis(other),
-                })?;
+                .map_err(engine_error)?;
             let mut pcm = Pcm::new(
                 samples.iter().map(|&s| f32::from(s) / 32768.0).collect(),
                 espeak::SAMPLE_RATE,
@@ -139,6 +133,14 @@ impl Voice for FormantVoice {
             done(index, pcm);
         }
         Ok(())
+    }
+}
+
+/// An espeak-ng failure as the engine reports it: a voice espeak-ng lacks is an unknown voice.
+fn engine_error(e: EspeakError) -> EngineError {
+    match e {
+        EspeakError::UnknownVoice(v) => EngineError::UnknownVoice(v),
+        other => EngineError::synthesis(other),
     }
 }
 

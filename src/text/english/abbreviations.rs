@@ -159,11 +159,7 @@ fn acronym(cursor: &Cursor) -> Option<Words> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{read, ReadingOptions};
-
-    fn spoken(text: &str) -> String {
-        read(text, &ReadingOptions::default()).text
-    }
+    use super::super::said as spoken;
 
     #[test]
     fn abbreviations_read_in_context() {

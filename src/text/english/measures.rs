@@ -107,20 +107,19 @@ pub(super) fn read(cursor: &Cursor) -> Option<Words> {
             .then(|| Words::new(after + 1, format!("{} percent", number.words)));
     }
     let rest = &cursor.sentence[next.start..];
-    let unit = UNITS
+    let start = cursor.get(0)?.start;
+    let (unit, mut tokens) = UNITS
         .iter()
         .filter(|u| if gap == 0 { u.glued } else { u.spaced })
         .filter(|u| rest.starts_with(u.written))
-        .find(|u| {
-            let tokens = cursor
-                .tokens_in(next.start - cursor.get(0).map_or(0, |t| t.start) + u.written.len());
+        .find_map(|u| {
+            let end = next.start + u.written.len();
+            let tokens = cursor.tokens_in(end - start);
             // The unit ends where a token does, and nothing glued follows it.
-            cursor
-                .get(tokens - 1)
-                .is_some_and(|t| t.end() == next.start + u.written.len())
-                && (u.written.ends_with('.') || cursor.ends_at(tokens))
+            let whole = cursor.get(tokens - 1).is_some_and(|t| t.end() == end)
+                && (u.written.ends_with('.') || cursor.ends_at(tokens));
+            whole.then_some((u, tokens))
         })?;
-    let mut tokens = cursor.tokens_in(next.start - cursor.get(0)?.start + unit.written.len());
     if unit.written == "in." && cursor.ends_sentence(tokens) {
         // `in.` ending the sentence keeps its period as the sentence's.
         tokens -= 1;
@@ -136,7 +135,7 @@ pub(super) fn read(cursor: &Cursor) -> Option<Words> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{read, ReadingOptions};
+    use super::super::said as spoken;
 
     #[test]
     fn units_agree_with_their_number() {
@@ -157,14 +156,11 @@ mod tests {
             ("10-20%", "ten to twenty percent"),
         ] {
             assert_eq!(
-                read(&format!("It is {written} now."), &ReadingOptions::default()).text,
+                spoken(&format!("It is {written} now.")),
                 format!("It is {said} now."),
                 "{written}"
             );
         }
-        assert_eq!(
-            read("It is 12 in.", &ReadingOptions::default()).text,
-            "It is twelve inches."
-        );
+        assert_eq!(spoken("It is 12 in."), "It is twelve inches.");
     }
 }

@@ -265,6 +265,12 @@ impl<'a> Cursor<'a> {
     }
 }
 
+/// A sentence as the rules read it by default, for the rule modules' tests.
+#[cfg(test)]
+fn said(text: &str) -> String {
+    read(text, &ReadingOptions::default()).text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

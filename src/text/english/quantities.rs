@@ -216,11 +216,7 @@ fn mixed_fraction(cursor: &Cursor) -> Option<Words> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{read, ReadingOptions};
-
-    fn spoken(text: &str) -> String {
-        read(text, &ReadingOptions::default()).text
-    }
+    use super::super::said as spoken;
 
     #[test]
     fn quantities_read_as_words() {

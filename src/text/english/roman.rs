@@ -142,12 +142,8 @@ fn canonical(mut n: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{read, ReadingOptions};
+    use super::super::said as spoken;
     use super::value;
-
-    fn spoken(text: &str) -> String {
-        read(text, &ReadingOptions::default()).text
-    }
 
     #[test]
     fn numerals_only_in_context() {

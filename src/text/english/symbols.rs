@@ -55,11 +55,7 @@ fn spelled_ampersand(cursor: &Cursor) -> Option<Words> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{read, ReadingOptions};
-
-    fn spoken(text: &str) -> String {
-        read(text, &ReadingOptions::default()).text
-    }
+    use super::super::said as spoken;
 
     #[test]
     fn symbols_become_words() {

@@ -207,11 +207,7 @@ fn dotted(local: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{read, ReadingOptions};
-
-    fn spoken(text: &str) -> String {
-        read(text, &ReadingOptions::default()).text
-    }
+    use super::super::said as spoken;
 
     #[test]
     fn addresses_and_code_are_read_aloud() {
