@@ -3,7 +3,7 @@
 //! p.m.", `14:05` "fourteen oh five".
 
 use super::numbers::{cardinal, integer, is_ordinal_suffix, ordinal, year};
-use super::quantities::is_fraction;
+use super::quantities::{is_around_the_clock, is_fraction};
 use super::tokens::Token;
 use super::{Cursor, DateOrder, Words};
 
@@ -124,7 +124,7 @@ fn slashed(cursor: &Cursor) -> Option<Words> {
         };
         (5, Some(y))
     } else {
-        if is_fraction(a, b) {
+        if is_fraction(a, b) || is_around_the_clock(a, b) {
             return None;
         }
         (3, None)
@@ -187,13 +187,6 @@ fn month_day(cursor: &Cursor) -> Option<Words> {
 fn day_month(cursor: &Cursor) -> Option<Words> {
     let day_of = day(cursor.get(0)?)?;
     if !cursor.at_word_start() {
-        return None;
-    }
-    // `24/7` is no date.
-    if cursor.get(1).is_some_and(|t| t.is_mark('/'))
-        && cursor.get(2).is_some_and(|t| t.text == "7")
-        && cursor.get(0)?.text == "24"
-    {
         return None;
     }
     let mut at = 1;

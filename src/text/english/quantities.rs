@@ -147,9 +147,15 @@ fn denominator(n: u64) -> Option<(&'static str, &'static str)> {
     })
 }
 
+/// `24/7`: neither a fraction nor a date, but "twenty-four seven".
+pub(super) fn is_around_the_clock(top: &Token, bottom: &Token) -> bool {
+    (top.text, bottom.text) == ("24", "7")
+}
+
 /// Whether `numerator/denominator`, as written, is read as a fraction rather than a date.
 pub(super) fn is_fraction(numerator: &Token, denominator_token: &Token) -> bool {
-    numerator.is_digits()
+    !is_around_the_clock(numerator, denominator_token)
+        && numerator.is_digits()
         && denominator_token.is_digits()
         && !denominator_token.text.starts_with('0')
         && integer(numerator.text).is_some_and(|n| n < 100)
@@ -186,7 +192,7 @@ fn over(cursor: &Cursor) -> Option<Words> {
         return None;
     }
     let (n, d) = (integer(top.text)?, integer(bottom.text)?);
-    let words = if (n, d) == (24, 7) {
+    let words = if is_around_the_clock(top, bottom) {
         "twenty-four seven".to_string()
     } else {
         format!("{} over {}", cardinal(n), cardinal(d))
@@ -231,6 +237,7 @@ mod tests {
             ("3-5 days", "three to five days"),
             ("from 1990-2000", "from nineteen ninety to two thousand"),
             ("3/4 of them", "three quarters of them"),
+            ("open 24/7", "open twenty-four seven"),
             ("1 1/2 cups", "one and a half cups"),
             ("the 21st time", "the twenty-first time"),
             (
