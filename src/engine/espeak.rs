@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::engine::{
-    Engine, EngineError, Pcm, Phonemes, SynthesisItem, Voice, VoiceInfo, WordTiming,
+    Engine, EngineError, Pcm, Phonemes, Pronunciation, SynthesisItem, Voice, VoiceInfo, WordTiming,
 };
 use crate::espeak::{self, EspeakError};
 use crate::text::words;
@@ -106,7 +106,11 @@ impl Voice for FormantVoice {
         &self.info
     }
 
-    fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
+    fn phonemes(
+        &self,
+        text: &str,
+        _pronunciations: &[Pronunciation],
+    ) -> Result<Phonemes, EngineError> {
         let phonemes = crate::text::phonemize(text, &self.info.id).map_err(engine_error)?;
         Ok(Phonemes {
             phonemes,

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::params::SynthesisParams;
+pub use crate::text::Pronunciation;
 use omnivoice_models::kernels::Precision;
 
 pub mod espeak;
@@ -138,6 +139,9 @@ pub struct SynthesisItem {
     /// response): engines that can then hand it over in pieces, through
     /// [`Voice::synthesize_in_pieces`].
     pub in_pieces: bool,
+    /// Stretches of `text` said with given phonemes rather than as spelt, in order and
+    /// apart (a lexicon entry, inline phonemes).
+    pub pronunciations: Vec<Pronunciation>,
 }
 
 impl SynthesisItem {
@@ -147,6 +151,7 @@ impl SynthesisItem {
             params: SynthesisParams::default(),
             word_timings: false,
             in_pieces: false,
+            pronunciations: Vec::new(),
         }
     }
 }
@@ -256,14 +261,26 @@ pub trait Voice: Send + Sync {
         false
     }
 
-    /// The phonemes this voice says `text` with and the model's ids for them, so that users
-    /// can see what will be spoken (`/v1/audio/phonemize`). A voice that reads text as it is
-    /// (a test tone) has the text itself, and no ids.
-    fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
+    /// The phonemes this voice says `text` with (its `pronunciations` as given) and the
+    /// model's ids for them, so that users can see what will be spoken
+    /// (`/v1/audio/phonemize`). A voice that reads text as it is (a test tone) has the text
+    /// itself, and no ids.
+    fn phonemes(
+        &self,
+        text: &str,
+        _pronunciations: &[Pronunciation],
+    ) -> Result<Phonemes, EngineError> {
         Ok(Phonemes {
             phonemes: text.to_string(),
             ids: Vec::new(),
         })
+    }
+
+    /// The first symbol of `ipa` (a [`Pronunciation::ipa`]) that this voice cannot say, so
+    /// that a request asking for it is refused by name instead of heard wrong; `None` when it
+    /// can say them all. Voices that read text as it is say anything.
+    fn unsayable(&self, _ipa: &str) -> Option<char> {
+        None
     }
 }
 

@@ -17,7 +17,9 @@ use parking_lot::RwLock;
 use candle_core::Device;
 use sha2::{Digest, Sha256};
 
-use super::{Engine, EngineError, Pcm, Phonemes, SynthesisItem, Voice, VoiceInfo, WordTiming};
+use super::{
+    Engine, EngineError, Pcm, Phonemes, Pronunciation, SynthesisItem, Voice, VoiceInfo, WordTiming,
+};
 use crate::metrics as m;
 use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize, PhonemeIdMap};
@@ -267,7 +269,11 @@ impl Voice for PiperVoice {
         !self.model.device().is_cpu()
     }
 
-    fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
+    fn phonemes(
+        &self,
+        text: &str,
+        _pronunciations: &[Pronunciation],
+    ) -> Result<Phonemes, EngineError> {
         let ipa = phonemize(text, &self.espeak_voice).map_err(EngineError::synthesis)?;
         Ok(Phonemes {
             ids: self.phonemes.ids(&ipa),
@@ -585,6 +591,7 @@ mod tests {
                 },
                 word_timings: true,
                 in_pieces: true,
+                pronunciations: Vec::new(),
             };
             let mut whole = None;
             voice

@@ -277,6 +277,7 @@ impl SpeechService {
                 params: params.for_item(base_seed, first_index + i),
                 word_timings,
                 in_pieces: listening,
+                pronunciations: Vec::new(),
             })
             .collect::<std::collections::VecDeque<_>>();
         let ticket = self.inner.batcher.admit(items.len()).map_err(|e| {

@@ -44,7 +44,7 @@ impl SpeechService {
             let sentences = utterances
                 .into_iter()
                 .map(|utterance| {
-                    let phonemes = voice.phonemes(&utterance.spoken.text)?;
+                    let phonemes = voice.phonemes(&utterance.spoken.text, &[])?;
                     Ok(PhonemizedSentence {
                         text: utterance.written,
                         spoken: utterance.spoken.text,

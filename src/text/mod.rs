@@ -6,10 +6,12 @@ pub mod english;
 pub mod incremental;
 pub mod normalize;
 pub mod phonemize;
+mod pronunciation;
 pub mod split;
 pub mod ssml;
 pub mod words;
 
 pub use normalize::normalize;
 pub use phonemize::{phonemize, PhonemeIdMap};
+pub use pronunciation::Pronunciation;
 pub use split::split_sentences;

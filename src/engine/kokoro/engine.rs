@@ -17,7 +17,7 @@ use super::packs::{Gender, Pack, PackDir, PackFile};
 use super::phonemes::phonemize;
 use super::split;
 use crate::engine::{
-    Engine, EngineError, Pcm, Phonemes, SynthesisItem, Voice, VoiceInfo, WordTiming,
+    Engine, EngineError, Pcm, Phonemes, Pronunciation, SynthesisItem, Voice, VoiceInfo, WordTiming,
 };
 use crate::params::SPEED;
 use omnivoice_models::kokoro::{Kokoro, Precision};
@@ -343,7 +343,11 @@ impl Voice for KokoroVoice {
         &self.info
     }
 
-    fn phonemes(&self, text: &str) -> Result<Phonemes, EngineError> {
+    fn phonemes(
+        &self,
+        text: &str,
+        _pronunciations: &[Pronunciation],
+    ) -> Result<Phonemes, EngineError> {
         let phonemes = phonemize(text, self.language).map_err(EngineError::synthesis)?;
         // One pass's framing, as the model is given it: a pad at each end.
         let ids = std::iter::once(0)
