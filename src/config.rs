@@ -177,6 +177,9 @@ struct Options {
     /// (December first) or dmy (the twelfth of January); a request may choose its own
     #[arg(long, env = "OMNIVOICE_DATE_ORDER", default_value_t = DEFAULTS.date_order.clone())]
     date_order: String,
+    /// Pronunciation dictionary file (TOML, or JSON when it ends in .json), loaded at startup and rewritten atomically by PUT/DELETE /v1/audio/lexicon; created on the first change; unset = the dictionary lives in memory only
+    #[arg(long, env = "OMNIVOICE_LEXICON")]
+    lexicon: Option<PathBuf>,
     /// Seconds before an unfinished speech request is answered 504
     #[arg(long, env = "OMNIVOICE_REQUEST_TIMEOUT_S", default_value_t = DEFAULTS.request_timeout_s)]
     request_timeout_s: u64,
@@ -294,6 +297,7 @@ impl Default for Options {
             max_input_chars: 4096,
             normalize: true,
             date_order: "mdy".into(),
+            lexicon: None,
             request_timeout_s: 120,
             api_keys: Vec::new(),
             public_discovery: false,
@@ -470,6 +474,8 @@ pub struct Settings {
     pub normalize: bool,
     /// `mdy` or `dmy`: how slashed dates are read.
     pub date_order: String,
+    /// Where the pronunciation dictionary is kept; `None`: in memory only.
+    pub lexicon: Option<PathBuf>,
     pub request_timeout_s: u64,
     pub max_concurrent: usize,
     #[serde(skip)]
@@ -579,6 +585,7 @@ impl Settings {
             max_input_chars: o.max_input_chars,
             normalize: o.normalize,
             date_order: o.date_order,
+            lexicon: o.lexicon,
             request_timeout_s: o.request_timeout_s,
             max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),
             api_keys: o.api_keys,

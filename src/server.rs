@@ -20,7 +20,7 @@ use crate::cache::AudioCache;
 use crate::config::Settings;
 use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
-use crate::speech::{SpeechService, TextSettings};
+use crate::speech::{LexiconStore, SpeechService, TextSettings};
 use crate::text::english::{DateOrder, ReadingOptions};
 
 /// How long closing idle connections may take once every request has finished.
@@ -122,6 +122,14 @@ pub fn build(
                 .then(|| Duration::from_secs(settings.idle_unload_s)),
         },
     )?);
+    let lexicon =
+        LexiconStore::open(settings.lexicon.clone()).map_err(|message| InvalidSetting {
+            setting: "lexicon".into(),
+            message,
+        })?;
+    if settings.lexicon.is_none() {
+        tracing::debug!("no --lexicon file: dictionary changes last until the server stops");
+    }
     let batcher = Batcher::start(&settings.effective_batch(), settings.max_concurrent);
     let cache = AudioCache::new(&settings.cache);
     let speech = SpeechService::new(
@@ -137,6 +145,7 @@ pub fn build(
                 date_order: DateOrder::parse(&settings.date_order).unwrap_or_default(),
             },
         },
+        Arc::new(lexicon),
     );
     // The engines' limits are bucket boundaries of the metrics, handed down from here.
     let metrics = crate::metrics::install(&[

@@ -177,7 +177,12 @@ impl From<SpeechError> for ApiError {
             SpeechError::Overloaded { retry_after } => Self::overloaded(retry_after),
             SpeechError::BatcherStopped => Self::unavailable(message).with_code("batcher_stopped"),
             SpeechError::ShuttingDown => Self::unavailable(message).with_code("shutting_down"),
-            SpeechError::VoiceLoad(_) | SpeechError::Engine(_) | SpeechError::Encoding(_) => {
+            SpeechError::InvalidLexicon(e) => Self::invalid(&e.field, e.message),
+            SpeechError::LexiconEntryNotFound(_) => Self::not_found(message),
+            SpeechError::VoiceLoad(_)
+            | SpeechError::Engine(_)
+            | SpeechError::Encoding(_)
+            | SpeechError::LexiconStorage(_) => {
                 // The message is the whole chain of causes in words; the log says it once.
                 tracing::error!(error = %message, "speech failed");
                 Self::internal(message)

@@ -1,17 +1,36 @@
-//! A JSON body extractor whose every rejection is an OpenAI-shaped error.
+//! JSON body and query extractors whose every rejection is an OpenAI-shaped error.
 //!
 //! axum's `Json` answers bad bodies with plain text that OpenAI clients cannot parse. This one
 //! checks the content type, reads the body under the router's size limit and deserializes with
 //! the path of the offending field, so a client learns which `param` was wrong.
 
 use axum::body::Bytes;
-use axum::extract::{FromRequest, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use serde::de::DeserializeOwned;
 
 use super::ApiError;
 
 pub struct ApiJson<T>(pub T);
+
+/// A query string, as axum's `Query` reads it, refused in OpenAI's shape.
+pub struct ApiQuery<T>(pub T);
+
+impl<S, T> FromRequestParts<S> for ApiQuery<T>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|query| ApiQuery(query.0))
+            .map_err(|rejection| ApiError::invalid("query", rejection.body_text()))
+    }
+}
 
 impl<S, T> FromRequest<S> for ApiJson<T>
 where

@@ -17,6 +17,7 @@ mod discovery;
 mod error;
 mod extract;
 mod headers;
+mod lexicon;
 mod openapi;
 mod phonemize;
 mod playground;
@@ -181,6 +182,11 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
             shutdown::refuse_while_draining,
         ));
     let work = speech
+        .routes(routes!(
+            lexicon::get_lexicon,
+            lexicon::put_lexicon,
+            lexicon::delete_lexicon
+        ))
         .routes(routes!(admin::clear_cache))
         .routes(routes!(admin::reload_voices));
     // What a client lists before it speaks; Open WebUI asks for these without a key.
@@ -223,7 +229,13 @@ fn guarded(
 
 fn cors(origins: &[String]) -> CorsLayer {
     let layer = CorsLayer::new()
-        .allow_methods([Method::GET, Method::POST, Method::DELETE, Method::OPTIONS])
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
         .allow_headers(Any)
         .expose_headers(Any);
     if origins.iter().any(|o| o == "*") {

@@ -71,6 +71,9 @@ pub struct CacheKey<'a> {
     pub params: &'a SynthesisParams,
     /// How the text was written out before phonemizing (`verbatim`, or the date order).
     pub reading: &'a str,
+    /// A digest of the pronunciation dictionary's entries that the input uses (empty when it
+    /// uses none): a changed entry makes the audio it affects, and only that, miss.
+    pub lexicon: &'a str,
     pub server_version: &'a str,
 }
 

@@ -271,8 +271,8 @@ async fn without_a_ttl_entries_do_not_age() {
 }
 
 #[test]
-fn keys_differ_by_format_parameters_and_reading() {
-    let key_read = |format, params: &SynthesisParams, reading| {
+fn keys_differ_by_format_parameters_reading_and_lexicon() {
+    let key_with = |format, params: &SynthesisParams, reading, lexicon| {
         CacheKey {
             engine: "piper",
             voice: "v",
@@ -282,10 +282,13 @@ fn keys_differ_by_format_parameters_and_reading() {
             sample_rate: 22050,
             params,
             reading,
+            lexicon,
             server_version: "0",
         }
         .hash()
     };
+    let key_read =
+        |format, params: &SynthesisParams, reading| key_with(format, params, reading, "");
     let key = |format, params: &SynthesisParams| key_read(format, params, "mdy");
     let plain = SynthesisParams::default();
     assert_ne!(key("wav", &plain), key("mp3", &plain));
@@ -297,4 +300,5 @@ fn keys_differ_by_format_parameters_and_reading() {
     assert_ne!(key("wav", &plain), key("wav", &speaker));
     assert_ne!(key("wav", &plain), key_read("wav", &plain, "dmy"));
     assert_ne!(key("wav", &plain), key_read("wav", &plain, "verbatim"));
+    assert_ne!(key("wav", &plain), key_with("wav", &plain, "mdy", "0a1b"));
 }

@@ -22,7 +22,7 @@ use super::{
 };
 use crate::metrics as m;
 use crate::params::SynthesisParams;
-use crate::text::phonemize::{phonemize, PhonemeIdMap};
+use crate::text::phonemize::{phonemize_with, PhonemeIdMap};
 use crate::text::words::spoken_words;
 use omnivoice_models::spare;
 use omnivoice_models::vits::{Precision, Sampling, Vits, VitsError, VitsInput};
@@ -272,9 +272,10 @@ impl Voice for PiperVoice {
     fn phonemes(
         &self,
         text: &str,
-        _pronunciations: &[Pronunciation],
+        pronunciations: &[Pronunciation],
     ) -> Result<Phonemes, EngineError> {
-        let ipa = phonemize(text, &self.espeak_voice).map_err(EngineError::synthesis)?;
+        let ipa = phonemize_with(text, pronunciations, &self.espeak_voice)
+            .map_err(EngineError::synthesis)?;
         Ok(Phonemes {
             ids: self.phonemes.ids(&ipa),
             phonemes: ipa,
@@ -338,7 +339,7 @@ impl Voice for PiperVoice {
                 if owners.get(i + 1) != Some(&owner) {
                     let item = &batch[owner];
                     let words = if item.word_timings {
-                        let words = self.word_timings(&item.text, &ipas[owner], &spans)?;
+                        let words = self.word_timings(item, &ipas[owner], &spans)?;
                         spans.clear();
                         Some(words)
                     } else {
@@ -392,7 +393,7 @@ impl Voice for PiperVoice {
                         spans.resize(ipa.chars().count(), None);
                         trace_chars(&mut spans, &trace, frames_per_id, hop, offset);
                         if pass + 1 == passes {
-                            *words.borrow_mut() = Some(self.word_timings(&item.text, &ipa, &spans));
+                            *words.borrow_mut() = Some(self.word_timings(item, &ipa, &spans));
                         }
                     },
                     &mut |chunk| {
@@ -452,7 +453,8 @@ impl PiperVoice {
         &self,
         item: &SynthesisItem,
     ) -> Result<(Vec<(VitsInput, CharTrace)>, String), EngineError> {
-        let ipa = phonemize(&item.text, &self.espeak_voice).map_err(EngineError::synthesis)?;
+        let ipa = phonemize_with(&item.text, &item.pronunciations, &self.espeak_voice)
+            .map_err(EngineError::synthesis)?;
         let noise_w = item.params.noise_w.unwrap_or(self.model.config().noise_w);
         let limit = ids_per_pass(item.params.speed, self.length_scale, noise_w);
         let pieces = self.phonemes.traced_pieces(&ipa, limit);
@@ -488,11 +490,12 @@ impl PiperVoice {
     /// characters got (`spans`, indexed like the characters of `ipa`).
     fn word_timings(
         &self,
-        text: &str,
+        item: &SynthesisItem,
         ipa: &str,
         spans: &[Option<(usize, usize)>],
     ) -> Result<Vec<WordTiming>, EngineError> {
-        let words = spoken_words(text, ipa, &self.espeak_voice).map_err(EngineError::synthesis)?;
+        let words = spoken_words(&item.text, ipa, &self.espeak_voice, &item.pronunciations)
+            .map_err(EngineError::synthesis)?;
         let mut previous_end = 0;
         Ok(words
             .into_iter()
@@ -565,6 +568,7 @@ fn ids_per_pass(speed: f32, length_scale: f32, noise_w: f32) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::phonemize::phonemize;
 
     /// Pieces of a long sentence, and of one split into several passes, joined equal the
     /// whole-item audio with the same seed, and carry the same word timings at the end.

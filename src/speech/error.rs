@@ -45,6 +45,15 @@ pub enum SpeechError {
     /// The audio could not be encoded.
     #[error(transparent)]
     Encoding(Failure),
+    /// A change to the pronunciation dictionary holds a bad entry; the error names its field.
+    #[error("{}: {}", .0.field, .0.message)]
+    InvalidLexicon(crate::text::lexicon::LexiconError),
+    /// The pronunciation dictionary has no entry to remove by that name.
+    #[error("{0}")]
+    LexiconEntryNotFound(String),
+    /// A change to the pronunciation dictionary could not be saved (and was not applied).
+    #[error(transparent)]
+    LexiconStorage(Failure),
 }
 
 /// A failure inside the server: the message clients are told (the whole chain of causes in

@@ -146,6 +146,7 @@ impl SpeechService {
             },
             &self.inner.registry,
             &self.inner.limits,
+            self.inner.lexicon.current(),
         )?;
         let rate = job.voice().sample_rate;
         let encoder = super::stream_encoder(&job)?;
@@ -212,7 +213,7 @@ impl LiveSpeech {
 
     /// Hands in the next sentence and starts synthesizing it.
     pub fn sentence(&mut self, sentence: Sentence) -> SentenceAudio {
-        let sentences = vec![super::Utterance::new(sentence.0, self.job.reading())];
+        let sentences = vec![super::Utterance::new(sentence.0, &self.job)];
         let first_index = self.next_utterance;
         self.next_utterance += sentences.len();
         let index = self.handed_in;

@@ -7,6 +7,7 @@
 
 mod error;
 mod join;
+mod lexicon;
 mod live;
 mod phonemes;
 mod request;
@@ -28,9 +29,12 @@ use crate::engine::registry::{ModelInfo, Registry, ReloadReport};
 use crate::engine::{Pcm, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
 use crate::text;
-use crate::text::english::{self, ReadingOptions, Spoken as SpokenText};
+use crate::text::english::{self, Spoken as SpokenText};
+use crate::text::lexicon::Entry;
+use crate::text::Claim;
 
 pub use error::{Failure, InvalidReason, SpeechError};
+pub use lexicon::{LexiconStore, LexiconView};
 pub use live::{LiveSpeech, LiveText, Sentence, SentenceAudio, SentencePart, SpokenSentence};
 pub use phonemes::{Phonemization, PhonemizedSentence};
 pub use request::{Job, Request, TextSettings};
@@ -86,6 +90,7 @@ struct Inner {
     batcher: Batcher,
     cache: AudioCache<SpeechError>,
     limits: request::Limits,
+    lexicon: Arc<LexiconStore>,
 }
 
 impl SpeechService {
@@ -96,6 +101,7 @@ impl SpeechService {
         max_input_chars: usize,
         default_seed: Option<u64>,
         text: TextSettings,
+        lexicon: Arc<LexiconStore>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -107,13 +113,49 @@ impl SpeechService {
                     default_seed,
                     text,
                 },
+                lexicon,
             }),
         }
     }
 
-    /// Validates a request: the only way to get a [`Job`].
+    /// Validates a request: the only way to get a [`Job`]. The job keeps the pronunciation
+    /// dictionary as it is now, so a change never reaches a request half way.
     pub fn prepare(&self, request: Request) -> Result<Job, SpeechError> {
-        request::validate(request, &self.inner.registry, &self.inner.limits)
+        request::validate(
+            request,
+            &self.inner.registry,
+            &self.inner.limits,
+            self.inner.lexicon.current(),
+        )
+    }
+
+    /// The pronunciation dictionary.
+    pub fn lexicon(&self) -> LexiconView {
+        self.inner.lexicon.view()
+    }
+
+    /// Puts `entries` into the pronunciation dictionary (or, with `replace`, makes them the
+    /// whole of it), saved before the next request hears them.
+    pub async fn put_lexicon(
+        &self,
+        entries: Vec<Entry>,
+        replace: bool,
+    ) -> Result<LexiconView, SpeechError> {
+        self.inner.lexicon.put(entries, replace).await
+    }
+
+    /// Removes `word`'s entries (of `language` only, when given) from the dictionary.
+    pub async fn remove_from_lexicon(
+        &self,
+        word: &str,
+        language: Option<&str>,
+    ) -> Result<LexiconView, SpeechError> {
+        self.inner.lexicon.remove(word, language).await
+    }
+
+    /// Empties the pronunciation dictionary.
+    pub async fn clear_lexicon(&self) -> Result<LexiconView, SpeechError> {
+        self.inner.lexicon.clear().await
     }
 
     /// Every voice of every engine.
@@ -214,6 +256,9 @@ impl SpeechService {
             sample_rate: job.format().output_sample_rate(voice.sample_rate),
             params: job.params(),
             reading,
+            lexicon: &job
+                .lexicon()
+                .digest_of(&text::normalize(job.input()), &voice.language),
             server_version: env!("CARGO_PKG_VERSION"),
         }
         .hash()
@@ -268,6 +313,7 @@ impl SpeechService {
             .voice(job.voice())
             .await
             .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
+        check_sayable(voice.as_ref(), &sentences)?;
         let params = job.params();
         let items = sentences
             .into_iter()
@@ -277,7 +323,7 @@ impl SpeechService {
                 params: params.for_item(base_seed, first_index + i),
                 word_timings,
                 in_pieces: listening,
-                pronunciations: Vec::new(),
+                pronunciations: utterance.spoken.pronunciations,
             })
             .collect::<std::collections::VecDeque<_>>();
         let ticket = self.inner.batcher.admit(items.len()).map_err(|e| {
@@ -311,7 +357,7 @@ impl Utterances {
     /// The whole input of `job` as one request, seeded by the job; an error if nothing in it
     /// can be spoken.
     fn of_input(job: &Job, word_timings: bool) -> Result<Self, SpeechError> {
-        let sentences = utterances(job.input(), job.reading());
+        let sentences = utterances(job.input(), job);
         if sentences.is_empty() {
             return Err(SpeechError::invalid(
                 "input",
@@ -340,7 +386,8 @@ fn stream_encoder(job: &Job) -> Result<Box<dyn audio::StreamEncoder>, SpeechErro
 }
 
 /// A piece of the input as an engine is given it: the sentence as written (markup gone), and
-/// as it is spoken (numbers and symbols written out, for English).
+/// as it is spoken (numbers and symbols written out, for English; the dictionary's and the
+/// inline phonemes' words as they say).
 #[derive(Debug, Clone)]
 struct Utterance {
     written: String,
@@ -348,10 +395,31 @@ struct Utterance {
 }
 
 impl Utterance {
-    fn new(written: String, reading: Option<&ReadingOptions>) -> Self {
-        let spoken = match reading {
-            Some(options) => english::read(&written, options),
-            None => SpokenText::verbatim(&written),
+    /// `sentence` (normalized, split, possibly with inline phonemes) as `job` reads it.
+    fn new(sentence: String, job: &Job) -> Self {
+        let (written, mut claims) = text::inline::extract(&sentence);
+        let language = &job.voice().language;
+        let lexicon = job.lexicon();
+        if !lexicon.is_empty() {
+            // Inline phonemes are the writer's word on that very place: they win.
+            let inline = claims.clone();
+            let overlaps = |c: &Claim| {
+                inline
+                    .iter()
+                    .any(|i| c.written.start < i.written.end && i.written.start < c.written.end)
+            };
+            claims.extend(
+                lexicon
+                    .claims(&written, language)
+                    .into_iter()
+                    .filter(|c| !overlaps(c)),
+            );
+            claims.sort_by_key(|c| c.written.start);
+        }
+        let spoken = if claims.is_empty() && job.reading().is_none() {
+            SpokenText::verbatim(&written)
+        } else {
+            english::read_claimed(&written, job.reading(), &claims)
         };
         Self { written, spoken }
     }
@@ -362,12 +430,37 @@ fn sentences(input: &str) -> Vec<String> {
     text::split::split_sentences(&text::normalize::normalize(input), MAX_UTTERANCE_CHARS)
 }
 
-/// The utterances an engine is given for `input`: its [`sentences`] as they are read.
-fn utterances(input: &str, reading: Option<&ReadingOptions>) -> Vec<Utterance> {
+/// The utterances an engine is given for `input`: its [`sentences`] as `job` reads them.
+fn utterances(input: &str, job: &Job) -> Vec<Utterance> {
     sentences(input)
         .into_iter()
-        .map(|sentence| Utterance::new(sentence, reading))
+        .map(|sentence| Utterance::new(sentence, job))
+        .filter(|utterance| !utterance.written.trim().is_empty())
         .collect()
+}
+
+/// Refuses utterances whose given phonemes hold a symbol `voice` cannot say, naming it: heard
+/// wrong, they would be worse than refused.
+fn check_sayable(voice: &dyn Voice, utterances: &[Utterance]) -> Result<(), SpeechError> {
+    for utterance in utterances {
+        let spoken = &utterance.spoken;
+        for pronunciation in &spoken.pronunciations {
+            if let Some(symbol) = voice.unsayable(&pronunciation.ipa) {
+                return Err(SpeechError::invalid(
+                    "input",
+                    InvalidReason::Unsupported,
+                    format!(
+                        "The voice '{}' cannot say '{symbol}' (U+{:04X}) in /{}/, the phonemes given for '{}'.",
+                        voice.info().id,
+                        symbol as u32,
+                        pronunciation.ipa,
+                        &spoken.text[pronunciation.text.clone()],
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The sentences joined as one body in the job's format.
@@ -443,6 +536,7 @@ mod tests {
                 normalize: true,
                 ..TextSettings::default()
             },
+            Arc::new(LexiconStore::open(None).unwrap()),
         )
     }
 

@@ -2,7 +2,7 @@
 //! (numbers and symbols written out) and the phonemes and model ids each becomes, so that a
 //! user can see why a word sounds wrong before fixing it with the lexicon or markup.
 
-use super::{utterances, Failure, InvalidReason, Job, SpeechError, SpeechService};
+use super::{check_sayable, utterances, Failure, InvalidReason, Job, SpeechError, SpeechService};
 
 /// A request's text as the voice will read it.
 #[derive(Debug, Clone)]
@@ -25,7 +25,7 @@ pub struct PhonemizedSentence {
 impl SpeechService {
     /// The job's sentences as its voice would speak them.
     pub async fn phonemize(&self, job: &Job) -> Result<Phonemization, SpeechError> {
-        let utterances = utterances(job.input(), job.reading());
+        let utterances = utterances(job.input(), job);
         if utterances.is_empty() {
             return Err(SpeechError::invalid(
                 "input",
@@ -39,12 +39,14 @@ impl SpeechService {
             .voice(job.voice())
             .await
             .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
+        check_sayable(voice.as_ref(), &utterances)?;
         // espeak-ng is slow and serial: off the runtime's threads.
         tokio::task::spawn_blocking(move || {
             let sentences = utterances
                 .into_iter()
                 .map(|utterance| {
-                    let phonemes = voice.phonemes(&utterance.spoken.text, &[])?;
+                    let phonemes =
+                        voice.phonemes(&utterance.spoken.text, &utterance.spoken.pronunciations)?;
                     Ok(PhonemizedSentence {
                         text: utterance.written,
                         spoken: utterance.spoken.text,

@@ -8,7 +8,10 @@
 use crate::audio::AudioFormat;
 use crate::engine::registry::{Registry, ResolveError, ResolvedVoice};
 use crate::params::SynthesisParams;
+use std::sync::Arc;
+
 use crate::text::english::{DateOrder, ReadingOptions};
+use crate::text::lexicon::Lexicon;
 
 use super::error::{InvalidReason, SpeechError};
 
@@ -51,6 +54,8 @@ pub struct Job {
     /// How English text is written out before it is phonemized; `None` when it is not
     /// (another language, or turned off).
     reading: Option<ReadingOptions>,
+    /// The pronunciation dictionary as it was when the request came.
+    lexicon: Arc<Lexicon>,
 }
 
 impl Job {
@@ -77,6 +82,10 @@ impl Job {
     pub fn reading(&self) -> Option<&ReadingOptions> {
         self.reading.as_ref()
     }
+
+    pub fn lexicon(&self) -> &Lexicon {
+        &self.lexicon
+    }
 }
 
 /// Limits that come from the server's settings rather than from the domain.
@@ -98,6 +107,7 @@ pub(super) fn validate(
     request: Request,
     registry: &Registry,
     limits: &Limits,
+    lexicon: Arc<Lexicon>,
 ) -> Result<Job, SpeechError> {
     if request.input.trim().is_empty() {
         return Err(SpeechError::invalid(
@@ -117,7 +127,7 @@ pub(super) fn validate(
             ),
         ));
     }
-    validate_settings(request, registry, limits)
+    validate_settings(request, registry, limits, lexicon)
 }
 
 /// Everything but the input: for text that arrives later, piece by piece (whoever feeds it
@@ -126,6 +136,7 @@ pub(super) fn validate_settings(
     request: Request,
     registry: &Registry,
     limits: &Limits,
+    lexicon: Arc<Lexicon>,
 ) -> Result<Job, SpeechError> {
     let format = match request.response_format.as_deref() {
         _ if request.native_pcm => AudioFormat::PcmNative,
@@ -167,6 +178,7 @@ pub(super) fn validate_settings(
         params,
         use_cache: request.use_cache,
         reading,
+        lexicon,
     })
 }
 

@@ -194,7 +194,7 @@ const PROBES: &[&str] = &[
     "", " x", "x", " x #", " - -", " * *", " _ _", "](x)", "]](x)", "]]](x)", ")", "\")", "')",
     "(x)", "\"x\")", " \"x\")", "'x')", " 'x')", ">", "*", "x*", "**", "x**", "***", "x***", "_",
     "x_", "__", "x__", "~~", "x~~", "`", "x`", "``", "x``", "]", "][]", "][x]", "x]", "x](x)",
-    "x]]", "-->", "\"", "'",
+    "x]]", "-->", "\"", "'", "](/x/)", "x](/x/)", "/)",
     // Marks between punctuation both open and close, which pairs them differently.
     "._.", ".__.", ".*.", ".**.", ".~~.", "._", ".*", ".__", ".**",
 ];
@@ -632,7 +632,8 @@ mod tests {
     const MARKUP: &str = "# Intro ##\nMr. **Smith** paid $3.50, i.e. *less*. See [the docs. Really](https://x.org/a_b \"T\") \
         or <https://a.b/c>! Then `code.` ran -- fast\u{301}.\n\n- apples. pears\n* [x] done\n\
         > quoted. **bold\nline** 1990–1995 👍 ok…\n---\n* * *\n```rust\nlet x = 1; - no\n# no\n```\n\
-        ## Part two ## more\r\nEnd (really). [a [b](c) d](e) [brackets] stay. 2 * 3 = 6 e.g. this";
+        ## Part two ## more\r\nEnd (really). [a [b](c) d](e) [brackets] stay. 2 * 3 = 6 e.g. this \
+        [Kokoro](/kˈOkəɹO/) and [New York](/nuː jˈɔɹk/) said [so](/x y) too";
 
     fn normalize_in(chunks: &[&str]) -> String {
         let mut stream = StreamNormalizer::new();

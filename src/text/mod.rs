@@ -4,6 +4,8 @@
 
 pub mod english;
 pub mod incremental;
+pub mod inline;
+pub mod lexicon;
 pub mod normalize;
 pub mod phonemize;
 mod pronunciation;
@@ -13,5 +15,5 @@ pub mod words;
 
 pub use normalize::normalize;
 pub use phonemize::{phonemize, PhonemeIdMap};
-pub use pronunciation::Pronunciation;
+pub use pronunciation::{Claim, Pronunciation, Say};
 pub use split::split_sentences;

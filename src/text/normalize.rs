@@ -29,6 +29,8 @@ use std::ops::Range;
 use pulldown_cmark::{BrokenLink, CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 use unicode_normalization::UnicodeNormalization;
 
+use super::inline;
+
 /// Turns markdown into the text it reads as, drops emoji and control characters, unifies
 /// quotes, dashes and ellipses, and collapses whitespace to single spaces. Headings, list items
 /// and table rows without final punctuation get a period (and table cells a comma) so that they
@@ -66,7 +68,8 @@ pub(crate) enum Context {
 impl Context {
     /// The words `line` is read as in this context, single-spaced (empty for markup only).
     pub(crate) fn normalize(self, line: &str) -> String {
-        let line: String = line.nfc().collect();
+        // Marks of inline phonemes come only from `inline::mark`, never from the client.
+        let line: String = line.nfc().filter(|&c| !inline::is_mark(c)).collect();
         unify(&self.spoken(&line))
             .split_whitespace()
             .collect::<Vec<_>>()
@@ -138,7 +141,8 @@ impl Context {
                 if opening_fence(line).is_some() || is_underline(line) {
                     return String::new();
                 }
-                read_markdown(&table_row(line).unwrap_or(Cow::Borrowed(line)))
+                let line = inline::mark(line);
+                read_markdown(&table_row(&line).unwrap_or(Cow::Borrowed(&line)))
             }
         }
     }

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use unicode_normalization::UnicodeNormalization;
 
+use super::Pronunciation;
 use crate::espeak::{self, EspeakError};
 
 const PAD: char = '_';
@@ -233,6 +234,74 @@ pub fn phonemize(text: &str, espeak_voice: &str) -> Result<String, EspeakError> 
         out.extend(terminator);
     }
     Ok(out.nfd().collect())
+}
+
+/// [`phonemize`], with each of `pronunciations` (in order, apart) said with its own IPA: the
+/// text between them is phonemized on its own, and clause marks that open a stretch after a
+/// pronunciation (", please") follow its IPA, as they would have followed the word's.
+pub fn phonemize_with(
+    text: &str,
+    pronunciations: &[Pronunciation],
+    espeak_voice: &str,
+) -> Result<String, EspeakError> {
+    if pronunciations.is_empty() {
+        return phonemize(text, espeak_voice);
+    }
+    fn push(out: &mut String, ipa: &str) {
+        if ipa.is_empty() {
+            return;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(ipa);
+    }
+    let mut out = String::new();
+    let mut at = 0;
+    for pronunciation in given_in(text, pronunciations) {
+        let before = &text[at..pronunciation.text.start];
+        let ipa = phonemize_stretch(before, &mut out, espeak_voice)?;
+        push(&mut out, &ipa);
+        push(&mut out, &pronunciation.ipa.nfd().collect::<String>());
+        at = pronunciation.text.end;
+    }
+    let ipa = phonemize_stretch(&text[at..], &mut out, espeak_voice)?;
+    push(&mut out, &ipa);
+    Ok(out)
+}
+
+/// The pronunciations that lie in `text`, in order and apart, on character boundaries.
+pub(crate) fn given_in<'a>(
+    text: &'a str,
+    pronunciations: &'a [Pronunciation],
+) -> impl Iterator<Item = &'a Pronunciation> + 'a {
+    let mut end = 0;
+    pronunciations.iter().filter(move |p| {
+        let fits =
+            p.text.start >= end && p.text.start < p.text.end && text.get(p.text.clone()).is_some();
+        if fits {
+            end = p.text.end;
+        }
+        fits
+    })
+}
+
+/// The IPA of a stretch of text between pronunciations; the clause marks it opens with are
+/// appended to `before` (the IPA so far) instead, where they belong.
+fn phonemize_stretch(
+    stretch: &str,
+    before: &mut String,
+    espeak_voice: &str,
+) -> Result<String, EspeakError> {
+    let rest = stretch.trim_start_matches(|c: char| c.is_whitespace() || CLAUSE_MARKS.contains(&c));
+    let opening = &stretch[..stretch.len() - rest.len()];
+    if !before.is_empty() {
+        before.extend(opening.chars().filter(|c| CLAUSE_MARKS.contains(c)));
+    }
+    if rest.trim().is_empty() {
+        return Ok(String::new());
+    }
+    phonemize(rest, espeak_voice)
 }
 
 /// Removes espeak-ng's `(lang)` markers around a word read in another language; IPA output

@@ -12,3 +12,21 @@ pub struct Pronunciation {
     /// engine says them through its own symbols; `Voice::unsayable` names one it lacks.
     pub ipa: String,
 }
+
+/// What the pronunciation dictionary or inline markup says about some written words of a
+/// sentence, before the sentence is read: the rules of [`super::english`] leave them alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// Byte range of the words in the written sentence.
+    pub written: std::ops::Range<usize>,
+    pub say: Say,
+}
+
+/// How claimed words are said.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Say {
+    /// Other words in their place (a respelling: "nginx" as "engine x").
+    Alias(String),
+    /// The written words, with these phonemes (IPA).
+    Phonemes(String),
+}

@@ -11,7 +11,10 @@
 
 use std::ops::Range;
 
+use unicode_normalization::UnicodeNormalization;
+
 use super::phonemize::phonemize;
+use super::Pronunciation;
 use crate::espeak::{EspeakError, CLAUSE_PUNCTUATION};
 
 /// Characters trimmed off the ends of a written word: quotes, brackets, dashes, and the
@@ -60,11 +63,14 @@ pub fn written_words(text: &str) -> Vec<Range<usize>> {
 }
 
 /// The words of `text` that espeak-ng speaks, each with its span of `ipa` (the utterance's
-/// IPA from [`phonemize`] with the same voice, NFD), in order; spans never overlap.
+/// IPA from [`phonemize`] with the same voice, NFD, the IPA of `pronunciations` in their
+/// places), in order; spans never overlap. A word a pronunciation covers is said with its
+/// IPA; the other words of a phrase it covers share that word's span.
 pub fn spoken_words(
     text: &str,
     ipa: &str,
     espeak_voice: &str,
+    pronunciations: &[Pronunciation],
 ) -> Result<Vec<SpokenWord>, EspeakError> {
     let ipa: Vec<char> = ipa.chars().collect();
     let heard: Vec<(usize, char)> = ipa
@@ -75,8 +81,19 @@ pub fn spoken_words(
         .collect();
     let mut words = Vec::new();
     let mut said: Vec<(usize, char)> = Vec::new();
+    let mut given_used = None;
     for range in written_words(text) {
-        let alone = phonemize(&text[range.clone()], espeak_voice)?;
+        let given = pronunciations
+            .iter()
+            .position(|p| p.text.start < range.end && range.start < p.text.end);
+        let alone = match given {
+            Some(i) if given_used == Some(i) => continue,
+            Some(i) => {
+                given_used = Some(i);
+                pronunciations[i].ipa.nfd().collect()
+            }
+            None => phonemize(&text[range.clone()], espeak_voice)?,
+        };
         let phones: Vec<char> = alone.chars().filter(|&c| is_phone(c)).collect();
         if phones.is_empty() {
             continue; // not spoken ("—", an emoji)
@@ -196,7 +213,7 @@ mod tests {
     fn spoken(text: &str) -> Vec<(String, String)> {
         let ipa = phonemize(text, "en-us").unwrap();
         let chars: Vec<char> = ipa.chars().collect();
-        spoken_words(text, &ipa, "en-us")
+        spoken_words(text, &ipa, "en-us", &[])
             .unwrap()
             .into_iter()
             .map(|w| {
@@ -232,7 +249,7 @@ mod tests {
         assert_eq!(words[0], ("Dr".to_string(), "dˈɑːktɚ".to_string()));
         let spans: Vec<Range<usize>> = {
             let ipa = phonemize("Dr. Smith paid $100 for it.", "en-us").unwrap();
-            spoken_words("Dr. Smith paid $100 for it.", &ipa, "en-us")
+            spoken_words("Dr. Smith paid $100 for it.", &ipa, "en-us", &[])
                 .unwrap()
                 .into_iter()
                 .map(|w| w.phonemes)

@@ -206,12 +206,15 @@ fn speak_error(e: SpeechError) -> SpeakError {
         SpeechError::UnknownVoice(_) | SpeechError::UnknownModel(_) => {
             SpeakError::UnknownVoice(message)
         }
-        SpeechError::Invalid { .. } => SpeakError::InvalidRequest(message),
+        SpeechError::Invalid { .. }
+        | SpeechError::InvalidLexicon(_)
+        | SpeechError::LexiconEntryNotFound(_) => SpeakError::InvalidRequest(message),
         SpeechError::Overloaded { .. } | SpeechError::ShuttingDown => SpeakError::Busy(message),
         SpeechError::BatcherStopped
         | SpeechError::VoiceLoad(_)
         | SpeechError::Engine(_)
-        | SpeechError::Encoding(_) => SpeakError::Failed(message),
+        | SpeechError::Encoding(_)
+        | SpeechError::LexiconStorage(_) => SpeakError::Failed(message),
     }
 }
 

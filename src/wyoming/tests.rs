@@ -806,6 +806,7 @@ fn tone_service() -> crate::speech::SpeechService {
             normalize: true,
             ..Default::default()
         },
+        Arc::new(crate::speech::LexiconStore::open(None).unwrap()),
     )
 }
 

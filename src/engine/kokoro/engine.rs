@@ -14,7 +14,7 @@ use super::blend::{Blend, BlendError};
 use super::language::Language;
 use super::names;
 use super::packs::{Gender, Pack, PackDir, PackFile};
-use super::phonemes::phonemize;
+use super::phonemes::{self, phonemize_with};
 use super::split;
 use crate::engine::{
     Engine, EngineError, Pcm, Phonemes, Pronunciation, SynthesisItem, Voice, VoiceInfo, WordTiming,
@@ -346,9 +346,10 @@ impl Voice for KokoroVoice {
     fn phonemes(
         &self,
         text: &str,
-        _pronunciations: &[Pronunciation],
+        pronunciations: &[Pronunciation],
     ) -> Result<Phonemes, EngineError> {
-        let phonemes = phonemize(text, self.language).map_err(EngineError::synthesis)?;
+        let phonemes =
+            phonemize_with(text, self.language, pronunciations).map_err(EngineError::synthesis)?;
         // One pass's framing, as the model is given it: a pad at each end.
         let ids = std::iter::once(0)
             .chain(
@@ -362,6 +363,10 @@ impl Voice for KokoroVoice {
             phonemes: phonemes.misaki,
             ids,
         })
+    }
+
+    fn unsayable(&self, ipa: &str) -> Option<char> {
+        phonemes::unsayable(ipa, self.language)
     }
 
     fn synthesize_each(
@@ -388,7 +393,8 @@ impl KokoroVoice {
         // The request layer refuses speeds outside this range; the clamp keeps the engine
         // bounded when called some other way.
         let speed = item.params.speed.clamp(*SPEED.start(), *SPEED.end());
-        let phonemes = phonemize(&item.text, self.language).map_err(EngineError::synthesis)?;
+        let phonemes = phonemize_with(&item.text, self.language, &item.pronunciations)
+            .map_err(EngineError::synthesis)?;
         let pieces = split::pass_pieces(&phonemes, speed);
         let hop = self.model.config().samples_per_frame;
         let mut samples = Vec::new();
@@ -414,8 +420,14 @@ impl KokoroVoice {
             samples.extend_from_slice(&spoken.audio);
         }
         let words = if item.word_timings {
-            let words = split::word_tokens(&item.text, &phonemes, &pieces, self.language)
-                .map_err(EngineError::synthesis)?;
+            let words = split::word_tokens(
+                &item.text,
+                &phonemes,
+                &pieces,
+                self.language,
+                &item.pronunciations,
+            )
+            .map_err(EngineError::synthesis)?;
             let total = samples.len();
             let mut previous_end = 0;
             Some(

@@ -25,8 +25,12 @@
 //! links the system's espeak-ng 1.51, kokoro-onnx and misaki bundle 1.52; on the fixture's
 //! sentences the two differ only in `oː`/`ɔː` ("four"), which misaki's rewriting makes equal.
 
+use unicode_normalization::UnicodeNormalization;
+
 use super::language::Language;
 use crate::espeak::{self, EspeakError, TIE};
+use crate::text::phonemize::given_in;
+use crate::text::Pronunciation;
 // misaki removes the markers too; kokoro-onnx would hand their letters to the model.
 use crate::text::phonemize::strip_language_flags;
 
@@ -91,35 +95,30 @@ pub enum PhonemizeError {
 /// The phonemes of `text` in `language`; Japanese and Mandarin are
 /// [`PhonemizeError::Unsupported`].
 pub fn phonemize(text: &str, language: Language) -> Result<Phonemes, PhonemizeError> {
+    phonemize_with(text, language, &[])
+}
+
+/// [`phonemize`], with each of `pronunciations` said with its own IPA (rewritten into
+/// misaki's symbols like espeak's: misaki's own symbols, `O` for `oʊ`, pass through).
+pub fn phonemize_with(
+    text: &str,
+    language: Language,
+    pronunciations: &[Pronunciation],
+) -> Result<Phonemes, PhonemizeError> {
     let voice = language
         .espeak_voice()
         .ok_or(PhonemizeError::Unsupported(language))?;
     let mut tied = String::with_capacity(text.len() * 2);
-    for segment in segments(text.trim()) {
-        match segment {
-            Segment::Marks(marks) => {
-                // Other whitespace is a space to the model: a newline would glue two words.
-                tied.extend(
-                    marks
-                        .chars()
-                        .map(|c| if c.is_whitespace() { ' ' } else { c }),
-                )
-            }
-            Segment::Words(words) => {
-                let clauses = espeak::text_to_tied_phoneme_clauses(words, voice)?;
-                let mut first = true;
-                for (ipa, _) in clauses {
-                    for word in strip_language_flags(&ipa).split_whitespace() {
-                        if !first {
-                            tied.push(' ');
-                        }
-                        first = false;
-                        tied.push_str(word);
-                    }
-                }
-            }
+    let mut at = 0;
+    for pronunciation in given_in(text, pronunciations) {
+        push_text(&mut tied, &text[at..pronunciation.text.start], voice)?;
+        if !tied.is_empty() && !tied.ends_with(' ') {
+            tied.push(' ');
         }
+        tied.push_str(&tie(&pronunciation.ipa));
+        at = pronunciation.text.end;
     }
+    push_text(&mut tied, &text[at..], voice)?;
     let tied = tied.trim();
 
     let mut espeak = String::with_capacity(tied.len());
@@ -143,6 +142,85 @@ pub fn phonemize(text: &str, language: Language) -> Result<Phonemes, PhonemizeEr
         misaki: symbols.iter().map(|s| s.c).collect(),
         sources: symbols.iter().map(|s| s.source).collect(),
     })
+}
+
+/// The first symbol of `ipa` that a voice of `language` has no token for, once rewritten as
+/// [`phonemize_with`] rewrites it.
+pub fn unsayable(ipa: &str, language: Language) -> Option<char> {
+    let symbols = tie(ipa)
+        .chars()
+        .filter(|&c| c != TIE)
+        .enumerate()
+        .map(|(source, c)| Symbol { c, source })
+        .collect();
+    rewrite(symbols, language)
+        .into_iter()
+        .map(|s| s.c)
+        .find(|&c| c != ' ' && super::vocab::id(c).is_none())
+}
+
+/// Given IPA with espeak's ties on the pairs misaki's tables rewrite as one symbol, which a
+/// person writing IPA leaves out (`eɪ`, not `e͡ɪ`).
+fn tie(ipa: &str) -> String {
+    const PAIRS: &[(char, char)] = &[
+        ('a', 'ɪ'),
+        ('a', 'ʊ'),
+        ('e', 'ɪ'),
+        ('e', 'ə'),
+        ('ɔ', 'ɪ'),
+        ('o', 'ʊ'),
+        ('ə', 'ʊ'),
+        ('d', 'ʒ'),
+        ('d', 'z'),
+        ('t', 'ʃ'),
+        ('t', 's'),
+    ];
+    let ipa: String = ipa.nfc().collect();
+    let mut out = String::with_capacity(ipa.len() + 4);
+    let mut previous = None;
+    for c in ipa.chars() {
+        if previous.is_some_and(|p| PAIRS.contains(&(p, c))) {
+            out.push(TIE);
+        }
+        if c != TIE {
+            out.push(c);
+        }
+        previous = (c != TIE).then_some(c);
+    }
+    out
+}
+
+/// Appends the tied IPA of `text` (cut as phonemizer cuts it) to `tied`.
+fn push_text(tied: &mut String, text: &str, voice: &str) -> Result<(), PhonemizeError> {
+    let after_given = !tied.is_empty();
+    for (n, segment) in segments(text).into_iter().enumerate() {
+        match segment {
+            Segment::Marks(marks) => {
+                // Other whitespace is a space to the model: a newline would glue two words.
+                tied.extend(
+                    marks
+                        .chars()
+                        .map(|c| if c.is_whitespace() { ' ' } else { c }),
+                )
+            }
+            Segment::Words(words) => {
+                let clauses = espeak::text_to_tied_phoneme_clauses(words, voice)?;
+                let mut first = true;
+                for (ipa, _) in clauses {
+                    for word in strip_language_flags(&ipa).split_whitespace() {
+                        // Words right after given phonemes are a word of their own.
+                        let glued = n == 0 && after_given && !tied.ends_with(' ');
+                        if !first || glued {
+                            tied.push(' ');
+                        }
+                        first = false;
+                        tied.push_str(word);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A piece of the text: punctuation kept as written, or words for espeak.

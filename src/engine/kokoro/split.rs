@@ -22,6 +22,7 @@ use super::language::Language;
 use super::phonemes::{Phonemes, PhonemizeError};
 use super::vocab;
 pub use super::vocab::MAX_TOKENS;
+use crate::text::Pronunciation;
 
 /// Most tokens in one pass at speed 1 or faster. A pass needs about 20 MiB per second of
 /// the audio it makes (measured with the int8 model on the CPU: 15 s of audio from one pass
@@ -171,6 +172,7 @@ pub fn word_tokens(
     phonemes: &Phonemes,
     pieces: &[Piece],
     language: Language,
+    pronunciations: &[Pronunciation],
 ) -> Result<Vec<WordTokens>, PhonemizeError> {
     let voice = language
         .espeak_voice()
@@ -187,7 +189,7 @@ pub fn word_tokens(
             }
         })
         .collect();
-    let words = crate::text::words::spoken_words(text, &ipa, voice)?;
+    let words = crate::text::words::spoken_words(text, &ipa, voice, pronunciations)?;
     let sources = pieces.iter().flat_map(|p| p.sources.iter().copied());
     let mut spans: Vec<Option<Range<usize>>> = vec![None; words.len()];
     // Both in order: the word of each token is found by walking the words once.
@@ -372,7 +374,7 @@ mod tests {
         for max in [MAX_TOKENS, 12] {
             let p = pieces(&phonemes, max);
             let all: Vec<u32> = p.iter().flat_map(|p| p.tokens.clone()).collect();
-            let words = word_tokens(text, &phonemes, &p, Language::AmericanEnglish).unwrap();
+            let words = word_tokens(text, &phonemes, &p, Language::AmericanEnglish, &[]).unwrap();
             let said: Vec<(&str, String)> = words
                 .iter()
                 .map(|w| {

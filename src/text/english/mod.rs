@@ -28,6 +28,8 @@ use std::ops::Range;
 
 use tokens::{tokenize, Token};
 
+use super::pronunciation::{Claim, Pronunciation, Say};
+
 /// How slashed dates like `12/01/2026` are read when both numbers could be the month.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DateOrder {
@@ -68,6 +70,9 @@ pub struct Spoken {
     pub text: String,
     /// In order; everything outside them is the sentence as written.
     pub rewrites: Vec<Rewrite>,
+    /// Words of `text` said with given phonemes (claimed by the dictionary or inline
+    /// markup), in order; each is also one of the rewrites.
+    pub pronunciations: Vec<Pronunciation>,
 }
 
 /// Words that stand for something written otherwise.
@@ -84,7 +89,7 @@ impl Spoken {
     pub fn verbatim(sentence: &str) -> Self {
         Self {
             text: sentence.to_string(),
-            rewrites: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -98,29 +103,94 @@ impl Spoken {
 
 /// `sentence` with every number, date, abbreviation and symbol that a rule knows written out.
 pub fn read(sentence: &str, options: &ReadingOptions) -> Spoken {
+    read_claimed(sentence, Some(options), &[])
+}
+
+/// `sentence` with its `claims` (in order, apart) said as they say, and, when `options` are
+/// given, everything else [`read`] as usual. The rules never see a claimed word: they read
+/// the stretches between claims, so that "Dr. Nguyen" with a claim on "Nguyen" still knows
+/// no name follows "Dr." in its own stretch; that is the price of a claim never being
+/// swallowed by a rule.
+pub fn read_claimed(sentence: &str, options: Option<&ReadingOptions>, claims: &[Claim]) -> Spoken {
     let tokens = tokenize(sentence);
+    let rules: &[Rule] = if options.is_some() { RULES } else { &[] };
+    let options = options.copied().unwrap_or_default();
     let mut spoken = Spoken::default();
     let mut at = 0;
-    while at < tokens.len() {
-        let cursor = Cursor {
-            tokens: &tokens,
-            at,
-            options,
-            sentence,
-        };
-        match RULES.iter().find_map(|rule| rule(&cursor)) {
-            Some(words) if words.tokens > 0 => {
-                let written = tokens[at].start..tokens[at + words.tokens - 1].end();
-                spoken.push_words(&words.text, written, tokens.get(at + words.tokens));
-                at += words.tokens;
+    for claim in claims
+        .iter()
+        .map(Some)
+        .chain([None])
+        .filter(|c| c.is_none_or(|c| c.written.end <= sentence.len()))
+    {
+        let until = claim.map_or(sentence.len(), |c| c.written.start);
+        // The rules read the tokens wholly before the claim.
+        let stretch = &tokens[..tokens.partition_point(|t| t.end() <= until)];
+        while at < stretch.len() {
+            let cursor = Cursor {
+                tokens: stretch,
+                at,
+                options: &options,
+                sentence,
+            };
+            match rules.iter().find_map(|rule| rule(&cursor)) {
+                Some(words) if words.tokens > 0 => {
+                    let written = stretch[at].start..stretch[at + words.tokens - 1].end();
+                    spoken.push_words(&words.text, written, tokens.get(at + words.tokens));
+                    at += words.tokens;
+                }
+                _ => {
+                    spoken.text.push_str(stretch[at].text);
+                    at += 1;
+                }
             }
-            _ => {
-                spoken.text.push_str(tokens[at].text);
-                at += 1;
+        }
+        let Some(claim) = claim else { break };
+        if claim.written.start < spoken_end(&tokens, at) {
+            continue; // overlaps what was read already: claims come in order and apart
+        }
+        // A token cut by the claim's start keeps its head as written.
+        if let Some(token) = tokens.get(at).filter(|t| t.start < claim.written.start) {
+            spoken
+                .text
+                .push_str(&sentence[token.start..claim.written.start]);
+        }
+        at = tokens.partition_point(|t| t.end() <= claim.written.end);
+        let next = tokens.get(at).filter(|t| t.start >= claim.written.end);
+        let written = claim.written.clone();
+        match &claim.say {
+            Say::Alias(words) => spoken.push_words(words, written, next),
+            Say::Phonemes(ipa) => {
+                let words = &sentence[written.clone()];
+                let start = spoken.text.len();
+                spoken.text.push_str(words);
+                spoken.rewrites.push(Rewrite {
+                    spoken: start..spoken.text.len(),
+                    written,
+                });
+                spoken.pronunciations.push(Pronunciation {
+                    text: start..spoken.text.len(),
+                    ipa: ipa.clone(),
+                });
             }
+        }
+        // …and one cut by its end keeps its tail.
+        if let Some(token) = tokens.get(at).filter(|t| t.start < claim.written.end) {
+            spoken
+                .text
+                .push_str(&sentence[claim.written.end..token.end()]);
+            at += 1;
         }
     }
     spoken
+}
+
+/// Where the text read so far ends in the sentence: the start of token `at`.
+fn spoken_end(tokens: &[Token], at: usize) -> usize {
+    match at {
+        0 => 0,
+        _ => tokens[at - 1].end(),
+    }
 }
 
 /// The families, in the order they are tried at each token: the more specific shapes first
