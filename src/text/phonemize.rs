@@ -469,6 +469,42 @@ mod tests {
     }
 
     #[test]
+    fn given_phonemes_take_the_words_place_and_keep_the_punctuation() {
+        let text = "Say Kokoro, please.";
+        let start = text.find("Kokoro").unwrap();
+        let given = [Pronunciation {
+            text: start..start + "Kokoro".len(),
+            ipa: "kˈoʊkəɹoʊ".into(),
+        }];
+        let ipa = phonemize_with(text, &given, "en-us").unwrap();
+        let expected = format!(
+            "{} {}, {}",
+            phonemize("Say", "en-us").unwrap(),
+            "kˈoʊkəɹoʊ".nfd().collect::<String>(),
+            phonemize("please.", "en-us").unwrap()
+        );
+        assert_eq!(ipa, expected);
+        assert_ne!(ipa, phonemize(text, "en-us").unwrap());
+        assert_eq!(
+            phonemize_with(text, &[], "en-us").unwrap(),
+            phonemize(text, "en-us").unwrap()
+        );
+        // Out-of-range or overlapping pronunciations are skipped.
+        let odd = [
+            given[0].clone(),
+            Pronunciation {
+                text: start + 1..start + 3,
+                ipa: "x".into(),
+            },
+            Pronunciation {
+                text: 90..99,
+                ipa: "x".into(),
+            },
+        ];
+        assert_eq!(phonemize_with(text, &odd, "en-us").unwrap(), expected);
+    }
+
+    #[test]
     fn language_flags_are_removed() {
         assert_eq!(
             strip_language_flags("mˈɑːk (en)sˈɒftweə(de) ʊnt"),

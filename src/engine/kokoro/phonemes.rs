@@ -616,6 +616,45 @@ mod tests {
     }
 
     #[test]
+    fn given_ipa_is_rewritten_into_misaki_s_symbols() {
+        let text = "Say Kokoro, please.";
+        let start = text.find("Kokoro").unwrap();
+        let given = |ipa: &str| {
+            [Pronunciation {
+                text: start..start + "Kokoro".len(),
+                ipa: ipa.into(),
+            }]
+        };
+        let american = Language::AmericanEnglish;
+        // Plain IPA and misaki's own symbols say the same.
+        let from_ipa = phonemize_with(text, american, &given("kˈoʊkəɹoʊ")).unwrap();
+        let from_misaki = phonemize_with(text, american, &given("kˈOkəɹO")).unwrap();
+        assert_eq!(from_ipa.misaki, from_misaki.misaki);
+        let say = phonemize("Say", american).unwrap().misaki;
+        let please = phonemize("please.", american).unwrap().misaki;
+        assert_eq!(from_ipa.misaki, format!("{say} kˈOkəɹO, {please}"));
+        // British English has its own diphthong.
+        let british = phonemize_with(text, Language::BritishEnglish, &given("kˈəʊkəɹəʊ")).unwrap();
+        assert!(british.misaki.contains("kˈQkəɹQ"), "{}", british.misaki);
+        // Words after the given ones stay apart from them.
+        let glued = "Kokoro said";
+        let out = phonemize_with(
+            glued,
+            american,
+            &[Pronunciation {
+                text: 0..6,
+                ipa: "kˈOkəɹO".into(),
+            }],
+        )
+        .unwrap();
+        assert!(out.misaki.starts_with("kˈOkəɹO s"), "{}", out.misaki);
+
+        assert_eq!(unsayable("kˈoʊkəɹoʊ", american), None);
+        assert_eq!(unsayable("kˈOkəɹO", american), None);
+        assert_eq!(unsayable("kⱱa", american), Some('ⱱ'));
+    }
+
+    #[test]
     fn japanese_and_mandarin_are_refused() {
         for language in [Language::Japanese, Language::Mandarin] {
             assert_eq!(

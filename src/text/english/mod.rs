@@ -107,10 +107,9 @@ pub fn read(sentence: &str, options: &ReadingOptions) -> Spoken {
 }
 
 /// `sentence` with its `claims` (in order, apart) said as they say, and, when `options` are
-/// given, everything else [`read`] as usual. The rules never see a claimed word: they read
-/// the stretches between claims, so that "Dr. Nguyen" with a claim on "Nguyen" still knows
-/// no name follows "Dr." in its own stretch; that is the price of a claim never being
-/// swallowed by a rule.
+/// given, everything else [`read`] as usual. The rules look at the whole sentence (so "Dr."
+/// before a claimed "Nguyen" still sees a name after it), but a reading that would take in a
+/// claimed word is not used: "5 kg" with "kg" claimed reads the number alone.
 pub fn read_claimed(sentence: &str, options: Option<&ReadingOptions>, claims: &[Claim]) -> Spoken {
     let tokens = tokenize(sentence);
     let rules: &[Rule] = if options.is_some() { RULES } else { &[] };
@@ -125,22 +124,23 @@ pub fn read_claimed(sentence: &str, options: Option<&ReadingOptions>, claims: &[
     {
         let until = claim.map_or(sentence.len(), |c| c.written.start);
         // The rules read the tokens wholly before the claim.
-        let stretch = &tokens[..tokens.partition_point(|t| t.end() <= until)];
-        while at < stretch.len() {
+        let stretch = tokens.partition_point(|t| t.end() <= until);
+        while at < stretch {
             let cursor = Cursor {
-                tokens: stretch,
+                tokens: &tokens,
                 at,
                 options: &options,
                 sentence,
             };
-            match rules.iter().find_map(|rule| rule(&cursor)) {
-                Some(words) if words.tokens > 0 => {
-                    let written = stretch[at].start..stretch[at + words.tokens - 1].end();
+            let fits = |words: &Words| words.tokens > 0 && at + words.tokens <= stretch;
+            match rules.iter().find_map(|rule| rule(&cursor).filter(fits)) {
+                Some(words) => {
+                    let written = tokens[at].start..tokens[at + words.tokens - 1].end();
                     spoken.push_words(&words.text, written, tokens.get(at + words.tokens));
                     at += words.tokens;
                 }
-                _ => {
-                    spoken.text.push_str(stretch[at].text);
+                None => {
+                    spoken.text.push_str(tokens[at].text);
                     at += 1;
                 }
             }
@@ -415,6 +415,78 @@ mod tests {
             failures.len(),
             failures.join("\n")
         );
+    }
+
+    fn claim(sentence: &str, word: &str, say: Say) -> Claim {
+        let start = sentence.find(word).unwrap();
+        Claim {
+            written: start..start + word.len(),
+            say,
+        }
+    }
+
+    #[test]
+    fn claimed_words_are_said_as_claimed_and_the_rules_read_around_them() {
+        let sentence = "Pay $5 to nginx at 3pm, Dr. Nguyen.";
+        let claims = [
+            claim(sentence, "nginx", Say::Alias("engine x".into())),
+            claim(sentence, "Nguyen", Say::Phonemes("wˈɪn".into())),
+        ];
+        let options = ReadingOptions::default();
+        let out = read_claimed(sentence, Some(&options), &claims);
+        assert_eq!(
+            out.text,
+            "Pay five dollars to engine x at three p.m., Doctor Nguyen."
+        );
+        let pairs: Vec<(&str, &str)> = out
+            .rewrites
+            .iter()
+            .map(|r| (&out.text[r.spoken.clone()], &sentence[r.written.clone()]))
+            .collect();
+        assert_eq!(
+            pairs,
+            [
+                ("five dollars", "$5"),
+                ("engine x", "nginx"),
+                ("three p.m.", "3pm"),
+                ("Doctor", "Dr."),
+                ("Nguyen", "Nguyen")
+            ]
+        );
+        assert_eq!(out.pronunciations.len(), 1);
+        let given = &out.pronunciations[0];
+        assert_eq!(
+            (&out.text[given.text.clone()], given.ipa.as_str()),
+            ("Nguyen", "wˈɪn")
+        );
+
+        // Without reading options only the claims change anything.
+        let plain = read_claimed(sentence, None, &claims);
+        assert_eq!(plain.text, "Pay $5 to engine x at 3pm, Dr. Nguyen.");
+    }
+
+    #[test]
+    fn a_claim_is_never_swallowed_by_a_rule() {
+        // "5 kg" would be a measure; with "kg" claimed, the number is read alone.
+        let sentence = "Take 5 kg now.";
+        let claims = [claim(
+            sentence,
+            "kg",
+            Say::Alias("kilograms, roughly".into()),
+        )];
+        let out = read_claimed(sentence, Some(&ReadingOptions::default()), &claims);
+        assert_eq!(out.text, "Take five kilograms, roughly now.");
+        // Overlapping or out-of-range claims are skipped, never a panic.
+        let bad = [
+            claim(sentence, "Take 5", Say::Alias("a".into())),
+            claim(sentence, "5 kg", Say::Alias("b".into())),
+            Claim {
+                written: 10..99,
+                say: Say::Alias("c".into()),
+            },
+        ];
+        let out = read_claimed(sentence, None, &bad);
+        assert_eq!(out.text, "a kg now.");
     }
 
     #[test]
