@@ -287,8 +287,9 @@ pub trait Voice: Send + Sync {
 /// What an utterance becomes before the model sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Phonemes {
-    /// In the voice's own symbols: espeak-ng's IPA for Piper and espeak voices, misaki's
-    /// symbols for Kokoro.
+    /// In the voice's own symbols: espeak-ng's IPA for Piper and espeak voices (a Piper voice
+    /// of the `text` phoneme type: the text's own characters, NFD), misaki's symbols for
+    /// Kokoro.
     pub phonemes: String,
     /// The model's input ids, framing included; empty for espeak-ng, which takes no ids.
     pub ids: Vec<i64>,

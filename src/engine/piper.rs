@@ -6,6 +6,13 @@
 //! name is only ever looked up in that list — never joined into a path. Every voice is loaded
 //! in the engine's [`Precision`] (on a CPU: f32 or bf16; `auto` picks the one this CPU runs
 //! fastest), and the audio cache tells precisions apart through the voice fingerprint.
+//!
+//! A voice only sounds right when it hears the symbols it was trained on, which its config's
+//! `phoneme_type` names: `espeak` (espeak-ng's IPA; the default) and `text` (the text's own
+//! characters) are read here. The other types of piper1-gpl, Piper's successor (`pinyin`,
+//! `japanese`, `hebrew`), need phonemizers this server does not have: such a voice is listed
+//! with the reason it cannot be spoken, said once in the log, and a request for it is refused
+//! as an unknown voice with that reason, never read as if it were another type.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -23,7 +30,7 @@ use super::{
 use crate::metrics as m;
 use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize_with, PhonemeIdMap};
-use crate::text::words::spoken_words;
+use crate::text::words::{spoken_words, words_by_source, SpokenWord};
 use omnivoice_models::spare;
 use omnivoice_models::vits::{Precision, Sampling, Vits, VitsError, VitsInput};
 
@@ -69,7 +76,11 @@ impl VoiceFiles {
 impl PiperEngine {
     pub fn new(dir: impl Into<PathBuf>, device: Device) -> Self {
         let dir = dir.into();
-        let voices = RwLock::new(scan(&dir));
+        let found = scan(&dir);
+        for (id, files) in &found {
+            say_if_refused(id, files);
+        }
+        let voices = RwLock::new(found);
         Self {
             dir,
             device,
@@ -92,7 +103,13 @@ impl PiperEngine {
         let files = self
             .files(voice)
             .ok_or_else(|| EngineError::UnknownVoice(voice.to_string()))?;
+        // Requests never get here for a voice the scan refused (it is no voice to
+        // `find_voice`); the config is read again, so a type changed since is refused too.
+        if let Some(why) = &files.info.unsupported {
+            return Err(EngineError::load(voice, why.clone()));
+        }
         let config = read_json(&files.json).map_err(|e| EngineError::load(voice, e))?;
+        let phoneme_type = PhonemeType::of(&config).map_err(|why| EngineError::load(voice, why))?;
         let model = match &files.safetensors {
             Some(path) => Vits::from_safetensors(path, &config, &self.device),
             None => Vits::from_onnx(&files.onnx, &config, &self.device),
@@ -111,9 +128,75 @@ impl PiperEngine {
             info: files.info.clone(),
             model,
             phonemes,
+            phoneme_type,
             espeak_voice,
             length_scale,
         })
+    }
+}
+
+/// Says once, in one line, why a listed voice cannot be spoken (at startup, and for a voice
+/// a rescan found new or changed).
+fn say_if_refused(id: &str, files: &VoiceFiles) {
+    if let Some(why) = &files.info.unsupported {
+        tracing::warn!(voice = %id, "Piper voice '{id}' is listed but refused: {why}");
+    }
+}
+
+/// What a voice's `phoneme_id_map` is keyed by: its config's `phoneme_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PhonemeType {
+    /// espeak-ng's IPA: Piper's default, and what a config without the field means.
+    Espeak,
+    /// The text's own characters, NFD (voices trained without a phonemizer).
+    Text,
+}
+
+/// piper1-gpl's phoneme types beyond `espeak` and `text`, with what it reads each with.
+const OTHER_PIPER_TYPES: &[(&str, &str)] = &[
+    (
+        "pinyin",
+        "Chinese pinyin that the g2pW model picks for each character in context",
+    ),
+    ("japanese", "OpenJTalk's readings and pitch accent"),
+    (
+        "hebrew",
+        "vowel points restored by the Nakdimon model and a Hebrew IPA converter",
+    ),
+];
+
+impl PhonemeType {
+    /// The voice's phoneme type, or why this server would misread the voice.
+    fn of(config: &serde_json::Value) -> Result<Self, String> {
+        let name = match config.get("phoneme_type") {
+            None => return Ok(Self::Espeak),
+            Some(serde_json::Value::String(name)) => name.as_str(),
+            // Piper's implementations disagree on a null (an error, or `text`): refused.
+            Some(other) => {
+                let shown: String = other.to_string().chars().take(40).collect();
+                return Err(format!(
+                    "phoneme_type {shown} is not the name of a phoneme type; the voice would be misread"
+                ));
+            }
+        };
+        match name {
+            "espeak" => Ok(Self::Espeak),
+            "text" => Ok(Self::Text),
+            other => {
+                let shown: String = other
+                    .chars()
+                    .take(40)
+                    .flat_map(char::escape_debug)
+                    .collect();
+                let refused = format!(
+                    "phoneme_type '{shown}' is not supported by this server; the voice would be misread"
+                );
+                Err(match OTHER_PIPER_TYPES.iter().find(|(n, _)| *n == other) {
+                    Some((_, what)) => format!("{refused} (Piper reads it with {what})"),
+                    None => refused,
+                })
+            }
+        }
     }
 }
 
@@ -206,7 +289,7 @@ fn voice_info(id: &str, config: &serde_json::Value) -> VoiceInfo {
         sample_rate,
         speakers: speakers.into_iter().map(|(_, name)| name).collect(),
         gender: None,
-        unsupported: None,
+        unsupported: PhonemeType::of(config).err(),
     }
 }
 
@@ -226,6 +309,11 @@ impl Engine for PiperEngine {
     fn rescan(&self) -> Vec<String> {
         let found = scan(&self.dir);
         let mut voices = self.voices.write();
+        for (id, files) in &found {
+            if voices.get(id).is_none_or(|old| old.stamp != files.stamp) {
+                say_if_refused(id, files);
+            }
+        }
         let stale = voices
             .iter()
             .filter(|(id, old)| found.get(*id).is_none_or(|new| new.stamp != old.stamp))
@@ -235,8 +323,18 @@ impl Engine for PiperEngine {
         stale
     }
 
+    /// Only voices that can be spoken: a refused one is listed, but resolving it fails with
+    /// [`why_unknown`](Engine::why_unknown)'s reason.
     fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
-        self.files(voice).map(|f| f.info.clone())
+        self.files(voice)
+            .filter(|f| f.info.unsupported.is_none())
+            .map(|f| f.info.clone())
+    }
+
+    fn why_unknown(&self, voice: &str) -> Option<String> {
+        let files = self.files(voice)?;
+        let why = files.info.unsupported.as_ref()?;
+        Some(format!("Piper voice '{voice}' cannot be spoken: {why}."))
     }
 
     fn fingerprint(&self, voice: &str) -> String {
@@ -255,6 +353,7 @@ pub struct PiperVoice {
     info: VoiceInfo,
     model: Vits,
     phonemes: PhonemeIdMap,
+    phoneme_type: PhonemeType,
     espeak_voice: String,
     /// The voice's duration multiplier; the noise defaults live in the model's config.
     length_scale: f32,
@@ -274,12 +373,15 @@ impl Voice for PiperVoice {
         text: &str,
         pronunciations: &[Pronunciation],
     ) -> Result<Phonemes, EngineError> {
-        let ipa = phonemize_with(text, pronunciations, &self.espeak_voice)
-            .map_err(EngineError::synthesis)?;
+        let ipa = self.phoneme_string(text, pronunciations)?;
         Ok(Phonemes {
             ids: self.phonemes.ids(&ipa),
             phonemes: ipa,
         })
+    }
+
+    fn unsayable(&self, ipa: &str) -> Option<char> {
+        self.phonemes.first_unknown(ipa)
     }
 
     fn synthesize_each(
@@ -453,8 +555,7 @@ impl PiperVoice {
         &self,
         item: &SynthesisItem,
     ) -> Result<(Vec<(VitsInput, CharTrace)>, String), EngineError> {
-        let ipa = phonemize_with(&item.text, &item.pronunciations, &self.espeak_voice)
-            .map_err(EngineError::synthesis)?;
+        let ipa = self.phoneme_string(&item.text, &item.pronunciations)?;
         let noise_w = item.params.noise_w.unwrap_or(self.model.config().noise_w);
         let limit = ids_per_pass(item.params.speed, self.length_scale, noise_w);
         let pieces = self.phonemes.traced_pieces(&ipa, limit);
@@ -486,6 +587,41 @@ impl PiperVoice {
         Ok((inputs, ipa))
     }
 
+    /// What the model is given for `text`, one character per symbol: espeak-ng's IPA, or a
+    /// `text` voice's characters of the text.
+    /// A `text` voice has no phonemes to give words: it reads `pronunciations`' words as
+    /// written.
+    fn phoneme_string(
+        &self,
+        text: &str,
+        pronunciations: &[Pronunciation],
+    ) -> Result<String, EngineError> {
+        match self.phoneme_type {
+            PhonemeType::Espeak => phonemize_with(text, pronunciations, &self.espeak_voice)
+                .map_err(EngineError::synthesis),
+            PhonemeType::Text => Ok(self.phonemes.read_text(text).phonemes),
+        }
+    }
+
+    /// The words of `text` with their spans of `ipa`, its [`phoneme_string`](Self::phoneme_string).
+    fn spoken_words(
+        &self,
+        item: &SynthesisItem,
+        ipa: &str,
+    ) -> Result<Vec<SpokenWord>, EngineError> {
+        let text = &item.text;
+        match self.phoneme_type {
+            PhonemeType::Espeak => {
+                spoken_words(text, ipa, &self.espeak_voice, &item.pronunciations)
+                    .map_err(EngineError::synthesis)
+            }
+            PhonemeType::Text => Ok(words_by_source(
+                text,
+                &self.phonemes.read_text(text).sources,
+            )),
+        }
+    }
+
     /// When each spoken word of `text` starts and ends, from the samples its phoneme
     /// characters got (`spans`, indexed like the characters of `ipa`).
     fn word_timings(
@@ -494,8 +630,7 @@ impl PiperVoice {
         ipa: &str,
         spans: &[Option<(usize, usize)>],
     ) -> Result<Vec<WordTiming>, EngineError> {
-        let words = spoken_words(&item.text, ipa, &self.espeak_voice, &item.pronunciations)
-            .map_err(EngineError::synthesis)?;
+        let words = self.spoken_words(item, ipa)?;
         let mut previous_end = 0;
         Ok(words
             .into_iter()
@@ -645,6 +780,243 @@ mod tests {
             })
             .unwrap();
         assert_eq!(calls, 1);
+    }
+
+    fn joe_config() -> serde_json::Value {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/voices/en_US-joe-medium.onnx.json"
+        );
+        read_json(Path::new(path)).expect("the default voice's config in voices/")
+    }
+
+    /// joe's config as a `text` voice: its ids for the ASCII characters its IPA map has (the
+    /// letters but `g`, which IPA writes `ɡ`), so that letters are close to their sounds.
+    fn letters_config() -> serde_json::Value {
+        let mut config = joe_config();
+        let joe = config["phoneme_id_map"].as_object().unwrap().clone();
+        let mut letters: serde_json::Map<String, serde_json::Value> = joe
+            .iter()
+            .filter(|(key, _)| key.is_ascii())
+            .map(|(key, ids)| (key.clone(), ids.clone()))
+            .collect();
+        letters.insert("g".into(), joe["ɡ"].clone());
+        config["phoneme_id_map"] = letters.into();
+        config["phoneme_type"] = "text".into();
+        config
+    }
+
+    /// A voices directory of joe's model (linked) under each name, with each one's config.
+    fn voices_with(configs: &[(&str, serde_json::Value)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let model = concat!(env!("CARGO_MANIFEST_DIR"), "/voices/en_US-joe-medium.onnx");
+        for (name, config) in configs {
+            std::os::unix::fs::symlink(model, dir.path().join(format!("{name}.onnx"))).unwrap();
+            let json = dir.path().join(format!("{name}.onnx.json"));
+            std::fs::write(json, config.to_string()).unwrap();
+        }
+        dir
+    }
+
+    fn with_type(phoneme_type: serde_json::Value) -> serde_json::Value {
+        let mut config = joe_config();
+        config["phoneme_type"] = phoneme_type;
+        config
+    }
+
+    #[test]
+    fn phoneme_type_is_read_from_the_config() {
+        let of = |config: serde_json::Value| PhonemeType::of(&config);
+        assert_eq!(of(serde_json::json!({})), Ok(PhonemeType::Espeak));
+        assert_eq!(
+            of(serde_json::json!({"phoneme_type": "espeak"})),
+            Ok(PhonemeType::Espeak)
+        );
+        assert_eq!(
+            of(serde_json::json!({"phoneme_type": "text"})),
+            Ok(PhonemeType::Text)
+        );
+        let pinyin = of(serde_json::json!({"phoneme_type": "pinyin"})).unwrap_err();
+        assert!(
+            pinyin.starts_with(
+                "phoneme_type 'pinyin' is not supported by this server; the voice would be misread"
+            ) && pinyin.contains("g2pW"),
+            "{pinyin}"
+        );
+        for (name, reader) in [("japanese", "OpenJTalk"), ("hebrew", "Nakdimon")] {
+            let why = of(serde_json::json!({ "phoneme_type": name })).unwrap_err();
+            assert!(
+                why.starts_with(&format!("phoneme_type '{name}' is not supported"))
+                    && why.contains(reader),
+                "{why}"
+            );
+        }
+        // Names are exact, and anything else is refused too: never read as espeak.
+        for refused in [
+            serde_json::json!("Espeak"),
+            serde_json::json!("openjtalk"),
+            serde_json::json!(""),
+            serde_json::json!(null),
+            serde_json::json!(3),
+            serde_json::json!(["espeak"]),
+        ] {
+            let why = of(serde_json::json!({ "phoneme_type": refused })).unwrap_err();
+            assert!(
+                why.starts_with("phoneme_type ") && why.ends_with("the voice would be misread"),
+                "{refused}: {why}"
+            );
+        }
+        let long = "x\n".repeat(100);
+        let why = of(serde_json::json!({ "phoneme_type": long })).unwrap_err();
+        assert!(why.len() < 200 && !why.contains('\n'), "{why}");
+    }
+
+    #[test]
+    fn voices_of_other_phoneme_types_are_listed_but_never_loaded() {
+        let mut no_type = joe_config();
+        no_type.as_object_mut().unwrap().remove("phoneme_type");
+        let dir = voices_with(&[
+            ("espeak", with_type("espeak".into())),
+            ("untyped", no_type),
+            ("letters", letters_config()),
+            ("zh", with_type("pinyin".into())),
+            ("ja", with_type("japanese".into())),
+            ("odd", with_type(7.into())),
+        ]);
+        let engine = PiperEngine::new(dir.path(), Device::Cpu);
+        let listed: BTreeMap<String, Option<String>> = engine
+            .voices()
+            .into_iter()
+            .map(|v| (v.id, v.unsupported))
+            .collect();
+        assert_eq!(listed.len(), 6, "{listed:?}");
+        for id in ["espeak", "untyped", "letters"] {
+            assert_eq!(listed[id], None, "{id}");
+            assert!(engine.find_voice(id).is_some(), "{id}");
+            assert_eq!(engine.why_unknown(id), None, "{id}");
+        }
+        assert!(listed["zh"]
+            .as_ref()
+            .unwrap()
+            .starts_with("phoneme_type 'pinyin' is not supported"));
+        assert!(listed["ja"]
+            .as_ref()
+            .unwrap()
+            .starts_with("phoneme_type 'japanese'"));
+        assert!(listed["odd"]
+            .as_ref()
+            .unwrap()
+            .starts_with("phoneme_type 7 "));
+        for id in ["zh", "ja", "odd"] {
+            assert!(engine.find_voice(id).is_none(), "{id} resolves to nothing");
+            let why = engine.why_unknown(id).unwrap();
+            assert!(
+                why.starts_with(&format!(
+                    "Piper voice '{id}' cannot be spoken: phoneme_type "
+                )),
+                "{why}"
+            );
+            let Err(e) = engine.load_voice(id) else {
+                panic!("{id} loaded");
+            };
+            assert!(e.to_string().contains("phoneme_type"), "{e}");
+        }
+        assert_eq!(engine.why_unknown("nothing"), None);
+
+        // A config changed to another type since the scan is refused by the load itself, and
+        // the next rescan lists the voice as refused (and releases a loaded copy).
+        let json = dir.path().join("letters.onnx.json");
+        std::fs::write(&json, with_type("pinyin".into()).to_string()).unwrap();
+        let Err(e) = engine.load_voice("letters") else {
+            panic!("a voice turned pinyin loaded");
+        };
+        assert!(e.to_string().contains("phoneme_type 'pinyin'"), "{e}");
+        let stale = engine.rescan();
+        assert!(stale.contains(&"letters".to_string()), "{stale:?}");
+        assert!(engine.find_voice("letters").is_none());
+    }
+
+    #[test]
+    fn unsayable_symbols_are_those_the_map_lacks_after_replacements() {
+        let mut replaced = with_type("espeak".into());
+        replaced["phoneme_map"] = serde_json::json!({"Q": ["k", "w"], "X": ["k", "Q"]});
+        let dir = voices_with(&[("replaced", replaced)]);
+        let voice = PiperEngine::new(dir.path(), Device::Cpu)
+            .load("replaced")
+            .unwrap();
+        assert_eq!(voice.phoneme_type, PhonemeType::Espeak);
+        assert_eq!(voice.unsayable("həlˈoʊ wˈɜːld"), None);
+        assert_eq!(voice.unsayable("Q"), None, "replaced by phonemes joe has");
+        assert_eq!(voice.unsayable("X"), Some('Q'), "replaced by one it lacks");
+        assert_eq!(voice.unsayable("hə\u{05D0}"), Some('\u{05D0}'));
+        // An espeak voice is given espeak-ng's IPA, as before.
+        let text = "Hello world.";
+        let ipa = phonemize(text, "en-us").unwrap();
+        let read = voice.phonemes(text, &[]).unwrap();
+        assert_eq!(read.ids, voice.phonemes.ids(&ipa));
+        assert_eq!(read.phonemes, ipa);
+    }
+
+    #[test]
+    fn a_text_voice_is_given_the_characters_of_the_text() {
+        let dir = voices_with(&[("letters", letters_config())]);
+        let voice = PiperEngine::new(dir.path(), Device::Cpu)
+            .load("letters")
+            .unwrap();
+        assert_eq!(voice.phoneme_type, PhonemeType::Text);
+        // The map has no capitals, so they are read in lower case; no espeak-ng IPA.
+        let read = voice.phonemes("Hello, world", &[]).unwrap();
+        assert_eq!(read.phonemes, "hello, world");
+        let joe = joe_config()["phoneme_id_map"].clone();
+        let id = |c: char| joe[c.to_string()][0].as_i64().unwrap();
+        let mut ids = vec![id('^'), id('_')];
+        for c in "hello, world".chars() {
+            ids.extend([id(c), id('_')]);
+        }
+        ids.push(id('$'));
+        assert_eq!(read.ids, ids);
+        assert_eq!(voice.unsayable("hello world"), None);
+        assert_eq!(voice.unsayable("həˈloʊ"), Some('ə'), "IPA is no letter");
+
+        let item = SynthesisItem {
+            word_timings: true,
+            params: SynthesisParams {
+                seed: Some(3),
+                ..SynthesisParams::default()
+            },
+            ..SynthesisItem::new("Hello world, this is a test.")
+        };
+        let mut whole = None;
+        voice
+            .synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| whole = Some(pcm))
+            .unwrap();
+        let pcm = whole.expect("audio");
+        let seconds = pcm.duration_s();
+        let rms =
+            (pcm.samples.iter().map(|s| s * s).sum::<f32>() / pcm.samples.len() as f32).sqrt();
+        assert!(
+            (0.8..6.0).contains(&seconds) && rms > 0.02,
+            "{seconds} s, rms {rms}"
+        );
+        let words = pcm.words.clone().expect("word timings");
+        let texts: Vec<&str> = words.iter().map(|w| &item.text[w.text.clone()]).collect();
+        assert_eq!(texts, ["Hello", "world", "this", "is", "a", "test"]);
+        for pair in words.windows(2) {
+            assert!(pair[0].end <= pair[1].start, "{words:?}");
+        }
+        assert!(words.iter().all(|w| w.start < w.end), "{words:?}");
+        assert!(words.last().unwrap().end <= pcm.samples.len());
+        // Computed in pieces, the same audio and words.
+        let mut pieces = Vec::new();
+        voice
+            .synthesize_in_pieces(&item, &mut |pcm| {
+                pieces.push(pcm);
+                true
+            })
+            .unwrap();
+        let joined: Vec<f32> = pieces.iter().flat_map(|p| p.samples.clone()).collect();
+        assert_eq!(joined.len(), pcm.samples.len());
+        assert_eq!(pieces.iter().find_map(|p| p.words.clone()), pcm.words);
     }
 
     #[test]

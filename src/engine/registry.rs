@@ -321,10 +321,23 @@ impl Registry {
         let info = own.or_else(|| engine.find_voice(name)).or_else(|| {
             // An alias whose target belongs to another engine (startup checked that it exists
             // somewhere): use this engine's first voice, so `model=espeak, voice=alloy` speaks.
-            aliased.and_then(|_| engine.voices().into_iter().next())
+            aliased.and_then(|_| {
+                engine
+                    .voices()
+                    .into_iter()
+                    .find(|v| v.unsupported.is_none())
+            })
         });
         let unknown = || {
-            let some: Vec<String> = engine.voices().into_iter().take(12).map(|v| v.id).collect();
+            // Voices listed but refused (a language or phoneme type this server cannot
+            // read) are no valid choice.
+            let some: Vec<String> = engine
+                .voices()
+                .into_iter()
+                .filter(|v| v.unsupported.is_none())
+                .take(12)
+                .map(|v| v.id)
+                .collect();
             let why = engine
                 .why_unknown(name)
                 .map_or(String::new(), |why| format!(" {why}"));

@@ -115,6 +115,57 @@ impl PhonemeIdMap {
             .collect()
     }
 
+    /// Whether the voice has ids for `c`: its own, or those of every phoneme it is replaced by.
+    fn knows(&self, c: char) -> bool {
+        match self.replacements.get(&c) {
+            Some(targets) => targets.iter().all(|t| self.ids.contains_key(t)),
+            None => self.ids.contains_key(&c),
+        }
+    }
+
+    /// The first symbol of `phonemes` (NFD, replacements applied) that the voice has no ids
+    /// for, which [`ids`](Self::ids) would skip; whitespace is never one (a voice without a
+    /// space phoneme just runs words together). `None` when the voice can say them all.
+    pub fn first_unknown(&self, phonemes: &str) -> Option<char> {
+        phonemes
+            .nfd()
+            .filter(|c| !c.is_whitespace())
+            .flat_map(|c| match self.replacements.get(&c) {
+                Some(targets) => targets.clone(),
+                None => vec![c],
+            })
+            .find(|symbol| !self.ids.contains_key(symbol))
+    }
+
+    /// `text` as a voice of Piper's `text` phoneme type reads it: its own characters, NFD,
+    /// which [`ids`](Self::ids) then looks up directly. piper1-gpl (which trains such voices)
+    /// keeps the case; the original Piper's runtime folded it to lower case. So a character
+    /// is kept as it is where the voice knows it, and taken in lower case where only that is
+    /// known: a voice trained with capitals hears its capitals, one trained on lower case
+    /// hears "Hello" as "hello" instead of losing the "H".
+    pub fn read_text(&self, text: &str) -> TextPhonemes {
+        let mut decomposed: Vec<(char, usize)> = Vec::with_capacity(text.len());
+        for (at, c) in text.char_indices() {
+            unicode_normalization::char::decompose_canonical(c, |d| decomposed.push((d, at)));
+        }
+        canonical_order(&mut decomposed);
+        let mut phonemes = String::with_capacity(text.len());
+        let mut sources = Vec::with_capacity(decomposed.len());
+        for (c, at) in decomposed {
+            let lower: Vec<char> = c.to_lowercase().collect();
+            let read = if !self.knows(c) && lower != [c] && lower.iter().all(|&l| self.knows(l)) {
+                lower
+            } else {
+                vec![c]
+            };
+            for c in read {
+                phonemes.push(c);
+                sources.push(at);
+            }
+        }
+        TextPhonemes { phonemes, sources }
+    }
+
     /// Each known phoneme of `phonemes` (NFD, replacements applied) with its ids and the pad.
     fn symbols(&self, phonemes: &str) -> Vec<Symbol> {
         let pad = &self.ids[&PAD];
@@ -135,6 +186,36 @@ impl PhonemeIdMap {
             }
         }
         symbols
+    }
+}
+
+/// A text's characters as a `text` voice reads them ([`PhonemeIdMap::read_text`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextPhonemes {
+    /// The characters the voice is given: the text in NFD (some in lower case).
+    pub phonemes: String,
+    /// For each character of `phonemes`, the byte offset in the text of the character it
+    /// came from (in order but for combining marks, which NFD may reorder within a letter).
+    pub sources: Vec<usize>,
+}
+
+/// Puts each run of combining marks in canonical order (a stable sort by combining class),
+/// as NFD does after decomposing: with the characters decomposed one by one, the result is
+/// the text's NFD, each character still carrying where it came from.
+fn canonical_order(chars: &mut [(char, usize)]) {
+    let class = |c: char| unicode_normalization::char::canonical_combining_class(c);
+    let mut start = 0;
+    while start < chars.len() {
+        if class(chars[start].0) == 0 {
+            start += 1;
+            continue;
+        }
+        let end = chars[start..]
+            .iter()
+            .position(|&(c, _)| class(c) == 0)
+            .map_or(chars.len(), |n| start + n);
+        chars[start..end].sort_by_key(|&(c, _)| class(c));
+        start = end;
     }
 }
 
@@ -348,6 +429,90 @@ mod tests {
         assert_eq!(map.ids("ç"), [1, 0, 16, 0, 140, 0, 2]);
         assert_eq!(map.ids("aqa"), [1, 0, 4, 0, 4, 0, 2]);
         assert_eq!(map.ids("z"), [1, 0, 4, 0, 5, 6, 0, 2]);
+    }
+
+    #[test]
+    fn the_first_unknown_symbol_is_found_after_replacements() {
+        let map = PhonemeIdMap::from_voice_json(&json!({
+            "phoneme_id_map": {"_": [0], "^": [1], "$": [2], "a": [4], "b": [5], "c": [16],
+                               "e": [18], "\u{0327}": [140]},
+            "phoneme_map": {"z": ["a", "b"], "y": ["a", "w"]}
+        }))
+        .unwrap();
+        assert_eq!(map.first_unknown(""), None);
+        assert_eq!(
+            map.first_unknown("ab a\tb\n"),
+            None,
+            "whitespace is no symbol to refuse, even without a space phoneme"
+        );
+        assert_eq!(
+            map.first_unknown("ç"),
+            None,
+            "c and the cedilla apart (NFD)"
+        );
+        assert_eq!(
+            map.first_unknown("z"),
+            None,
+            "replaced by phonemes it knows"
+        );
+        assert_eq!(map.first_unknown("aqzx"), Some('q'));
+        assert_eq!(map.first_unknown("y"), Some('w'), "a replacement it lacks");
+        assert_eq!(
+            map.first_unknown("bé"),
+            Some('\u{0301}'),
+            "é is e and an acute"
+        );
+    }
+
+    /// A map with ids for exactly `symbols` (and the framing), one id each.
+    fn map_of(symbols: &str) -> PhonemeIdMap {
+        let mut table = serde_json::Map::new();
+        for (n, c) in "_^$".chars().chain(symbols.chars()).enumerate() {
+            table.insert(c.to_string(), json!([n]));
+        }
+        PhonemeIdMap::from_voice_json(&json!({ "phoneme_id_map": table })).unwrap()
+    }
+
+    #[test]
+    fn text_is_read_as_its_own_characters_in_nfd() {
+        let texts = [
+            "Ça va? Å bientôt.",
+            // Combining marks out of canonical order, a precomposed letter with two marks,
+            // Hangul: NFD reorders the first and decomposes the others.
+            "a\u{0301}\u{0316}",
+            "ḕ 한",
+        ];
+        let all: String = texts.concat().nfd().collect();
+        let map = map_of(&all);
+        for text in texts {
+            let read = map.read_text(text);
+            assert_eq!(read.phonemes, text.nfd().collect::<String>(), "{text:?}");
+            assert_eq!(read.sources.len(), read.phonemes.chars().count());
+        }
+        // Each character knows where it came from, reordered marks included.
+        assert_eq!(map.read_text("a\u{0301}\u{0316}").sources, [0, 3, 1]);
+        assert_eq!(map.read_text("bÅ c").sources, [0, 1, 1, 3, 4]);
+    }
+
+    #[test]
+    fn capitals_are_kept_where_the_voice_knows_them_else_lowered() {
+        let lower = map_of("helo wrd\u{0301}");
+        let read = lower.read_text("Hello Wörld É");
+        // ö lowers to nothing known (no diaeresis), so it stays and is skipped by the ids.
+        assert_eq!(read.phonemes, "hello wo\u{0308}rld e\u{0301}");
+        assert_eq!(lower.first_unknown(&read.phonemes), Some('\u{0308}'));
+        assert_eq!(
+            lower.ids(&read.phonemes),
+            lower.ids("hello world e\u{0301}"),
+            "the unknown mark is skipped"
+        );
+        assert_eq!(read.sources[..2], [0, 1]);
+        let both = map_of("HhELelo");
+        assert_eq!(both.read_text("HELLO hello").phonemes, "HELLo hello");
+        // Where neither is known the character stays, for the ids to skip and
+        // `first_unknown` to name.
+        assert_eq!(both.read_text("Q").phonemes, "Q");
+        assert_eq!(both.first_unknown("Q"), Some('Q'));
     }
 
     /// The pieces' contents without framing, each as the phoneme text it came from.

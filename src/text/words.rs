@@ -137,6 +137,30 @@ pub fn spoken_words(
         .collect())
 }
 
+/// The written words of `text`, each with the characters of a phoneme string that came from
+/// it, where `sources` gives for each character of that string the byte offset in `text` of
+/// the character it came from, in order: how a voice that reads the text's own characters
+/// (Piper's `text` phoneme type) finds its words. No alignment is needed; spans never overlap.
+pub fn words_by_source(text: &str, sources: &[usize]) -> Vec<SpokenWord> {
+    let mut next = 0;
+    written_words(text)
+        .into_iter()
+        .map(|range| {
+            while next < sources.len() && sources[next] < range.start {
+                next += 1;
+            }
+            let start = next;
+            while next < sources.len() && sources[next] < range.end {
+                next += 1;
+            }
+            SpokenWord {
+                text: range,
+                phonemes: start..next,
+            }
+        })
+        .collect()
+}
+
 /// A character that is a sound: not a space, a stress mark or clause punctuation.
 fn is_phone(c: char) -> bool {
     !c.is_whitespace() && !STRESS.contains(&c) && !CLAUSE_PUNCTUATION.contains(&c)
@@ -195,6 +219,23 @@ mod tests {
             ["Dr", "Smith", "paid", "$100", "didn't", "he", "U.S", "—", "3.5%", "naïve"]
         );
         assert!(words(" \n ").is_empty());
+    }
+
+    #[test]
+    fn words_by_source_take_the_characters_that_came_from_them() {
+        // "Ça, va": Ç became C and a cedilla; the phoneme string is "Ça, va" in NFD.
+        let text = "Ça, va";
+        let sources = [0, 0, 2, 3, 4, 5, 6];
+        let words = words_by_source(text, &sources);
+        let texts: Vec<&str> = words.iter().map(|w| &text[w.text.clone()]).collect();
+        assert_eq!(texts, ["Ça", "va"]);
+        assert_eq!(words[0].phonemes, 0..3, "the comma is trimmed off the word");
+        assert_eq!(words[1].phonemes, 5..7);
+        // Characters the reading dropped leave a word with no phonemes, in place.
+        let words = words_by_source("a b c", &[0, 4]);
+        let spans: Vec<_> = words.iter().map(|w| w.phonemes.clone()).collect();
+        assert_eq!(spans, [0..1, 1..1, 1..2]);
+        assert!(words_by_source("", &[]).is_empty());
     }
 
     #[test]

@@ -104,6 +104,11 @@ impl Binary {
     /// Kokoro (which would otherwise answer OpenAI's names), unless `args` name an engine or
     /// a Kokoro directory.
     pub fn spawn(args: &[&str]) -> Self {
+        Self::spawn_logging_to(args, Stdio::inherit())
+    }
+
+    /// [`spawn`](Self::spawn) with the server's log (its stderr) going to `log`.
+    pub fn spawn_logging_to(args: &[&str], log: Stdio) -> Self {
         let chooses = args
             .iter()
             .any(|a| *a == "--default-engine" || *a == "--kokoro-dir" || *a == "--config");
@@ -118,7 +123,7 @@ impl Binary {
             .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(log)
             .spawn()
             .expect("start omnivoice-server");
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -148,7 +153,12 @@ impl Binary {
 
     /// Starts the binary and waits until `/health` is 200.
     pub async fn ready(args: &[&str]) -> Self {
-        let server = Self::spawn(args);
+        Self::spawn(args).until_ready().await
+    }
+
+    /// Waits until this server's `/health` is 200.
+    pub async fn until_ready(self) -> Self {
+        let server = self;
         let client = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
