@@ -274,7 +274,7 @@ async fn given_ipa_is_said_by_piper_and_kokoro_or_refused_by_name() {
     }
 
     // A symbol the voice has no phoneme for is refused, naming it and the word.
-    let odd = json!({"entries": [{"word": "Zorblax", "ipa": "zⱱa"}]});
+    let odd = json!({"entries": [{"word": "Zorblax", "ipa": "zʬa"}]});
     assert_eq!(put(&server.url, &odd).await.status(), 200);
     for voice in [PIPER, "af_heart"] {
         let response = post_speech(
@@ -285,7 +285,7 @@ async fn given_ipa_is_said_by_piper_and_kokoro_or_refused_by_name() {
         let error = openai_error(response, 400).await;
         let message = error["message"].as_str().unwrap();
         assert!(
-            message.contains('ⱱ') && message.contains("Zorblax"),
+            message.contains('ʬ') && message.contains("Zorblax"),
             "{voice}: {message}"
         );
         assert_eq!(error["param"], "input");
