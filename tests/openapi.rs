@@ -89,7 +89,7 @@ const DISCOVERY: [(&str, &str); 4] = [
     ("get", "/v1/audio/models"),
     ("get", "/v1/audio/voices"),
 ];
-const GUARDED: [(&str, &str); 9] = [
+const GUARDED: [(&str, &str); 12] = [
     ("post", "/v1/audio/speech"),
     ("post", "/v1/audio/phonemize"),
     ("post", "/dev/phonemize"),
@@ -99,6 +99,9 @@ const GUARDED: [(&str, &str); 9] = [
     ("post", "/dev/captioned_speech"),
     ("delete", "/v1/audio/cache"),
     ("post", "/v1/voices/reload"),
+    ("get", "/v1/audio/lexicon"),
+    ("put", "/v1/audio/lexicon"),
+    ("delete", "/v1/audio/lexicon"),
 ];
 const OPEN: [(&str, &str); 8] = [
     ("get", "/"),

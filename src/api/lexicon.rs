@@ -126,6 +126,8 @@ pub async fn get_lexicon(State(state): State<Arc<AppState>>) -> Json<Lexicon> {
     responses(
         (status = 200, description = "The dictionary after the change", body = Lexicon),
         (status = 400, description = "A bad entry; `param` names it (`entries[2].ipa`)", body = ErrorBody),
+        (status = 413, description = "The body is larger than the server accepts", body = ErrorBody),
+        (status = 415, description = "The body is not JSON", body = ErrorBody),
         (status = 500, description = "The change could not be saved, and was not made", body = ErrorBody),
     ))]
 pub async fn put_lexicon(
