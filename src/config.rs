@@ -177,6 +177,11 @@ struct Options {
     /// (December first) or dmy (the twelfth of January); a request may choose its own
     #[arg(long, env = "OMNIVOICE_DATE_ORDER", default_value_t = DEFAULTS.date_order.clone())]
     date_order: String,
+    /// Read each sentence of plain text in the language it is detected to be in, by the voice that [voices.by_language] names for that language (sentences of other languages keep the requested voice)
+    #[arg(long, env = "OMNIVOICE_LANGUAGE_DETECT", action = ArgAction::Set,
+          num_args = 0..=1, default_missing_value = "true",
+          default_value_t = DEFAULTS.language_detect)]
+    language_detect: bool,
     /// Pronunciation dictionary file (TOML, or JSON when it ends in .json), loaded at startup and rewritten atomically by PUT/DELETE /v1/audio/lexicon; created on the first change; unset = the dictionary lives in memory only
     #[arg(long, env = "OMNIVOICE_LEXICON")]
     lexicon: Option<PathBuf>,
@@ -271,9 +276,10 @@ struct Options {
     /// `[models.aliases]`: extra model names → engine ids (file only).
     #[arg(skip)]
     models: AliasTable,
-    /// `[voices.aliases]`: voice names → voice ids (file only).
+    /// `[voices.aliases]`: voice names → voice ids; `[voices.by_language]`: language tags →
+    /// the voice that reads them (file only).
     #[arg(skip)]
-    voices: AliasTable,
+    voices: VoiceTables,
 }
 
 impl Default for Options {
@@ -298,6 +304,7 @@ impl Default for Options {
             normalize: true,
             date_order: "mdy".into(),
             lexicon: None,
+            language_detect: false,
             request_timeout_s: 120,
             api_keys: Vec::new(),
             public_discovery: false,
@@ -323,7 +330,7 @@ impl Default for Options {
             redis_breaker_failures: 3,
             redis_breaker_cooldown_ms: 1000,
             models: AliasTable::default(),
-            voices: AliasTable::default(),
+            voices: VoiceTables::default(),
         }
     }
 }
@@ -333,6 +340,15 @@ impl Default for Options {
 struct AliasTable {
     #[serde(default)]
     aliases: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VoiceTables {
+    #[serde(default)]
+    aliases: BTreeMap<String, String>,
+    #[serde(default)]
+    by_language: BTreeMap<String, String>,
 }
 
 /// The settings that have a flag: clap's argument ids, which are also the file keys.
@@ -476,6 +492,8 @@ pub struct Settings {
     pub date_order: String,
     /// Where the pronunciation dictionary is kept; `None`: in memory only.
     pub lexicon: Option<PathBuf>,
+    /// Whether each sentence is read in the language it is detected to be in.
+    pub language_detect: bool,
     pub request_timeout_s: u64,
     pub max_concurrent: usize,
     #[serde(skip)]
@@ -502,6 +520,8 @@ pub struct Settings {
     pub model_aliases: BTreeMap<String, String>,
     /// OpenAI voice names (and any others) → voice ids, from `[voices.aliases]`.
     pub voice_aliases: BTreeMap<String, String>,
+    /// Language tags → the voice that reads them, from `[voices.by_language]`.
+    pub voices_by_language: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -586,6 +606,7 @@ impl Settings {
             normalize: o.normalize,
             date_order: o.date_order,
             lexicon: o.lexicon,
+            language_detect: o.language_detect,
             request_timeout_s: o.request_timeout_s,
             max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),
             api_keys: o.api_keys,
@@ -623,6 +644,7 @@ impl Settings {
             public_discovery: o.public_discovery,
             model_aliases: o.models.aliases,
             voice_aliases: o.voices.aliases,
+            voices_by_language: o.voices.by_language,
         };
         settings.validate()?;
         Ok(settings)

@@ -20,7 +20,7 @@ use crate::cache::AudioCache;
 use crate::config::Settings;
 use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
-use crate::speech::{LexiconStore, SpeechService, TextSettings};
+use crate::speech::{LanguageSettings, LexiconStore, SpeechService, TextSettings};
 use crate::text::english::{DateOrder, ReadingOptions};
 
 /// How long closing idle connections may take once every request has finished.
@@ -130,6 +130,14 @@ pub fn build(
     if settings.lexicon.is_none() {
         tracing::debug!("no --lexicon file: dictionary changes last until the server stops");
     }
+    for (language, voice) in &settings.voices_by_language {
+        if let Err(e) = registry.resolve_name(voice) {
+            return Err(InvalidSetting {
+                setting: format!("voices.by_language.{language}"),
+                message: e.to_string(),
+            });
+        }
+    }
     let batcher = Batcher::start(&settings.effective_batch(), settings.max_concurrent);
     let cache = AudioCache::new(&settings.cache);
     let speech = SpeechService::new(
@@ -143,6 +151,10 @@ pub fn build(
             reading: ReadingOptions {
                 // The settings refused any other value.
                 date_order: DateOrder::parse(&settings.date_order).unwrap_or_default(),
+            },
+            languages: LanguageSettings {
+                by_language: settings.voices_by_language.clone(),
+                detect: settings.language_detect,
             },
         },
         Arc::new(lexicon),

@@ -166,6 +166,7 @@ impl From<SpeechError> for ApiError {
                     InvalidReason::Empty => "empty_input",
                     InvalidReason::TooLong => "string_above_max_length",
                     InvalidReason::Unsupported | InvalidReason::OutOfRange => "invalid_value",
+                    InvalidReason::Malformed => "invalid_ssml",
                 })
             }
             SpeechError::UnknownModel(_) => {

@@ -31,6 +31,12 @@ pub struct PhonemizeRequest {
     pub voice: Option<VoiceField>,
     #[serde(default)]
     pub normalization_options: Option<NormalizationOptions>,
+    /// As for speech: the language the input is written in.
+    #[serde(default, alias = "lang_code")]
+    pub language: Option<String>,
+    /// As for speech: `text` or `ssml`.
+    #[serde(default)]
+    pub input_format: Option<String>,
 }
 
 /// What the text will be spoken as.
@@ -110,6 +116,8 @@ async fn answer(
         input: request.input.unwrap_or_default(),
         normalize: options.normalize,
         date_order: options.date_order,
+        language: request.language,
+        input_format: request.input_format,
         ..Request::default()
     })?;
     let phonemized = state.speech.phonemize(&job).await?;

@@ -78,6 +78,16 @@ pub struct SpeechRequest {
     /// server's settings when absent).
     #[serde(default)]
     pub normalization_options: Option<NormalizationOptions>,
+    /// The language the input is written in (`en`, `de`, `pt-BR`; Kokoro-FastAPI's
+    /// `lang_code` is taken too). With a voice alias (an OpenAI voice name) it chooses the
+    /// voice that speaks it (`[voices.by_language]`); a voice named outright must speak it.
+    #[serde(default, alias = "lang_code")]
+    #[schema(example = "en")]
+    pub language: Option<String>,
+    /// `text` or `ssml`; when absent, input that starts with `<speak>` is SSML.
+    #[serde(default)]
+    #[schema(example = "ssml")]
+    pub input_format: Option<String>,
 }
 
 /// Kokoro-FastAPI's `normalization_options`; its other fields are accepted and ignored.
@@ -194,6 +204,7 @@ pub async fn create_speech(
     let timeout = Duration::from_secs(state.settings.request_timeout_s);
     let speech = state.speech.clone();
     let format = job.format();
+    let languages = job.languages().join(", ");
     match delivery {
         Delivery::Whole => {
             let spoken = tokio::time::timeout(timeout, speech.speak(job))
@@ -213,6 +224,7 @@ pub async fn create_speech(
                 audio.bytes.len().to_string(),
             );
             set(headers, X_DURATION, format!("{:.3}", audio.duration_s));
+            set(headers, header::CONTENT_LANGUAGE, languages);
             set(
                 headers,
                 X_LATENCY,
@@ -262,6 +274,7 @@ pub async fn create_speech(
             if let Some(layer) = layer {
                 set(headers, X_CACHE_LAYER, layer.as_str().to_string());
             }
+            set(headers, header::CONTENT_LANGUAGE, languages);
             set(
                 headers,
                 X_LATENCY,
@@ -309,6 +322,8 @@ pub(super) fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Req
         native_pcm: false,
         normalize: options.normalize,
         date_order: options.date_order,
+        language: request.language,
+        input_format: request.input_format,
     }
 }
 

@@ -277,6 +277,7 @@ fn keys_differ_by_format_parameters_reading_and_lexicon() {
             engine: "piper",
             voice: "v",
             voice_fingerprint: "f",
+            other_voices: "",
             input: "hi",
             response_format: format,
             sample_rate: 22050,

@@ -106,6 +106,11 @@ impl Voice for FormantVoice {
         &self.info
     }
 
+    /// espeak-ng takes phonemes only in its own mnemonics, not IPA.
+    fn says_given_phonemes(&self) -> bool {
+        false
+    }
+
     fn phonemes(
         &self,
         text: &str,

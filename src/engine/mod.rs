@@ -282,6 +282,12 @@ pub trait Voice: Send + Sync {
     fn unsayable(&self, _ipa: &str) -> Option<char> {
         None
     }
+
+    /// Whether the voice says [`SynthesisItem::pronunciations`] at all; one that cannot has
+    /// them refused rather than ignored.
+    fn says_given_phonemes(&self) -> bool {
+        true
+    }
 }
 
 /// What an utterance becomes before the model sees it.

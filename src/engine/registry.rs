@@ -369,6 +369,24 @@ impl Registry {
         })
     }
 
+    /// Resolves a voice named the way settings name one: `engine/voice`, or a voice id of any
+    /// engine (the default engine's first), or a name the default engine resolves (OpenAI
+    /// names, aliases).
+    pub fn resolve_name(&self, name: &str) -> Result<ResolvedVoice, ResolveError> {
+        let owner = self.engine_of_voice(name);
+        let (model, voice) = name
+            .split_once('/')
+            .unwrap_or((owner.as_deref().unwrap_or(self.default_engine()), name));
+        self.resolve(model, voice)
+    }
+
+    /// Whether `voice` names no voice of its own but stands for one: an OpenAI voice name or
+    /// a configured alias, which a request's language may then choose for.
+    pub fn is_alias(&self, voice: &str) -> bool {
+        let voice = voice.trim();
+        self.config.voice_aliases.contains_key(voice) || OPENAI_VOICES.contains(&voice)
+    }
+
     /// A content fingerprint of the voice (changes when its model file changes).
     pub fn fingerprint(&self, voice: &ResolvedVoice) -> String {
         self.engines[voice.key.engine()].fingerprint(voice.key.voice())

@@ -137,6 +137,9 @@ pub enum InvalidReason {
     Unsupported,
     /// A number outside its range.
     OutOfRange,
+    /// Markup that does not parse, or that the server does not understand (the message says
+    /// where).
+    Malformed,
 }
 
 impl SpeechError {

@@ -4,45 +4,83 @@
 
 use crate::engine::Pcm;
 
+use std::time::Duration;
+
 /// Silence between sentences, as natural speech pauses.
-const SENTENCE_PAUSE_S: f32 = 0.2;
+pub(super) const SENTENCE_PAUSE: Duration = Duration::from_millis(200);
 /// Fade at both ends of every sentence so joins never click.
 const EDGE_FADE_S: f32 = 0.005;
 
-/// Joins sentence audio with short pauses; returns the samples and their duration in seconds.
-pub(super) fn join_sentences(pieces: &[Pcm], rate: u32) -> (Vec<f32>, f64) {
-    let total: usize = pieces.iter().map(|p| p.samples.len()).sum::<usize>()
-        + pause_samples(rate) * pieces.len().saturating_sub(1);
-    let mut out = Vec::with_capacity(total);
+/// The silences of a body: before each sentence (the first's opens the body), and after the
+/// last.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(super) struct Pauses {
+    pub before: Vec<Duration>,
+    pub after: Duration,
+}
+
+impl Pauses {
+    /// No silence before the first of `sentences`, a sentence pause before each other.
+    #[cfg(test)]
+    pub fn between(sentences: usize) -> Self {
+        Self {
+            before: (0..sentences)
+                .map(|i| {
+                    if i == 0 {
+                        Duration::ZERO
+                    } else {
+                        SENTENCE_PAUSE
+                    }
+                })
+                .collect(),
+            after: Duration::ZERO,
+        }
+    }
+
+    /// The silence before sentence `i`.
+    fn before(&self, i: usize) -> Duration {
+        self.before.get(i).copied().unwrap_or(SENTENCE_PAUSE)
+    }
+}
+
+/// Joins sentence audio behind its pauses; returns the samples and their duration in seconds.
+pub(super) fn join_sentences(pieces: &[Pcm], pauses: &Pauses, rate: u32) -> (Vec<f32>, f64) {
+    let silence: usize = (0..pieces.len())
+        .map(|i| samples(pauses.before(i), rate))
+        .sum::<usize>()
+        + samples(pauses.after, rate);
+    let mut out =
+        Vec::with_capacity(pieces.iter().map(|p| p.samples.len()).sum::<usize>() + silence);
     let mut joiner = Joiner::new(rate);
-    for piece in pieces {
+    for (i, piece) in pieces.iter().enumerate() {
+        joiner.pause_next(pauses.before(i));
         joiner.push(&piece.samples, &mut out);
         joiner.end_sentence(&mut out);
     }
+    joiner.silence(pauses.after, &mut out);
     let duration = out.len() as f64 / rate as f64;
     (out, duration)
 }
 
-/// Where each sentence starts in the audio [`join_sentences`] makes of them, in samples.
-pub(super) fn sentence_starts(pieces: &[Pcm], rate: u32) -> Vec<usize> {
-    let pause = pause_samples(rate);
+/// Where each sentence starts in the audio [`join_sentences`] makes of them, in samples, and
+/// where that audio ends.
+pub(super) fn sentence_starts(pieces: &[Pcm], pauses: &Pauses, rate: u32) -> (Vec<usize>, usize) {
     let mut at = 0;
-    pieces
+    let starts = pieces
         .iter()
         .enumerate()
         .map(|(i, piece)| {
-            if i > 0 {
-                at += pause;
-            }
+            at += samples(pauses.before(i), rate);
             let start = at;
             at += piece.samples.len();
             start
         })
-        .collect()
+        .collect();
+    (starts, at + samples(pauses.after, rate))
 }
 
-fn pause_samples(rate: u32) -> usize {
-    (SENTENCE_PAUSE_S * rate as f32) as usize
+fn samples(pause: Duration, rate: u32) -> usize {
+    (pause.as_secs_f64() * f64::from(rate)).round() as usize
 }
 
 /// Joins sentences that arrive in pieces, handing out every sample as soon as its fade is
@@ -61,6 +99,8 @@ pub(super) struct Joiner {
     started: bool,
     /// Samples handed out so far, pauses included.
     position: usize,
+    /// The silence before the next sentence, where it is not the usual.
+    next_pause: Option<Duration>,
 }
 
 impl Joiner {
@@ -73,7 +113,21 @@ impl Joiner {
             open: false,
             started: false,
             position: 0,
+            next_pause: None,
         }
+    }
+
+    /// The next sentence comes after `pause` of silence rather than the usual (none before
+    /// the first, a sentence pause before the others).
+    pub fn pause_next(&mut self, pause: Duration) {
+        self.next_pause = Some(pause);
+    }
+
+    /// `pause` of silence, now (between sentences: after the last, say).
+    pub fn silence(&mut self, pause: Duration, out: &mut Vec<f32>) {
+        let n = samples(pause, self.rate);
+        out.resize(out.len() + n, 0.0);
+        self.position += n;
     }
 
     /// Samples handed out so far, pauses included: where the next sample will be.
@@ -88,9 +142,13 @@ impl Joiner {
         let mut sentence_start = None;
         if !self.open {
             self.open = true;
-            if self.sentences > 0 {
-                self.emit_silence(out);
-            }
+            let usual = if self.sentences > 0 {
+                SENTENCE_PAUSE
+            } else {
+                Duration::ZERO
+            };
+            let pause = self.next_pause.take().unwrap_or(usual);
+            self.silence(pause, out);
             self.sentences += 1;
             sentence_start = Some(self.position);
         }
@@ -124,12 +182,6 @@ impl Joiner {
     fn emit(&mut self, n: usize, out: &mut Vec<f32>) {
         out.extend(self.held.drain(..n));
         self.position += n;
-    }
-
-    fn emit_silence(&mut self, out: &mut Vec<f32>) {
-        let pause = pause_samples(self.rate);
-        out.resize(out.len() + pause, 0.0);
-        self.position += pause;
     }
 }
 
@@ -170,7 +222,8 @@ mod tests {
             .iter()
             .map(|s| Pcm::new(s.clone(), rate))
             .collect();
-        let (expected, _) = join_sentences(&whole, rate);
+        let pauses = Pauses::between(whole.len());
+        let (expected, _) = join_sentences(&whole, &pauses, rate);
         for cut in [1, 3, 8, 11, 50, 200] {
             let mut joiner = Joiner::new(rate);
             let mut out = Vec::new();
@@ -188,16 +241,22 @@ mod tests {
                 joiner.end_sentence(&mut out);
             }
             assert_eq!(out, expected, "pieces of {cut}");
-            assert_eq!(starts, sentence_starts(&whole, rate), "pieces of {cut}");
+            assert_eq!(
+                starts,
+                sentence_starts(&whole, &pauses, rate).0,
+                "pieces of {cut}"
+            );
         }
     }
 
     #[test]
     fn joined_sentences_have_pauses_and_start_and_end_at_zero() {
         let piece = |n| Pcm::new(vec![0.5; n], 1000);
-        let (out, duration) = join_sentences(&[piece(100), piece(50)], 1000);
+        let pieces = [piece(100), piece(50)];
+        let pauses = Pauses::between(2);
+        let (out, duration) = join_sentences(&pieces, &pauses, 1000);
         assert_eq!(out.len(), 100 + 200 + 50);
-        assert_eq!(sentence_starts(&[piece(100), piece(50)], 1000), [0, 300]);
+        assert_eq!(sentence_starts(&pieces, &pauses, 1000), (vec![0, 300], 350));
         assert!((duration - 0.35).abs() < 1e-9);
         assert_eq!(out[0], 0.0);
         assert_eq!(out[99], 0.0);
@@ -208,5 +267,36 @@ mod tests {
             .map(|w| (w[1] - w[0]).abs())
             .fold(0.0, f32::max);
         assert!(max_step <= 0.1 + 1e-6, "largest step {max_step}");
+    }
+
+    #[test]
+    fn stated_pauses_open_close_and_separate_the_body() {
+        let piece = |n| Pcm::new(vec![0.5; n], 1000);
+        let pieces = [piece(100), piece(50), piece(10)];
+        let ms = Duration::from_millis;
+        let pauses = Pauses {
+            before: vec![ms(30), ms(0), ms(1500)],
+            after: ms(250),
+        };
+        let (out, duration) = join_sentences(&pieces, &pauses, 1000);
+        assert_eq!(out.len(), 30 + 100 + 50 + 1500 + 10 + 250);
+        assert!((duration - 1.94).abs() < 1e-9);
+        let (starts, end) = sentence_starts(&pieces, &pauses, 1000);
+        assert_eq!((starts, end), (vec![30, 130, 1680], 1940));
+        assert!(out[..30].iter().all(|&s| s == 0.0));
+        assert!(out[180..1680].iter().all(|&s| s == 0.0));
+        assert_eq!(out[60], 0.5);
+        // Streamed through a joiner told the same pauses: the same body.
+        let mut joiner = Joiner::new(1000);
+        let mut streamed = Vec::new();
+        for (piece, pause) in pieces.iter().zip(&pauses.before) {
+            joiner.pause_next(*pause);
+            for part in piece.samples.chunks(7) {
+                joiner.push(part, &mut streamed);
+            }
+            joiner.end_sentence(&mut streamed);
+        }
+        joiner.silence(pauses.after, &mut streamed);
+        assert_eq!(streamed, out);
     }
 }

@@ -213,9 +213,16 @@ impl LiveSpeech {
 
     /// Hands in the next sentence and starts synthesizing it.
     pub fn sentence(&mut self, sentence: Sentence) -> SentenceAudio {
-        let sentences = vec![super::Utterance::new(sentence.0, &self.job)];
+        let job = &self.job;
+        let utterance = super::script::utterance(
+            &sentence.0,
+            job.reading(),
+            job.lexicon(),
+            &job.voice().language,
+        );
+        let script = super::Script::of(job.voice().clone(), vec![utterance]);
         let first_index = self.next_utterance;
-        self.next_utterance += sentences.len();
+        self.next_utterance += script.utterances.len();
         let index = self.handed_in;
         self.handed_in += 1;
         let (service, job, base_seed) = (self.service.clone(), self.job.clone(), self.base_seed);
@@ -223,7 +230,7 @@ impl LiveSpeech {
         let task = tokio::spawn(async move {
             metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
             let utterances = Utterances {
-                sentences,
+                script,
                 base_seed,
                 first_index,
                 word_timings: false,

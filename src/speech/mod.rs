@@ -11,6 +11,7 @@ mod lexicon;
 mod live;
 mod phonemes;
 mod request;
+mod script;
 mod stream;
 mod subtitles;
 mod synthesis;
@@ -25,19 +26,18 @@ use crate::batch::{Batcher, SubmitError};
 use crate::cache::{
     AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
 };
-use crate::engine::registry::{ModelInfo, Registry, ReloadReport};
+use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolvedVoice};
 use crate::engine::{Pcm, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
-use crate::text;
-use crate::text::english::{self, Spoken as SpokenText};
 use crate::text::lexicon::Entry;
-use crate::text::Claim;
 
 pub use error::{Failure, InvalidReason, SpeechError};
 pub use lexicon::{LexiconStore, LexiconView};
 pub use live::{LiveSpeech, LiveText, Sentence, SentenceAudio, SentencePart, SpokenSentence};
 pub use phonemes::{Phonemization, PhonemizedSentence};
 pub use request::{Job, Request, TextSettings};
+pub use script::LanguageSettings;
+use script::{Script, Utterance};
 pub use stream::{SpeechStream, TimedChunk};
 pub use subtitles::{SubtitleFormat, Subtitles};
 pub use timed::{TimedSpeech, WordStamp};
@@ -219,11 +219,7 @@ impl SpeechService {
     pub async fn preload(&self, names: &[String]) {
         let registry = &self.inner.registry;
         for name in names {
-            let owner = registry.engine_of_voice(name);
-            let (model, voice) = name
-                .split_once('/')
-                .unwrap_or((owner.as_deref().unwrap_or(registry.default_engine()), name));
-            let resolved = match registry.resolve(model, voice) {
+            let resolved = match registry.resolve_name(name) {
                 Ok(resolved) => resolved,
                 Err(e) => {
                     tracing::warn!(voice = %name, error = %e, "preload skipped");
@@ -243,22 +239,28 @@ impl SpeechService {
 
     fn key(&self, job: &Job) -> KeyHash {
         let voice = job.voice();
-        let fingerprint = self.inner.registry.fingerprint(voice);
+        let registry = &self.inner.registry;
+        let fingerprint = registry.fingerprint(voice);
         let reading = job
             .reading()
             .map_or("verbatim", |options| options.date_order.as_str());
+        let script = job.script();
+        // Voices that read parts of it (another language's), each as its file is now.
+        let other_voices: Vec<String> = script.voices[1..]
+            .iter()
+            .map(|v| format!("{}:{}", v.key, registry.fingerprint(v)))
+            .collect();
         CacheKey {
             engine: voice.key.engine(),
             voice: voice.key.voice(),
             voice_fingerprint: &fingerprint,
+            other_voices: &other_voices.join(","),
             input: job.input(),
             response_format: job.format().as_str(),
             sample_rate: job.format().output_sample_rate(voice.sample_rate),
             params: job.params(),
             reading,
-            lexicon: &job
-                .lexicon()
-                .digest_of(&text::normalize(job.input()), &voice.language),
+            lexicon: &script.lexicon_digest(job.lexicon()),
             server_version: env!("CARGO_PKG_VERSION"),
         }
         .hash()
@@ -281,16 +283,15 @@ impl SpeechService {
     async fn synthesize_whole(&self, job: Job) -> Result<CachedAudio, SpeechError> {
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let pieces = self.start(&job, false).await?.collect().await?;
-        encode_joined(&job, &pieces).await
+        encode_joined(&job, &pieces, &job.script().pauses()).await
     }
 
-    /// Splits the input into sentences and admits them as one request; the sentences then
-    /// go through the batcher a few at a time as they are taken from the returned
-    /// [`Synthesis`](synthesis::Synthesis). `listening`: someone plays the audio as it
-    /// comes (a stream), so the first sentence starts on its own and sentences are computed
-    /// in pieces.
+    /// Admits the job's utterances as one request; they then go through the batcher a few at
+    /// a time as they are taken from the returned [`Synthesis`](synthesis::Synthesis).
+    /// `listening`: someone plays the audio as it comes (a stream), so the first sentence
+    /// starts on its own and sentences are computed in pieces.
     async fn start(&self, job: &Job, listening: bool) -> Result<synthesis::Synthesis, SpeechError> {
-        let utterances = Utterances::of_input(job, false)?;
+        let utterances = Utterances::of_input(job, false);
         self.start_utterances(job, utterances, listening).await
     }
 
@@ -302,28 +303,43 @@ impl SpeechService {
         listening: bool,
     ) -> Result<synthesis::Synthesis, SpeechError> {
         let Utterances {
-            sentences,
+            script,
             base_seed,
             first_index,
             word_timings,
         } = utterances;
-        let voice: Arc<dyn Voice> = self
-            .inner
-            .registry
-            .voice(job.voice())
-            .await
-            .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
-        check_sayable(voice.as_ref(), &sentences)?;
+        let mut voices: Vec<(ResolvedVoice, Arc<dyn Voice>)> = Vec::new();
+        for resolved in script.voices {
+            let voice = self
+                .inner
+                .registry
+                .voice(&resolved)
+                .await
+                .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
+            voices.push((resolved, voice));
+        }
+        check_sayable(&voices, &script.utterances)?;
+        let rate = job.voice().sample_rate;
         let params = job.params();
-        let items = sentences
+        let items = script
+            .utterances
             .into_iter()
             .enumerate()
-            .map(|(i, utterance)| SynthesisItem {
-                text: utterance.spoken.text,
-                params: params.for_item(base_seed, first_index + i),
-                word_timings,
-                in_pieces: listening,
-                pronunciations: utterance.spoken.pronunciations,
+            .map(|(i, utterance)| {
+                let (resolved, _) = &voices[utterance.voice];
+                let mut params = params.for_item(base_seed, first_index + i);
+                params.speed = (params.speed * utterance.rate)
+                    .clamp(*crate::params::SPEED.start(), *crate::params::SPEED.end());
+                params.speaker = resolved.speaker;
+                let item = SynthesisItem {
+                    text: utterance.spoken.text,
+                    params,
+                    word_timings,
+                    // Audio at another rate is resampled whole.
+                    in_pieces: listening && resolved.sample_rate == rate,
+                    pronunciations: utterance.spoken.pronunciations,
+                };
+                (utterance.voice, item)
             })
             .collect::<std::collections::VecDeque<_>>();
         let ticket = self.inner.batcher.admit(items.len()).map_err(|e| {
@@ -332,12 +348,16 @@ impl SpeechService {
             }
             submit_error(e)
         })?;
+        let voices = voices
+            .into_iter()
+            .map(|(resolved, voice)| (resolved.key, voice))
+            .collect();
         synthesis::Synthesis::start(
             self.inner.batcher.clone(),
             ticket,
-            job.voice().key.clone(),
-            voice,
+            voices,
             items,
+            rate,
             listening,
         )
     }
@@ -347,30 +367,21 @@ impl SpeechService {
 /// synthesis seeded with `base_seed` (so that its noise does not depend on how the text was
 /// cut into requests).
 struct Utterances {
-    sentences: Vec<Utterance>,
+    script: Script,
     base_seed: u64,
     first_index: usize,
     word_timings: bool,
 }
 
 impl Utterances {
-    /// The whole input of `job` as one request, seeded by the job; an error if nothing in it
-    /// can be spoken.
-    fn of_input(job: &Job, word_timings: bool) -> Result<Self, SpeechError> {
-        let sentences = utterances(job.input(), job);
-        if sentences.is_empty() {
-            return Err(SpeechError::invalid(
-                "input",
-                InvalidReason::Empty,
-                "input contains nothing that can be spoken",
-            ));
-        }
-        Ok(Self {
-            sentences,
+    /// The whole input of `job` as one request, seeded by the job.
+    fn of_input(job: &Job, word_timings: bool) -> Self {
+        Self {
+            script: job.script().clone(),
             base_seed: job.params().seed.unwrap_or_else(rand::random),
             first_index: 0,
             word_timings,
-        })
+        }
     }
 }
 
@@ -385,66 +396,34 @@ fn stream_encoder(job: &Job) -> Result<Box<dyn audio::StreamEncoder>, SpeechErro
     })
 }
 
-/// A piece of the input as an engine is given it: the sentence as written (markup gone), and
-/// as it is spoken (numbers and symbols written out, for English; the dictionary's and the
-/// inline phonemes' words as they say).
-#[derive(Debug, Clone)]
-struct Utterance {
-    written: String,
-    spoken: SpokenText,
-}
-
-impl Utterance {
-    /// `sentence` (normalized, split, possibly with inline phonemes) as `job` reads it.
-    fn new(sentence: String, job: &Job) -> Self {
-        let (written, mut claims) = text::inline::extract(&sentence);
-        let language = &job.voice().language;
-        let lexicon = job.lexicon();
-        if !lexicon.is_empty() {
-            // Inline phonemes are the writer's word on that very place: they win.
-            let inline = claims.clone();
-            let overlaps = |c: &Claim| {
-                inline
-                    .iter()
-                    .any(|i| c.written.start < i.written.end && i.written.start < c.written.end)
-            };
-            claims.extend(
-                lexicon
-                    .claims(&written, language)
-                    .into_iter()
-                    .filter(|c| !overlaps(c)),
-            );
-            claims.sort_by_key(|c| c.written.start);
-        }
-        let spoken = if claims.is_empty() && job.reading().is_none() {
-            SpokenText::verbatim(&written)
-        } else {
-            english::read_claimed(&written, job.reading(), &claims)
-        };
-        Self { written, spoken }
-    }
-}
-
 /// The sentences of `input`: normalized, split, long sentences cut at clauses.
+#[cfg(test)]
 fn sentences(input: &str) -> Vec<String> {
-    text::split::split_sentences(&text::normalize::normalize(input), MAX_UTTERANCE_CHARS)
-}
-
-/// The utterances an engine is given for `input`: its [`sentences`] as `job` reads them.
-fn utterances(input: &str, job: &Job) -> Vec<Utterance> {
-    sentences(input)
-        .into_iter()
-        .map(|sentence| Utterance::new(sentence, job))
-        .filter(|utterance| !utterance.written.trim().is_empty())
-        .collect()
+    crate::text::split_sentences(&crate::text::normalize(input), MAX_UTTERANCE_CHARS)
 }
 
 /// Refuses utterances whose given phonemes hold a symbol `voice` cannot say, naming it: heard
 /// wrong, they would be worse than refused.
-fn check_sayable(voice: &dyn Voice, utterances: &[Utterance]) -> Result<(), SpeechError> {
+fn check_sayable(
+    voices: &[(ResolvedVoice, Arc<dyn Voice>)],
+    utterances: &[Utterance],
+) -> Result<(), SpeechError> {
     for utterance in utterances {
+        let voice = voices[utterance.voice].1.as_ref();
         let spoken = &utterance.spoken;
         for pronunciation in &spoken.pronunciations {
+            if !voice.says_given_phonemes() {
+                return Err(SpeechError::invalid(
+                    "input",
+                    InvalidReason::Unsupported,
+                    format!(
+                        "The voice '{}' cannot say given phonemes (/{}/ for '{}'): use an alias for it, or a Piper or Kokoro voice.",
+                        voice.info().id,
+                        pronunciation.ipa,
+                        &spoken.text[pronunciation.text.clone()],
+                    ),
+                ));
+            }
             if let Some(symbol) = voice.unsayable(&pronunciation.ipa) {
                 return Err(SpeechError::invalid(
                     "input",
@@ -463,11 +442,14 @@ fn check_sayable(voice: &dyn Voice, utterances: &[Utterance]) -> Result<(), Spee
     Ok(())
 }
 
-/// The sentences joined as one body in the job's format.
-async fn encode_joined(job: &Job, pieces: &[Pcm]) -> Result<CachedAudio, SpeechError> {
-    let native = job.voice().sample_rate;
-    let rate = pieces.first().map_or(native, |p| p.sample_rate);
-    let (samples, duration_s) = join::join_sentences(pieces, rate);
+/// The sentences joined behind their pauses as one body in the job's format.
+async fn encode_joined(
+    job: &Job,
+    pieces: &[Pcm],
+    pauses: &join::Pauses,
+) -> Result<CachedAudio, SpeechError> {
+    let rate = job.voice().sample_rate;
+    let (samples, duration_s) = join::join_sentences(pieces, pauses, rate);
     let format = job.format();
     let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples, rate))
         .await

@@ -2,7 +2,7 @@
 //! (numbers and symbols written out) and the phonemes and model ids each becomes, so that a
 //! user can see why a word sounds wrong before fixing it with the lexicon or markup.
 
-use super::{check_sayable, utterances, Failure, InvalidReason, Job, SpeechError, SpeechService};
+use super::{check_sayable, Failure, Job, SpeechError, SpeechService};
 
 /// A request's text as the voice will read it.
 #[derive(Debug, Clone)]
@@ -25,26 +25,25 @@ pub struct PhonemizedSentence {
 impl SpeechService {
     /// The job's sentences as its voice would speak them.
     pub async fn phonemize(&self, job: &Job) -> Result<Phonemization, SpeechError> {
-        let utterances = utterances(job.input(), job);
-        if utterances.is_empty() {
-            return Err(SpeechError::invalid(
-                "input",
-                InvalidReason::Empty,
-                "input contains nothing that can be spoken",
-            ));
+        let script = job.script().clone();
+        let mut voices = Vec::new();
+        for resolved in &script.voices {
+            let voice = self
+                .inner
+                .registry
+                .voice(resolved)
+                .await
+                .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
+            voices.push((resolved.clone(), voice));
         }
-        let voice = self
-            .inner
-            .registry
-            .voice(job.voice())
-            .await
-            .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
-        check_sayable(voice.as_ref(), &utterances)?;
+        check_sayable(&voices, &script.utterances)?;
         // espeak-ng is slow and serial: off the runtime's threads.
         tokio::task::spawn_blocking(move || {
-            let sentences = utterances
+            let sentences = script
+                .utterances
                 .into_iter()
                 .map(|utterance| {
+                    let voice = &voices[utterance.voice].1;
                     let phonemes =
                         voice.phonemes(&utterance.spoken.text, &utterance.spoken.pronunciations)?;
                     Ok(PhonemizedSentence {

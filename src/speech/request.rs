@@ -14,6 +14,7 @@ use crate::text::english::{DateOrder, ReadingOptions};
 use crate::text::lexicon::Lexicon;
 
 use super::error::{InvalidReason, SpeechError};
+use super::script::{LanguageSettings, Reader, Script};
 
 /// What a client asked for, before validation.
 #[derive(Debug, Clone, Default)]
@@ -41,6 +42,11 @@ pub struct Request {
     pub normalize: Option<bool>,
     /// `mdy` or `dmy`, for slashed dates; `None` means the server's setting.
     pub date_order: Option<String>,
+    /// The language the input is written in (a tag: `de`, `pt-BR`): it chooses the voice
+    /// when `voice` is an alias (an OpenAI name, say). `None`: the voice's own.
+    pub language: Option<String>,
+    /// `text` or `ssml`; `None`: SSML when the input starts with `<speak>`.
+    pub input_format: Option<String>,
 }
 
 /// A validated request: a known voice, a supported format and parameters in range.
@@ -51,11 +57,13 @@ pub struct Job {
     format: AudioFormat,
     params: SynthesisParams,
     use_cache: bool,
-    /// How English text is written out before it is phonemized; `None` when it is not
-    /// (another language, or turned off).
+    /// How English text is written out before it is phonemized; `None` when the request or
+    /// the server turned that off.
     reading: Option<ReadingOptions>,
     /// The pronunciation dictionary as it was when the request came.
     lexicon: Arc<Lexicon>,
+    /// The input as it will be read: empty for text that arrives later.
+    script: Arc<Script>,
 }
 
 impl Job {
@@ -86,6 +94,18 @@ impl Job {
     pub fn lexicon(&self) -> &Lexicon {
         &self.lexicon
     }
+
+    pub(super) fn script(&self) -> &Script {
+        &self.script
+    }
+
+    /// The languages the input is read in, in the order first heard (BCP 47 tags).
+    pub fn languages(&self) -> Vec<String> {
+        match self.script.utterances.is_empty() {
+            true => vec![self.voice.language.replace('_', "-")],
+            false => self.script.languages(),
+        }
+    }
 }
 
 /// Limits that come from the server's settings rather than from the domain.
@@ -95,12 +115,15 @@ pub(super) struct Limits {
     pub text: TextSettings,
 }
 
-/// The server's own choices about reading English text, which a request may override.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The server's own choices about reading text (English written out, languages), which a
+/// request may override.
+#[derive(Debug, Clone, Default)]
 pub struct TextSettings {
     /// Whether numbers, money, dates and symbols are written out.
     pub normalize: bool,
     pub reading: ReadingOptions,
+    /// Which voices read which languages, and whether sentences' languages are detected.
+    pub languages: LanguageSettings,
 }
 
 pub(super) fn validate(
@@ -127,7 +150,36 @@ pub(super) fn validate(
             ),
         ));
     }
-    validate_settings(request, registry, limits, lexicon)
+    let ssml = match request.input_format.as_deref() {
+        None => crate::text::ssml::is_ssml(&request.input),
+        Some("ssml") => true,
+        Some("text") => false,
+        Some(other) => {
+            return Err(SpeechError::invalid(
+                "input_format",
+                InvalidReason::Unsupported,
+                format!("Unknown input_format '{other}'. Supported: text, ssml."),
+            ))
+        }
+    };
+    let mut job = validate_settings(request, registry, limits, lexicon)?;
+    let reader = Reader {
+        registry,
+        voice: &job.voice,
+        reading: job.reading.as_ref(),
+        lexicon: &job.lexicon,
+        languages: &limits.text.languages,
+    };
+    let script = reader.script(&job.input, ssml)?;
+    if script.utterances.is_empty() {
+        return Err(SpeechError::invalid(
+            "input",
+            InvalidReason::Empty,
+            "input contains nothing that can be spoken",
+        ));
+    }
+    job.script = Arc::new(script);
+    Ok(job)
 }
 
 /// Everything but the input: for text that arrives later, piece by piece (whoever feeds it
@@ -169,8 +221,13 @@ pub(super) fn validate_settings(
             ResolveError::UnknownModel(message) => SpeechError::UnknownModel(message),
             ResolveError::UnknownVoice(message) => SpeechError::UnknownVoice(message),
         })?;
+    let reading = reading(&request, limits)?;
+    let voice = match request.language.as_deref() {
+        None => voice,
+        Some(tag) => voice_of_language(tag, voice, &request.voice, registry, limits)?,
+    };
     params.speaker = voice.speaker;
-    let reading = reading(&request, &voice.language, limits)?;
+    let script = Arc::new(Script::of(voice.clone(), Vec::new()));
     Ok(Job {
         voice,
         input: request.input,
@@ -179,15 +236,81 @@ pub(super) fn validate_settings(
         use_cache: request.use_cache,
         reading,
         lexicon,
+        script,
     })
 }
 
-/// The reading options for a voice of `language`: English voices only, unless turned off.
-fn reading(
-    request: &Request,
-    language: &str,
+/// The voice for a request in language `tag`: the one an alias stands for in that language,
+/// or the voice named, which must speak it.
+fn voice_of_language(
+    tag: &str,
+    named: ResolvedVoice,
+    requested: &str,
+    registry: &Registry,
     limits: &Limits,
-) -> Result<Option<ReadingOptions>, SpeechError> {
+) -> Result<ResolvedVoice, SpeechError> {
+    let tag = kokoro_lang_code(tag).unwrap_or(tag);
+    let well_formed = !tag.is_empty()
+        && tag.len() <= 35
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !well_formed {
+        return Err(SpeechError::invalid(
+            "language",
+            InvalidReason::Unsupported,
+            format!("'{tag}' is not a language tag such as 'en', 'de' or 'pt-BR'."),
+        ));
+    }
+    let empty = Lexicon::default();
+    let reader = Reader {
+        registry,
+        voice: &named,
+        reading: None,
+        lexicon: &empty,
+        languages: &limits.text.languages,
+    };
+    let alias = requested.trim().is_empty() || registry.is_alias(requested);
+    match reader.voice_for(tag) {
+        Some(voice) if alias || voice == named => Ok(voice),
+        _ if alias => Err(SpeechError::invalid(
+            "language",
+            InvalidReason::Unsupported,
+            format!(
+                "No voice speaks '{tag}': name one for it in [voices.by_language], or install one of its voices."
+            ),
+        )),
+        _ => Err(SpeechError::invalid(
+            "language",
+            InvalidReason::Unsupported,
+            format!(
+                "The voice '{}' speaks {}, not '{tag}': name a voice that speaks it, or send a voice alias (such as an OpenAI voice name) to have one chosen.",
+                named.key.voice(),
+                named.language
+            ),
+        )),
+    }
+}
+
+/// The language a Kokoro-FastAPI `lang_code` (one letter, as Kokoro's voice names begin)
+/// stands for.
+fn kokoro_lang_code(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "a" => "en-US",
+        "b" => "en-GB",
+        "e" => "es",
+        "f" => "fr",
+        "h" => "hi",
+        "i" => "it",
+        "j" => "ja",
+        "p" => "pt-BR",
+        "z" => "zh",
+        _ => return None,
+    })
+}
+
+/// The reading options of English text, unless the request or the server turned it off.
+fn reading(request: &Request, limits: &Limits) -> Result<Option<ReadingOptions>, SpeechError> {
     let date_order = match request.date_order.as_deref() {
         None => None,
         Some(name) => Some(DateOrder::parse(name).ok_or_else(|| {
@@ -198,12 +321,9 @@ fn reading(
             )
         })?),
     };
-    let english = language
-        .get(..2)
-        .is_some_and(|l| l.eq_ignore_ascii_case("en"));
-    let server = limits.text;
+    let server = &limits.text;
     let on = request.normalize.unwrap_or(server.normalize);
-    Ok((english && on).then(|| ReadingOptions {
+    Ok(on.then(|| ReadingOptions {
         date_order: date_order.unwrap_or(server.reading.date_order),
     }))
 }

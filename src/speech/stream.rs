@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::synthesis::{Delivery, Synthesis};
 use super::timed::{Finder, WordStamp};
@@ -123,13 +124,14 @@ impl SpeechService {
         &self,
         job: Job,
     ) -> Result<SpeechStream<TimedChunk>, SpeechError> {
-        let request = Utterances::of_input(&job, true)?;
+        let request = Utterances::of_input(&job, true);
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let sentences = request.sentences.clone();
+        let sentences = request.script.utterances.clone();
+        let finder = Finder::within(job.input(), request.script.text_ranges.clone());
         let pending = self.start_utterances(&job, request, true).await?;
         let mut state = StreamState::new(pending, stream_encoder(&job)?, &job);
         state.words = Some(WordTrack {
-            finder: Finder::new(job.input()),
+            finder,
             sentences: sentences.into(),
             sentence_start: 0,
             sentence: 0,
@@ -166,6 +168,11 @@ struct StreamState {
     /// Dropped unfinished when the client goes away: waiting identical requests take over.
     lease: Option<StreamLease<SpeechError>>,
     joiner: join::Joiner,
+    /// The silence before each sentence not yet begun, and after the last.
+    pauses: std::collections::VecDeque<Duration>,
+    trailing: Duration,
+    /// Whether a sentence has begun and not ended.
+    in_sentence: bool,
     /// For a stream with word timestamps.
     words: Option<WordTrack>,
     /// The voice's native rate, at which sentences arrive.
@@ -179,12 +186,16 @@ impl StreamState {
     /// A stream of `pending`'s audio without cache or words (the callers add those).
     fn new(pending: Synthesis, encoder: Box<dyn audio::StreamEncoder>, job: &Job) -> Self {
         let rate = job.voice().sample_rate;
+        let pauses = job.script().pauses();
         Self {
             pending,
             encoder: Some(encoder),
             body: None,
             lease: None,
             joiner: join::Joiner::new(rate),
+            pauses: pauses.before.into(),
+            trailing: pauses.after,
+            in_sentence: false,
             words: None,
             rate,
             sample_rate: job.format().output_sample_rate(rate),
@@ -208,6 +219,12 @@ impl StreamState {
                 Some(Ok(delivery)) => {
                     match delivery {
                         Delivery::Piece(pcm) => {
+                            if !self.in_sentence {
+                                self.in_sentence = true;
+                                if let Some(pause) = self.pauses.pop_front() {
+                                    self.joiner.pause_next(pause);
+                                }
+                            }
                             let start = self.joiner.push(&pcm.samples, &mut samples);
                             if let Some(track) = self.words.as_mut() {
                                 let emitted = self.joiner.position();
@@ -216,6 +233,7 @@ impl StreamState {
                             }
                         }
                         Delivery::SentenceEnd => {
+                            self.in_sentence = false;
                             self.joiner.end_sentence(&mut samples);
                             if let Some(track) = self.words.as_mut() {
                                 words = track.end_sentence();
@@ -239,8 +257,13 @@ impl StreamState {
                     return Some(Err(e));
                 }
                 None => {
-                    let encoder = self.encoder.take()?;
-                    let last = encoder.finish();
+                    let mut silence = Vec::new();
+                    self.joiner.silence(self.trailing, &mut silence);
+                    let mut encoder = self.encoder.take()?;
+                    let last = encoder.push(&silence).and_then(|mut tail| {
+                        tail.extend(encoder.finish()?);
+                        Ok(tail)
+                    });
                     let audio_s = self.audio_s();
                     m::add_audio_seconds(audio_s);
                     if let (Ok(tail), Some(mut body), Some(lease)) =

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use super::{submit_error, Failure, SpeechError};
 use crate::batch::{BatchError, Batcher, Reply, Ticket};
-use crate::engine::{Pcm, SynthesisItem, Voice, VoiceKey};
+use crate::engine::{Pcm, SynthesisItem, Voice, VoiceKey, WordTiming};
 
 /// Sentences of one request queued ahead of the one being taken, for engines that compute
 /// items one after another: enough that a worker never waits for the next, few enough that
@@ -27,14 +27,17 @@ const WINDOW: usize = 2;
 pub(super) struct Synthesis {
     batcher: Batcher,
     ticket: Ticket,
-    key: VoiceKey,
-    voice: Arc<dyn Voice>,
-    unsubmitted: VecDeque<SynthesisItem>,
+    /// The voices that read the sentences (most often one).
+    voices: Vec<(VoiceKey, Arc<dyn Voice>)>,
+    /// Each sentence not yet submitted, with the index of its voice.
+    unsubmitted: VecDeque<(usize, SynthesisItem)>,
     queued: VecDeque<mpsc::UnboundedReceiver<Reply>>,
     /// The sentence [`next_piece`](Self::next_piece) is handing on, and whether any of it came.
     current: Option<(mpsc::UnboundedReceiver<Reply>, bool)>,
     window: usize,
     total: usize,
+    /// The rate every sentence is handed on at: a voice of another rate is resampled.
+    rate: u32,
 }
 
 impl Synthesis {
@@ -43,13 +46,13 @@ impl Synthesis {
     pub fn start(
         batcher: Batcher,
         ticket: Ticket,
-        key: VoiceKey,
-        voice: Arc<dyn Voice>,
-        items: VecDeque<SynthesisItem>,
+        voices: Vec<(VoiceKey, Arc<dyn Voice>)>,
+        items: VecDeque<(usize, SynthesisItem)>,
+        rate: u32,
         first_alone: bool,
     ) -> Result<Self, SpeechError> {
         let total = items.len();
-        let window = if voice.computes_batches_at_once() {
+        let window = if voices.iter().all(|(_, v)| v.computes_batches_at_once()) {
             batcher.max_batch_size().max(WINDOW)
         } else {
             WINDOW
@@ -57,13 +60,13 @@ impl Synthesis {
         let mut synthesis = Self {
             batcher,
             ticket,
-            key,
-            voice,
+            voices,
             unsubmitted: items,
             queued: VecDeque::new(),
             current: None,
             window,
             total,
+            rate,
         };
         synthesis.fill(first_alone)?;
         Ok(synthesis)
@@ -106,7 +109,7 @@ impl Synthesis {
         let delivery = match reply.recv().await {
             Some(Ok(pcm)) => {
                 *any = true;
-                Ok(Delivery::Piece(pcm))
+                resampled(pcm, self.rate).map(Delivery::Piece)
             }
             Some(Err(e)) => Err(speech_error(e)),
             // Closed behind its last piece; closed with nothing sent: the worker is gone.
@@ -134,14 +137,56 @@ impl Synthesis {
         if take == 0 {
             return Ok(());
         }
-        let items: Vec<SynthesisItem> = self.unsubmitted.drain(..take).collect();
-        let receivers = self
-            .batcher
-            .submit(&mut self.ticket, &self.key, &self.voice, items, first_alone)
-            .map_err(submit_error)?;
-        self.queued.extend(receivers);
+        let mut taken: VecDeque<(usize, SynthesisItem)> = self.unsubmitted.drain(..take).collect();
+        let mut first_alone = first_alone;
+        // Each run of sentences of one voice goes in as one submission.
+        while let Some(&(voice, _)) = taken.front() {
+            let run = taken.iter().take_while(|(v, _)| *v == voice).count();
+            let items: Vec<SynthesisItem> = taken.drain(..run).map(|(_, item)| item).collect();
+            let (key, engine_voice) = &self.voices[voice];
+            let receivers = self
+                .batcher
+                .submit(&mut self.ticket, key, engine_voice, items, first_alone)
+                .map_err(submit_error)?;
+            self.queued.extend(receivers);
+            first_alone = false;
+        }
         Ok(())
     }
+}
+
+/// `pcm` at `rate`, its word timings moved along. A voice of another rate (one reading
+/// another language) computes its sentences whole, so each is resampled in one go.
+fn resampled(pcm: Pcm, rate: u32) -> Result<Pcm, SpeechError> {
+    if pcm.sample_rate == rate {
+        return Ok(pcm);
+    }
+    let from = pcm.sample_rate;
+    let samples = crate::audio::resample::resample(&pcm.samples, from, rate).map_err(|e| {
+        SpeechError::Engine(Failure::new(
+            format_args!("resampling {from} Hz audio to {rate} Hz failed"),
+            e,
+        ))
+    })?;
+    let moved = |at: usize| {
+        let at = (at as u64 * u64::from(rate) / u64::from(from.max(1))) as usize;
+        at.min(samples.len())
+    };
+    let words = pcm.words.map(|words| {
+        words
+            .into_iter()
+            .map(|word| WordTiming {
+                start: moved(word.start),
+                end: moved(word.end),
+                text: word.text,
+            })
+            .collect()
+    });
+    Ok(Pcm {
+        samples,
+        sample_rate: rate,
+        words,
+    })
 }
 
 /// What [`Synthesis::next_piece`] hands on.

@@ -10,6 +10,8 @@
 //! word is found again in the original, in order, and reported as written there with its
 //! character offsets.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 
 use super::{
@@ -49,7 +51,7 @@ impl SpeechService {
     /// the timestamps of its words. Not cached: the body is, but its timings are not kept.
     pub async fn speak_with_words(&self, job: Job) -> Result<TimedSpeech, SpeechError> {
         let timed = self.timed_words(&job).await?;
-        let audio = encode_joined(&job, &timed.pieces).await?;
+        let audio = encode_joined(&job, &timed.pieces, &job.script().pauses()).await?;
         m::add_audio_seconds(audio.duration_s);
         Ok(TimedSpeech {
             audio: audio.bytes,
@@ -62,9 +64,11 @@ impl SpeechService {
     /// Synthesizes the job's sentences with word timings, and places its words on the body
     /// they join into; encoding that body is left to the caller, which may not need it.
     pub(super) async fn timed_words(&self, job: &Job) -> Result<TimedWords, SpeechError> {
-        let request = Utterances::of_input(job, true)?;
+        let request = Utterances::of_input(job, true);
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
-        let texts = request.sentences.clone();
+        let texts = request.script.utterances.clone();
+        let pauses = request.script.pauses();
+        let finder = Finder::within(job.input(), request.script.text_ranges.clone());
         let pieces = self
             .start_utterances(job, request, false)
             .await?
@@ -80,12 +84,9 @@ impl SpeechService {
                 ),
             ));
         }
-        let rate = pieces
-            .first()
-            .map_or(job.voice().sample_rate, |p| p.sample_rate);
-        let seconds = |samples: usize| samples as f64 / f64::from(rate);
-        let starts = join::sentence_starts(&pieces, rate);
-        let mut finder = Finder::new(job.input());
+        let rate = job.voice().sample_rate;
+        let (starts, end) = join::sentence_starts(&pieces, &pauses, rate);
+        let mut finder = finder;
         let mut words = Vec::new();
         for (sentence, ((piece, start), utterance)) in
             pieces.iter().zip(&starts).zip(&texts).enumerate()
@@ -93,13 +94,8 @@ impl SpeechService {
             let timings = piece.words.as_deref().unwrap_or_default();
             words.extend(finder.place(utterance, timings, *start, rate, sentence));
         }
-        // The joined body is the sentences behind their pauses: it ends where the last one does.
-        let samples = starts
-            .last()
-            .zip(pieces.last())
-            .map_or(0, |(start, piece)| start + piece.samples.len());
         Ok(TimedWords {
-            duration_s: seconds(samples),
+            duration_s: end as f64 / f64::from(rate),
             pieces,
             words,
         })
@@ -117,18 +113,36 @@ pub(super) struct TimedWords {
 /// Finds normalized words again in the original text, left to right.
 pub(super) struct Finder {
     original: String,
+    /// Where words may be found (SSML: the text between the tags); `None`: anywhere.
+    ranges: Option<Vec<Range<usize>>>,
     /// Byte position after the last word found, and how many characters precede it.
     cursor: usize,
     chars_before: usize,
 }
 
 impl Finder {
+    #[cfg(test)]
     pub fn new(original: &str) -> Self {
+        Self::within(original, None)
+    }
+
+    /// A finder that looks for words inside `ranges` of `original` only, when given.
+    pub fn within(original: &str, ranges: Option<Vec<Range<usize>>>) -> Self {
         Self {
             original: original.to_string(),
+            ranges,
             cursor: 0,
             chars_before: 0,
         }
+    }
+
+    /// Whether a word may be found at `start..end` of the original.
+    fn allowed(&self, start: usize, end: usize) -> bool {
+        self.ranges.as_ref().is_none_or(|ranges| {
+            ranges
+                .iter()
+                .any(|range| range.start <= start && end <= range.end)
+        })
     }
 
     /// The words of sentence number `sentence` (whose spoken text the engine timed), which
@@ -186,9 +200,12 @@ impl Finder {
     /// normalized spelling and gets an empty range where the search stands.
     fn find(&mut self, word: &str) -> (String, usize, usize) {
         let rest = &self.original[self.cursor..];
-        let found = rest
-            .char_indices()
-            .find_map(|(at, _)| matches_at(&rest[at..], word).map(|len| (at, len)));
+        let cursor = self.cursor;
+        let found = rest.char_indices().find_map(|(at, _)| {
+            matches_at(&rest[at..], word)
+                .filter(|len| self.allowed(cursor + at, cursor + at + len))
+                .map(|len| (at, len))
+        });
         let Some((at, len)) = found else {
             return (word.to_string(), self.chars_before, self.chars_before);
         };
@@ -226,6 +243,22 @@ fn fold(c: char) -> char {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_in_markup_are_never_found() {
+        let original = "<speak><s>speak</s> <sub alias=\"x\">s</sub></speak>";
+        let text = |word: &str, after: &str| {
+            let at = original.find(&format!("{word}{after}")).unwrap();
+            at..at + word.len()
+        };
+        let ranges = vec![text("speak", "</s>"), text("s", "</sub>")];
+        let mut finder = Finder::within(original, Some(ranges.clone()));
+        let (word, start, end) = finder.find("speak");
+        assert_eq!((word.as_str(), start..end), ("speak", ranges[0].clone()));
+        // The next "s" that is text, not the `s` of `</s>` or of `<sub`.
+        let (_, start, end) = finder.find("s");
+        assert_eq!(start..end, ranges[1]);
+    }
 
     #[test]
     fn words_are_found_in_order_with_their_written_spelling() {

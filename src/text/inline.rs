@@ -11,6 +11,7 @@
 use std::borrow::Cow;
 
 use super::pronunciation::{Claim, Say};
+use super::ssml::InterpretAs;
 
 /// Opens the words of inline phonemes.
 const OPEN: char = '\u{E000}';
@@ -18,10 +19,42 @@ const OPEN: char = '\u{E000}';
 const SPLIT: char = '\u{E001}';
 /// Ends the phonemes.
 const CLOSE: char = '\u{E002}';
+/// Ends the words and opens the words said instead (SSML's `<sub alias>`).
+const ALIAS: char = '\u{E003}';
+/// Ends the words and opens how they are read (SSML's `<say-as>`: `date` or `date dmy`).
+const INTERPRET: char = '\u{E004}';
 
 /// Whether `c` is one of the marks (never text of its own).
 pub(crate) fn is_mark(c: char) -> bool {
-    matches!(c, OPEN | SPLIT | CLOSE)
+    matches!(c, OPEN | SPLIT | CLOSE | ALIAS | INTERPRET)
+}
+
+/// Whether `c` starts what marked words are said as (phonemes, an alias, a reading), which
+/// runs to the next [`closes_payload`].
+pub(crate) fn opens_payload(c: char) -> bool {
+    matches!(c, SPLIT | ALIAS | INTERPRET)
+}
+
+pub(crate) fn closes_payload(c: char) -> bool {
+    c == CLOSE
+}
+
+/// `words` between marks that make [`extract`] claim them as `say` says: how SSML's
+/// `<phoneme>`, `<sub>` and `<say-as>` ride through splitting, as inline phonemes do.
+pub(crate) fn marked(words: &str, say: &Say) -> String {
+    let (mark, what) = match say {
+        Say::Phonemes(ipa) => (SPLIT, Cow::Borrowed(ipa.as_str())),
+        Say::Alias(alias) => (ALIAS, Cow::Borrowed(alias.as_str())),
+        Say::Interpret { how, format } => (
+            INTERPRET,
+            Cow::Owned(match format {
+                Some(format) => format!("{} {format}", how.as_str()),
+                None => how.as_str().to_string(),
+            }),
+        ),
+    };
+    let clean = |text: &str| text.chars().filter(|&c| !is_mark(c)).collect::<String>();
+    format!("{OPEN}{}{mark}{}{CLOSE}", clean(words), clean(&what))
 }
 
 /// `line` with every `[words](/phonemes/)` turned into marked words (and any marks already in
@@ -79,18 +112,23 @@ pub fn extract(sentence: &str) -> (String, Vec<Claim>) {
     while let Some(c) = chars.next() {
         match c {
             OPEN => words_start = Some(text.len()),
-            SPLIT => {
-                let phonemes: String = chars.by_ref().take_while(|&c| c != CLOSE).collect();
-                let phonemes = phonemes.split_whitespace().collect::<Vec<_>>().join(" ");
-                if let Some(start) = words_start.take() {
+            SPLIT | ALIAS | INTERPRET => {
+                let what: String = chars.by_ref().take_while(|&c| c != CLOSE).collect();
+                let what = what.split_whitespace().collect::<Vec<_>>().join(" ");
+                let say = match c {
+                    SPLIT => (!what.is_empty()).then_some(Say::Phonemes(what)),
+                    ALIAS => Some(Say::Alias(what)),
+                    _ => interpretation(&what),
+                };
+                if let (Some(start), Some(say)) = (words_start.take(), say) {
                     // Markdown inside the brackets may leave space at their edges.
                     let words = &text[start..];
                     let start = start + (words.len() - words.trim_start().len());
                     let end = start + words.trim().len();
-                    if start < end && !phonemes.is_empty() {
+                    if start < end {
                         claims.push(Claim {
                             written: start..end,
-                            say: Say::Phonemes(phonemes),
+                            say,
                         });
                     }
                 }
@@ -100,6 +138,18 @@ pub fn extract(sentence: &str) -> (String, Vec<Claim>) {
         }
     }
     (text, claims)
+}
+
+/// `date` or `date dmy`, as [`marked`] wrote it.
+fn interpretation(what: &str) -> Option<Say> {
+    let (how, format) = match what.split_once(' ') {
+        Some((how, format)) => (how, Some(format.to_string())),
+        None => (what, None),
+    };
+    Some(Say::Interpret {
+        how: InterpretAs::parse(how)?,
+        format,
+    })
 }
 
 #[cfg(test)]
@@ -152,6 +202,37 @@ mod tests {
                 assert!(claims.is_empty(), "{line}");
             }
         }
+    }
+
+    #[test]
+    fn marked_words_come_back_as_their_claims() {
+        let says = [
+            Say::Phonemes("kˈOkəɹO".into()),
+            Say::Alias("World Wide Web".into()),
+            Say::Interpret {
+                how: InterpretAs::Date,
+                format: Some("dmy".into()),
+            },
+            Say::Interpret {
+                how: InterpretAs::Characters,
+                format: None,
+            },
+        ];
+        let mut sentence = String::from("Read");
+        for say in &says {
+            sentence.push(' ');
+            sentence.push_str(&marked("it", say));
+        }
+        let (text, claims) = extract(&sentence);
+        assert_eq!(text, "Read it it it it");
+        let said: Vec<&Say> = claims.iter().map(|c| &c.say).collect();
+        assert_eq!(said, says.iter().collect::<Vec<_>>());
+        assert!(claims.iter().all(|c| &text[c.written.clone()] == "it"));
+        // Marks inside what is marked are the client's, and go.
+        let forged = marked("a\u{E001}b", &Say::Alias("c\u{E002}d".into()));
+        let (text, claims) = extract(&forged);
+        assert_eq!(text, "ab");
+        assert_eq!(claims[0].say, Say::Alias("cd".into()));
     }
 
     #[test]

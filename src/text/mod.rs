@@ -2,6 +2,7 @@
 //! that can be synthesized (and batched) one by one, and turn a sentence into the phoneme ids a
 //! Piper voice reads.
 
+pub mod document;
 pub mod english;
 pub mod incremental;
 pub mod inline;

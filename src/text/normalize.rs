@@ -51,6 +51,17 @@ pub fn normalize(text: &str) -> String {
     out
 }
 
+/// Text that is no markdown (an SSML document's text) cleaned as [`normalize`] cleans a
+/// line's words: composed, emoji and control characters dropped, quotes, dashes and ellipses
+/// unified, whitespace collapsed; marks of inline phonemes removed.
+pub(crate) fn clean(text: &str) -> String {
+    let text: String = text.nfc().filter(|&c| !inline::is_mark(c)).collect();
+    unify(&text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// What a line is read in: markup that an earlier line opened and that goes on past it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Context {

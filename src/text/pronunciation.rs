@@ -29,4 +29,9 @@ pub enum Say {
     Alias(String),
     /// The written words, with these phonemes (IPA).
     Phonemes(String),
+    /// The written words read as SSML's `<say-as>` asks (`format` as written, e.g. `dmy`).
+    Interpret {
+        how: super::ssml::InterpretAs,
+        format: Option<String>,
+    },
 }

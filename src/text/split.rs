@@ -4,6 +4,8 @@
 //! other requests, and stay inside what a VITS model handles well. A wrong split only costs a
 //! pause in the wrong place, never text: the pieces, joined, are always the input.
 
+use super::inline;
+
 /// Abbreviations that practically never end a sentence, so a period after them is no boundary
 /// even before a capital ("Dr. Smith", "e.g. Paris"). Lowercase, without the final period.
 const NON_TERMINAL_ABBREVIATIONS: &[&str] = &[
@@ -46,6 +48,11 @@ fn sentence_spans(text: &str) -> Vec<&str> {
                 && !(run_end - i == 1 && c == '.' && is_abbreviation(&chars, start, i));
             i = end;
             is_boundary.then_some(end)
+        } else if inline::opens_payload(c) {
+            // What marked words are said as is no text of the sentence: an alias's period
+            // ends nothing.
+            i = skip_while(&chars, i, |c| !inline::closes_payload(c));
+            None
         } else if c == '\n' {
             // A blank line ends a paragraph, punctuated or not.
             let end = skip_while(&chars, i, char::is_whitespace);

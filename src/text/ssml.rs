@@ -96,6 +96,36 @@ pub enum InterpretAs {
     Telephone,
 }
 
+impl InterpretAs {
+    /// The SSML name (`characters` for both of its spellings).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Characters => "characters",
+            Self::Cardinal => "cardinal",
+            Self::Ordinal => "ordinal",
+            Self::Digits => "digits",
+            Self::Date => "date",
+            Self::Time => "time",
+            Self::Telephone => "telephone",
+        }
+    }
+
+    /// The interpretation [`as_str`](Self::as_str) names.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Characters,
+            Self::Cardinal,
+            Self::Ordinal,
+            Self::Digits,
+            Self::Date,
+            Self::Time,
+            Self::Telephone,
+        ]
+        .into_iter()
+        .find(|how| how.as_str() == name)
+    }
+}
+
 /// What is wrong with an SSML document, and where: `line` and `column` (1-based, the column
 /// counted in characters) and `offset` (in bytes) point at the markup at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -725,22 +755,15 @@ impl<'a> Parser<'a> {
                 "`<say-as>` needs an `interpret-as` attribute, e.g. `interpret-as=\"date\"`",
             ));
         };
-        let how = match interpret_as.value.trim() {
-            "characters" | "spell-out" => InterpretAs::Characters,
-            "cardinal" => InterpretAs::Cardinal,
-            "ordinal" => InterpretAs::Ordinal,
-            "digits" => InterpretAs::Digits,
-            "date" => InterpretAs::Date,
-            "time" => InterpretAs::Time,
-            "telephone" => InterpretAs::Telephone,
-            other => {
-                return Err(self.error(
-                    interpret_as.at,
-                    format!(
-                        "`interpret-as=\"{other}\"` is not supported: use `characters`, `spell-out`, `cardinal`, `ordinal`, `digits`, `date`, `time` or `telephone`"
-                    ),
-                ));
-            }
+        let name = interpret_as.value.trim();
+        let spelled_out = (name == "spell-out").then_some(InterpretAs::Characters);
+        let Some(how) = InterpretAs::parse(name).or(spelled_out) else {
+            return Err(self.error(
+                interpret_as.at,
+                format!(
+                    "`interpret-as=\"{name}\"` is not supported: use `characters`, `spell-out`, `cardinal`, `ordinal`, `digits`, `date`, `time` or `telephone`"
+                ),
+            ));
         };
         let format = find(attributes, "format")
             .map(|format| format.value.trim().to_owned())

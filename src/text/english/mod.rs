@@ -20,6 +20,7 @@ mod numbers;
 mod phone;
 mod quantities;
 mod roman;
+mod say_as;
 mod symbols;
 mod tokens;
 mod web;
@@ -113,6 +114,7 @@ pub fn read(sentence: &str, options: &ReadingOptions) -> Spoken {
 pub fn read_claimed(sentence: &str, options: Option<&ReadingOptions>, claims: &[Claim]) -> Spoken {
     let tokens = tokenize(sentence);
     let rules: &[Rule] = if options.is_some() { RULES } else { &[] };
+    let english = options;
     let options = options.copied().unwrap_or_default();
     let mut spoken = Spoken::default();
     let mut at = 0;
@@ -160,6 +162,11 @@ pub fn read_claimed(sentence: &str, options: Option<&ReadingOptions>, claims: &[
         let written = claim.written.clone();
         match &claim.say {
             Say::Alias(words) => spoken.push_words(words, written, next),
+            Say::Interpret { how, format } => {
+                let words =
+                    say_as::interpret(&sentence[written.clone()], *how, format.as_deref(), english);
+                spoken.push_words(&words, written, next);
+            }
             Say::Phonemes(ipa) => {
                 let words = &sentence[written.clone()];
                 let start = spoken.text.len();

@@ -1,0 +1,458 @@
+//! What a job's input becomes before any engine sees it: utterances in reading order, each
+//! with the voice that reads it, its speed and the silence before it.
+//!
+//! Plain text is read by the job's voice, a sentence pause between sentences. An SSML
+//! document says more (`text::document`): breaks, speeds, and languages, each of which is
+//! read by a voice that speaks it. With `--language-detect`, each sentence of plain text is
+//! read by the configured voice of the language it is written in.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use super::join::{Pauses, SENTENCE_PAUSE};
+use super::{InvalidReason, SpeechError, MAX_UTTERANCE_CHARS};
+use crate::engine::registry::{Registry, ResolvedVoice};
+use crate::text::document::{self, Document, Gap};
+use crate::text::english::{self, ReadingOptions, Spoken as SpokenText};
+use crate::text::lexicon::Lexicon;
+use crate::text::{inline, Claim};
+
+/// Silence at the end of a paragraph (SSML `</p>`).
+const PARAGRAPH_PAUSE: Duration = Duration::from_millis(500);
+
+/// Detected languages below this confidence (whatlang's, 0 to 1) keep the sentence in the
+/// language of the one before: a short sentence says too little to be sure of.
+const MIN_DETECTION_CONFIDENCE: f64 = 0.5;
+
+/// The server's choices about languages.
+#[derive(Debug, Clone, Default)]
+pub struct LanguageSettings {
+    /// Language tags (`de`, `pt-BR`) → the voice that reads them, from `[voices.by_language]`.
+    pub by_language: BTreeMap<String, String>,
+    /// Whether each sentence of plain text is read in the language it is detected to be in.
+    pub detect: bool,
+}
+
+/// A job's input as it will be read.
+#[derive(Debug, Clone)]
+pub(super) struct Script {
+    pub utterances: Vec<Utterance>,
+    /// The voices that read them; the job's own is the first.
+    pub voices: Vec<ResolvedVoice>,
+    /// Silence after the last utterance.
+    pub trailing: Duration,
+    /// Where the input holds words (SSML: between the tags); `None`: anywhere.
+    pub text_ranges: Option<Vec<Range<usize>>>,
+}
+
+/// A piece of the input as an engine is given it: the sentence as written (markup gone), and
+/// as it is spoken (numbers and symbols written out, for English; the dictionary's, the inline
+/// phonemes' and the markup's words as they say).
+#[derive(Debug, Clone)]
+pub(super) struct Utterance {
+    pub written: String,
+    pub spoken: SpokenText,
+    /// Silence before it in the body (before the first: where the body starts).
+    pub pause_before: Duration,
+    /// Speed factor on top of the request's.
+    pub rate: f32,
+    /// Which of [`Script::voices`] reads it.
+    pub voice: usize,
+}
+
+impl Script {
+    /// A script of utterances that `voice` reads, a sentence pause apart.
+    pub fn of(voice: ResolvedVoice, utterances: Vec<Utterance>) -> Self {
+        Self {
+            utterances,
+            voices: vec![voice],
+            trailing: Duration::ZERO,
+            text_ranges: None,
+        }
+    }
+
+    pub fn pauses(&self) -> Pauses {
+        Pauses {
+            before: self.utterances.iter().map(|u| u.pause_before).collect(),
+            after: self.trailing,
+        }
+    }
+
+    /// The languages of the voices that read it, in the order first heard, as BCP 47 tags.
+    pub fn languages(&self) -> Vec<String> {
+        let mut languages: Vec<String> = Vec::new();
+        for utterance in &self.utterances {
+            let tag = self.voices[utterance.voice].language.replace('_', "-");
+            if !languages.contains(&tag) {
+                languages.push(tag);
+            }
+        }
+        languages
+    }
+
+    /// A digest of the dictionary entries its utterances use ("" for none).
+    pub fn lexicon_digest(&self, lexicon: &Lexicon) -> String {
+        if lexicon.is_empty() {
+            return String::new();
+        }
+        let mut digests: Vec<String> = Vec::new();
+        for utterance in &self.utterances {
+            let language = &self.voices[utterance.voice].language;
+            let digest = lexicon.digest_of(&utterance.written, language);
+            if !digest.is_empty() && !digests.contains(&digest) {
+                digests.push(digest);
+            }
+        }
+        digests.join(",")
+    }
+}
+
+/// `sentence` (normalized, split, possibly with marked words) as a voice of `language` reads
+/// it: English readings with `reading` (when it is English), and `lexicon`'s entries.
+pub(super) fn utterance(
+    sentence: &str,
+    reading: Option<&ReadingOptions>,
+    lexicon: &Lexicon,
+    language: &str,
+) -> Utterance {
+    let (written, mut claims) = inline::extract(sentence);
+    if !lexicon.is_empty() {
+        // The writer's markup is their word on that very place: it wins.
+        let marked = claims.clone();
+        let overlaps = |c: &Claim| {
+            marked
+                .iter()
+                .any(|m| c.written.start < m.written.end && m.written.start < c.written.end)
+        };
+        claims.extend(
+            lexicon
+                .claims(&written, language)
+                .into_iter()
+                .filter(|c| !overlaps(c)),
+        );
+        claims.sort_by_key(|c| c.written.start);
+    }
+    let reading = reading.filter(|_| is_english(language));
+    let spoken = if claims.is_empty() && reading.is_none() {
+        SpokenText::verbatim(&written)
+    } else {
+        english::read_claimed(&written, reading, &claims)
+    };
+    Utterance {
+        written,
+        spoken,
+        pause_before: SENTENCE_PAUSE,
+        rate: 1.0,
+        voice: 0,
+    }
+}
+
+fn is_english(language: &str) -> bool {
+    language
+        .get(..2)
+        .is_some_and(|l| l.eq_ignore_ascii_case("en"))
+}
+
+/// What reading a job's input needs besides the input.
+pub(super) struct Reader<'a> {
+    pub registry: &'a Registry,
+    /// The job's voice.
+    pub voice: &'a ResolvedVoice,
+    /// How English is written out; `None` when the request or the server turned it off.
+    pub reading: Option<&'a ReadingOptions>,
+    pub lexicon: &'a Lexicon,
+    pub languages: &'a LanguageSettings,
+}
+
+impl Reader<'_> {
+    /// The script of `input`: an SSML document when `ssml`, else plain text.
+    pub fn script(&self, input: &str, ssml: bool) -> Result<Script, SpeechError> {
+        let document = if ssml {
+            document::ssml(input).map_err(|e| {
+                SpeechError::invalid("input", InvalidReason::Malformed, e.to_string())
+            })?
+        } else {
+            document::plain(input)
+        };
+        self.read(document, ssml)
+    }
+
+    fn read(&self, document: Document, ssml: bool) -> Result<Script, SpeechError> {
+        let mut script = Script {
+            utterances: Vec::new(),
+            voices: vec![self.voice.clone()],
+            trailing: document.trailing,
+            text_ranges: document.text_ranges,
+        };
+        let detector = (self.languages.detect && !ssml).then(|| self.detector());
+        // The voice of the sentence before, which a sentence of unsure language keeps.
+        let mut previous = 0;
+        // Silence owed by segments that turned out to say nothing.
+        let mut owed = Duration::ZERO;
+        for segment in document.segments {
+            let segment_voice = match &segment.language {
+                Some(tag) => Some(self.voice_index(&mut script, tag)?),
+                None => None,
+            };
+            let first_pause = match segment.before {
+                // A change of voice or speed where a sentence ended is a sentence end still.
+                Gap::Joined if script.utterances.last().is_some_and(ends_sentence) => {
+                    SENTENCE_PAUSE
+                }
+                Gap::Start | Gap::Joined => Duration::ZERO,
+                Gap::Sentence => SENTENCE_PAUSE,
+                Gap::Paragraph => PARAGRAPH_PAUSE,
+                Gap::Break(pause) => pause,
+            };
+            let sentences = crate::text::split_sentences(&segment.text, MAX_UTTERANCE_CHARS);
+            for (i, sentence) in sentences.iter().enumerate() {
+                let voice = match (segment_voice, &detector) {
+                    (Some(voice), _) => voice,
+                    (None, Some(detector)) => {
+                        match detector.language_of(&inline::extract(sentence).0) {
+                            Some(tag) => self.detected_voice(&mut script, &tag),
+                            None => previous,
+                        }
+                    }
+                    (None, None) => 0,
+                };
+                previous = voice;
+                let language = script.voices[voice].language.clone();
+                let mut utterance = utterance(sentence, self.reading, self.lexicon, &language);
+                let pause = if i == 0 { first_pause } else { SENTENCE_PAUSE };
+                if utterance.written.trim().is_empty() {
+                    owed = owed.max(pause);
+                    continue;
+                }
+                utterance.pause_before = if script.utterances.is_empty() && i == 0 {
+                    // Only a break opens the body with silence.
+                    match segment.before {
+                        Gap::Break(_) => pause.max(owed),
+                        _ => owed,
+                    }
+                } else {
+                    pause.max(owed)
+                };
+                owed = Duration::ZERO;
+                utterance.rate = segment.rate;
+                utterance.voice = voice;
+                script.utterances.push(utterance);
+            }
+        }
+        Ok(script)
+    }
+
+    /// The index in `script.voices` of the voice for `tag`, added when new; an error when no
+    /// voice speaks it.
+    fn voice_index(&self, script: &mut Script, tag: &str) -> Result<usize, SpeechError> {
+        let voice = self.voice_for(tag).ok_or_else(|| {
+            SpeechError::invalid(
+                "input",
+                InvalidReason::Unsupported,
+                format!(
+                    "No voice speaks '{tag}': name one for it in [voices.by_language], or install one of its voices."
+                ),
+            )
+        })?;
+        Ok(index_of(script, voice))
+    }
+
+    /// The voice a detected language is read by: the configured one, or the job's own when it
+    /// speaks it; the job's voice when none is configured (a guess never fails a request).
+    fn detected_voice(&self, script: &mut Script, tag: &str) -> usize {
+        let configured = self
+            .configured(tag)
+            .or_else(|| same_language(&self.voice.language, tag).then(|| self.voice.clone()));
+        configured.map_or(0, |voice| index_of(script, voice))
+    }
+
+    /// The voice that reads text in `tag`: the configured one for the tag, the job's voice
+    /// when it speaks exactly that, the configured one for its language, the job's voice when
+    /// it speaks that language, or another voice of the job's engine that does.
+    pub fn voice_for(&self, tag: &str) -> Option<ResolvedVoice> {
+        let wanted = Tag::of(tag);
+        if let Some(voice) = self.configured_exactly(&wanted) {
+            return Some(voice);
+        }
+        if Tag::of(&self.voice.language) == wanted {
+            return Some(self.voice.clone());
+        }
+        if let Some(voice) = self.configured(&wanted.primary) {
+            return Some(voice);
+        }
+        if Tag::of(&self.voice.language).primary == wanted.primary {
+            return Some(self.voice.clone());
+        }
+        let engine = self.voice.key.engine();
+        let candidates: Vec<_> = self
+            .registry
+            .voices()
+            .into_iter()
+            .filter(|v| v.engine == engine && v.unsupported.is_none())
+            .collect();
+        let found = candidates
+            .iter()
+            .find(|v| Tag::of(&v.language) == wanted)
+            .or_else(|| {
+                candidates
+                    .iter()
+                    .find(|v| Tag::of(&v.language).primary == wanted.primary)
+            })?;
+        self.registry.resolve(engine, &found.id).ok()
+    }
+
+    /// The configured voice for `tag` or, failing that, for its language.
+    fn configured(&self, tag: &str) -> Option<ResolvedVoice> {
+        let wanted = Tag::of(tag);
+        self.configured_exactly(&wanted).or_else(|| {
+            let primary = Tag::of(&wanted.primary);
+            self.configured_exactly(&primary)
+        })
+    }
+
+    fn configured_exactly(&self, wanted: &Tag) -> Option<ResolvedVoice> {
+        let (_, name) = self
+            .languages
+            .by_language
+            .iter()
+            .find(|(tag, _)| Tag::of(tag) == *wanted)?;
+        // Startup checked every configured voice; one removed since is no choice.
+        self.registry.resolve_name(name).ok()
+    }
+
+    /// A detector that chooses among the languages there are voices for.
+    fn detector(&self) -> Detector {
+        let mut candidates: Vec<(whatlang::Lang, String)> = Vec::new();
+        let tags = self
+            .languages
+            .by_language
+            .keys()
+            .cloned()
+            .chain([self.voice.language.clone()]);
+        for tag in tags {
+            if let Some(lang) = whatlang_of(&tag) {
+                if !candidates.iter().any(|(l, _)| *l == lang) {
+                    candidates.push((lang, Tag::of(&tag).primary));
+                }
+            }
+        }
+        Detector { candidates }
+    }
+}
+
+/// Whether the utterance ends with the end of a sentence (closing quotes aside).
+fn ends_sentence(utterance: &Utterance) -> bool {
+    utterance
+        .written
+        .trim_end()
+        .trim_end_matches(['"', '\'', ')', '”', '’', '»'])
+        .ends_with(['.', '!', '?', '…'])
+}
+
+fn index_of(script: &mut Script, voice: ResolvedVoice) -> usize {
+    match script.voices.iter().position(|v| *v == voice) {
+        Some(index) => index,
+        None => {
+            script.voices.push(voice);
+            script.voices.len() - 1
+        }
+    }
+}
+
+/// Detects the language of a sentence among a few.
+struct Detector {
+    /// whatlang's languages and the tags they stand for.
+    candidates: Vec<(whatlang::Lang, String)>,
+}
+
+impl Detector {
+    /// The tag of the language `sentence` is written in, when sure enough.
+    fn language_of(&self, sentence: &str) -> Option<String> {
+        if self.candidates.len() < 2 {
+            return None;
+        }
+        let allowed = self.candidates.iter().map(|(lang, _)| *lang).collect();
+        let info = whatlang::Detector::with_allowlist(allowed).detect(sentence)?;
+        if info.confidence() < MIN_DETECTION_CONFIDENCE {
+            return None;
+        }
+        self.candidates
+            .iter()
+            .find(|(lang, _)| *lang == info.lang())
+            .map(|(_, tag)| tag.clone())
+    }
+}
+
+/// whatlang's name for the language of a tag (`de-DE` → German).
+fn whatlang_of(tag: &str) -> Option<whatlang::Lang> {
+    let primary = Tag::of(tag).primary;
+    let three = match primary.len() {
+        2 => isolang::Language::from_639_1(&primary)?.to_639_3(),
+        3 => isolang::Language::from_639_3(&primary)?.to_639_3(),
+        _ => return None,
+    };
+    whatlang::Lang::from_code(three)
+}
+
+fn same_language(a: &str, b: &str) -> bool {
+    Tag::of(a).primary == Tag::of(b).primary
+}
+
+/// A language tag compared as BCP 47 compares them: case aside, `en_US` as `en-US`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tag {
+    full: String,
+    primary: String,
+}
+
+impl Tag {
+    fn of(tag: &str) -> Self {
+        let full = tag.trim().replace('_', "-").to_ascii_lowercase();
+        let primary = full.split('-').next().unwrap_or_default().to_string();
+        Self { full, primary }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_compare_as_bcp_47_does() {
+        assert_eq!(Tag::of("en_US"), Tag::of("EN-us"));
+        assert_ne!(Tag::of("en-GB"), Tag::of("en-US"));
+        assert_eq!(Tag::of("pt-BR").primary, "pt");
+        assert!(same_language("de_DE", "de"));
+        assert_eq!(whatlang_of("de-DE"), Some(whatlang::Lang::Deu));
+        assert_eq!(whatlang_of("fr"), Some(whatlang::Lang::Fra));
+        assert_eq!(whatlang_of("en_US"), Some(whatlang::Lang::Eng));
+        assert_eq!(whatlang_of("xx"), None);
+    }
+
+    #[test]
+    fn sentences_are_told_apart_by_language_among_the_candidates() {
+        let detector = Detector {
+            candidates: vec![
+                (whatlang::Lang::Eng, "en".into()),
+                (whatlang::Lang::Deu, "de".into()),
+            ],
+        };
+        assert_eq!(
+            detector
+                .language_of("The weather is lovely today, and we are going for a walk.")
+                .as_deref(),
+            Some("en")
+        );
+        assert_eq!(
+            detector
+                .language_of("Das Wetter ist heute schön, und wir gehen spazieren.")
+                .as_deref(),
+            Some("de")
+        );
+        let alone = Detector {
+            candidates: vec![(whatlang::Lang::Eng, "en".into())],
+        };
+        assert_eq!(alone.language_of("Das Wetter ist heute schön."), None);
+    }
+}
