@@ -20,26 +20,14 @@ pub(super) struct Pauses {
 }
 
 impl Pauses {
-    /// No silence before the first of `sentences`, a sentence pause before each other.
-    #[cfg(test)]
-    pub fn between(sentences: usize) -> Self {
-        Self {
-            before: (0..sentences)
-                .map(|i| {
-                    if i == 0 {
-                        Duration::ZERO
-                    } else {
-                        SENTENCE_PAUSE
-                    }
-                })
-                .collect(),
-            after: Duration::ZERO,
-        }
-    }
-
-    /// The silence before sentence `i`.
+    /// The silence before sentence `i`: as stated, or else the usual (none before the first,
+    /// a sentence pause before each other).
     fn before(&self, i: usize) -> Duration {
-        self.before.get(i).copied().unwrap_or(SENTENCE_PAUSE)
+        match self.before.get(i) {
+            Some(pause) => *pause,
+            None if i == 0 => Duration::ZERO,
+            None => SENTENCE_PAUSE,
+        }
     }
 }
 
@@ -51,13 +39,12 @@ pub(super) fn join_sentences(pieces: &[Pcm], pauses: &Pauses, rate: u32) -> (Vec
         + samples(pauses.after, rate);
     let mut out =
         Vec::with_capacity(pieces.iter().map(|p| p.samples.len()).sum::<usize>() + silence);
-    let mut joiner = Joiner::new(rate);
-    for (i, piece) in pieces.iter().enumerate() {
-        joiner.pause_next(pauses.before(i));
+    let mut joiner = Joiner::with_pauses(rate, pauses.clone());
+    for piece in pieces {
         joiner.push(&piece.samples, &mut out);
         joiner.end_sentence(&mut out);
     }
-    joiner.silence(pauses.after, &mut out);
+    joiner.finish(&mut out);
     let duration = out.len() as f64 / rate as f64;
     (out, duration)
 }
@@ -99,12 +86,20 @@ pub(super) struct Joiner {
     started: bool,
     /// Samples handed out so far, pauses included.
     position: usize,
-    /// The silence before the next sentence, where it is not the usual.
-    next_pause: Option<Duration>,
+    /// The silence before each sentence and after the last.
+    pauses: Pauses,
 }
 
 impl Joiner {
+    /// A joiner with the usual pauses: none before the first sentence, a sentence pause
+    /// before each other, none after the last.
     pub fn new(rate: u32) -> Self {
+        Self::with_pauses(rate, Pauses::default())
+    }
+
+    /// A joiner that puts `pauses` before the sentences and after the last (at
+    /// [`finish`](Self::finish)).
+    pub fn with_pauses(rate: u32, pauses: Pauses) -> Self {
         Self {
             rate,
             fade: (EDGE_FADE_S * rate as f32) as usize,
@@ -113,21 +108,13 @@ impl Joiner {
             open: false,
             started: false,
             position: 0,
-            next_pause: None,
+            pauses,
         }
     }
 
-    /// The next sentence comes after `pause` of silence rather than the usual (none before
-    /// the first, a sentence pause before the others).
-    pub fn pause_next(&mut self, pause: Duration) {
-        self.next_pause = Some(pause);
-    }
-
-    /// `pause` of silence, now (between sentences: after the last, say).
-    pub fn silence(&mut self, pause: Duration, out: &mut Vec<f32>) {
-        let n = samples(pause, self.rate);
-        out.resize(out.len() + n, 0.0);
-        self.position += n;
+    /// Every sentence has ended: the silence after the last.
+    pub fn finish(&mut self, out: &mut Vec<f32>) {
+        self.silence(self.pauses.after, out);
     }
 
     /// Samples handed out so far, pauses included: where the next sample will be.
@@ -142,13 +129,7 @@ impl Joiner {
         let mut sentence_start = None;
         if !self.open {
             self.open = true;
-            let usual = if self.sentences > 0 {
-                SENTENCE_PAUSE
-            } else {
-                Duration::ZERO
-            };
-            let pause = self.next_pause.take().unwrap_or(usual);
-            self.silence(pause, out);
+            self.silence(self.pauses.before(self.sentences), out);
             self.sentences += 1;
             sentence_start = Some(self.position);
         }
@@ -177,6 +158,12 @@ impl Joiner {
         self.emit(all, out);
         self.started = false;
         self.open = false;
+    }
+
+    fn silence(&mut self, pause: Duration, out: &mut Vec<f32>) {
+        let n = samples(pause, self.rate);
+        out.resize(out.len() + n, 0.0);
+        self.position += n;
     }
 
     fn emit(&mut self, n: usize, out: &mut Vec<f32>) {
@@ -222,7 +209,7 @@ mod tests {
             .iter()
             .map(|s| Pcm::new(s.clone(), rate))
             .collect();
-        let pauses = Pauses::between(whole.len());
+        let pauses = Pauses::default();
         let (expected, _) = join_sentences(&whole, &pauses, rate);
         for cut in [1, 3, 8, 11, 50, 200] {
             let mut joiner = Joiner::new(rate);
@@ -253,7 +240,7 @@ mod tests {
     fn joined_sentences_have_pauses_and_start_and_end_at_zero() {
         let piece = |n| Pcm::new(vec![0.5; n], 1000);
         let pieces = [piece(100), piece(50)];
-        let pauses = Pauses::between(2);
+        let pauses = Pauses::default();
         let (out, duration) = join_sentences(&pieces, &pauses, 1000);
         assert_eq!(out.len(), 100 + 200 + 50);
         assert_eq!(sentence_starts(&pieces, &pauses, 1000), (vec![0, 300], 350));
@@ -287,16 +274,15 @@ mod tests {
         assert!(out[180..1680].iter().all(|&s| s == 0.0));
         assert_eq!(out[60], 0.5);
         // Streamed through a joiner told the same pauses: the same body.
-        let mut joiner = Joiner::new(1000);
+        let mut joiner = Joiner::with_pauses(1000, pauses);
         let mut streamed = Vec::new();
-        for (piece, pause) in pieces.iter().zip(&pauses.before) {
-            joiner.pause_next(*pause);
+        for piece in &pieces {
             for part in piece.samples.chunks(7) {
                 joiner.push(part, &mut streamed);
             }
             joiner.end_sentence(&mut streamed);
         }
-        joiner.silence(pauses.after, &mut streamed);
+        joiner.finish(&mut streamed);
         assert_eq!(streamed, out);
     }
 }

@@ -8,7 +8,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::synthesis::{Delivery, Synthesis};
 use super::timed::{Finder, WordStamp};
@@ -168,11 +167,6 @@ struct StreamState {
     /// Dropped unfinished when the client goes away: waiting identical requests take over.
     lease: Option<StreamLease<SpeechError>>,
     joiner: join::Joiner,
-    /// The silence before each sentence not yet begun, and after the last.
-    pauses: std::collections::VecDeque<Duration>,
-    trailing: Duration,
-    /// Whether a sentence has begun and not ended.
-    in_sentence: bool,
     /// For a stream with word timestamps.
     words: Option<WordTrack>,
     /// The voice's native rate, at which sentences arrive.
@@ -186,16 +180,12 @@ impl StreamState {
     /// A stream of `pending`'s audio without cache or words (the callers add those).
     fn new(pending: Synthesis, encoder: Box<dyn audio::StreamEncoder>, job: &Job) -> Self {
         let rate = job.voice().sample_rate;
-        let pauses = job.script().pauses();
         Self {
             pending,
             encoder: Some(encoder),
             body: None,
             lease: None,
-            joiner: join::Joiner::new(rate),
-            pauses: pauses.before.into(),
-            trailing: pauses.after,
-            in_sentence: false,
+            joiner: join::Joiner::with_pauses(rate, job.script().pauses()),
             words: None,
             rate,
             sample_rate: job.format().output_sample_rate(rate),
@@ -219,12 +209,6 @@ impl StreamState {
                 Some(Ok(delivery)) => {
                     match delivery {
                         Delivery::Piece(pcm) => {
-                            if !self.in_sentence {
-                                self.in_sentence = true;
-                                if let Some(pause) = self.pauses.pop_front() {
-                                    self.joiner.pause_next(pause);
-                                }
-                            }
                             let start = self.joiner.push(&pcm.samples, &mut samples);
                             if let Some(track) = self.words.as_mut() {
                                 let emitted = self.joiner.position();
@@ -233,7 +217,6 @@ impl StreamState {
                             }
                         }
                         Delivery::SentenceEnd => {
-                            self.in_sentence = false;
                             self.joiner.end_sentence(&mut samples);
                             if let Some(track) = self.words.as_mut() {
                                 words = track.end_sentence();
@@ -258,7 +241,7 @@ impl StreamState {
                 }
                 None => {
                     let mut silence = Vec::new();
-                    self.joiner.silence(self.trailing, &mut silence);
+                    self.joiner.finish(&mut silence);
                     let mut encoder = self.encoder.take()?;
                     let last = encoder.push(&silence).and_then(|mut tail| {
                         tail.extend(encoder.finish()?);
