@@ -295,6 +295,24 @@ impl SpeechService {
         self.start_utterances(job, utterances, listening).await
     }
 
+    /// The engines' voices for `voices`, loaded where they are not yet.
+    async fn load_voices(
+        &self,
+        voices: Vec<ResolvedVoice>,
+    ) -> Result<Vec<(ResolvedVoice, Arc<dyn Voice>)>, SpeechError> {
+        let mut loaded = Vec::with_capacity(voices.len());
+        for resolved in voices {
+            let voice = self
+                .inner
+                .registry
+                .voice(&resolved)
+                .await
+                .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
+            loaded.push((resolved, voice));
+        }
+        Ok(loaded)
+    }
+
     /// Admits `utterances` as one request (`listening` as for [`start`](Self::start)).
     async fn start_utterances(
         &self,
@@ -308,16 +326,7 @@ impl SpeechService {
             first_index,
             word_timings,
         } = utterances;
-        let mut voices: Vec<(ResolvedVoice, Arc<dyn Voice>)> = Vec::new();
-        for resolved in script.voices {
-            let voice = self
-                .inner
-                .registry
-                .voice(&resolved)
-                .await
-                .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
-            voices.push((resolved, voice));
-        }
+        let voices = self.load_voices(script.voices).await?;
         check_sayable(&voices, &script.utterances)?;
         let rate = job.voice().sample_rate;
         let params = job.params();

@@ -26,16 +26,7 @@ impl SpeechService {
     /// The job's sentences as its voice would speak them.
     pub async fn phonemize(&self, job: &Job) -> Result<Phonemization, SpeechError> {
         let script = job.script().clone();
-        let mut voices = Vec::new();
-        for resolved in &script.voices {
-            let voice = self
-                .inner
-                .registry
-                .voice(resolved)
-                .await
-                .map_err(|e| SpeechError::VoiceLoad(Failure::of(e)))?;
-            voices.push((resolved.clone(), voice));
-        }
+        let voices = self.load_voices(script.voices.clone()).await?;
         check_sayable(&voices, &script.utterances)?;
         // espeak-ng is slow and serial: off the runtime's threads.
         tokio::task::spawn_blocking(move || {

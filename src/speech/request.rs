@@ -14,7 +14,7 @@ use crate::text::english::{DateOrder, ReadingOptions};
 use crate::text::lexicon::Lexicon;
 
 use super::error::{InvalidReason, SpeechError};
-use super::script::{LanguageSettings, Reader, Script};
+use super::script::{no_voice_speaks, LanguageSettings, Reader, Script, Voices};
 
 /// What a client asked for, before validation.
 #[derive(Debug, Clone, Default)]
@@ -101,9 +101,11 @@ impl Job {
 
     /// The languages the input is read in, in the order first heard (BCP 47 tags).
     pub fn languages(&self) -> Vec<String> {
-        match self.script.utterances.is_empty() {
-            true => vec![self.voice.language.replace('_', "-")],
-            false => self.script.languages(),
+        if self.script.utterances.is_empty() {
+            // Text that arrives later: the voice's own, until it does.
+            vec![self.voice.language.replace('_', "-")]
+        } else {
+            self.script.languages()
         }
     }
 }
@@ -164,11 +166,13 @@ pub(super) fn validate(
     };
     let mut job = validate_settings(request, registry, limits, lexicon)?;
     let reader = Reader {
-        registry,
-        voice: &job.voice,
+        voices: Voices {
+            registry,
+            voice: &job.voice,
+            languages: &limits.text.languages,
+        },
         reading: job.reading.as_ref(),
         lexicon: &job.lexicon,
-        languages: &limits.text.languages,
     };
     let script = reader.script(&job.input, ssml)?;
     if script.utterances.is_empty() {
@@ -250,36 +254,22 @@ fn voice_of_language(
     limits: &Limits,
 ) -> Result<ResolvedVoice, SpeechError> {
     let tag = kokoro_lang_code(tag).unwrap_or(tag);
-    let well_formed = !tag.is_empty()
-        && tag.len() <= 35
-        && tag
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !well_formed {
+    if tag.len() > 35 || !crate::text::ssml::is_language_tag(tag) {
         return Err(SpeechError::invalid(
             "language",
             InvalidReason::Unsupported,
             format!("'{tag}' is not a language tag such as 'en', 'de' or 'pt-BR'."),
         ));
     }
-    let empty = Lexicon::default();
-    let reader = Reader {
+    let voices = Voices {
         registry,
         voice: &named,
-        reading: None,
-        lexicon: &empty,
         languages: &limits.text.languages,
     };
     let alias = requested.trim().is_empty() || registry.is_alias(requested);
-    match reader.voice_for(tag) {
+    match voices.voice_for(tag) {
         Some(voice) if alias || voice == named => Ok(voice),
-        _ if alias => Err(SpeechError::invalid(
-            "language",
-            InvalidReason::Unsupported,
-            format!(
-                "No voice speaks '{tag}': name one for it in [voices.by_language], or install one of its voices."
-            ),
-        )),
+        _ if alias => Err(no_voice_speaks("language", tag)),
         _ => Err(SpeechError::invalid(
             "language",
             InvalidReason::Unsupported,

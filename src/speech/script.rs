@@ -156,13 +156,30 @@ fn is_english(language: &str) -> bool {
 
 /// What reading a job's input needs besides the input.
 pub(super) struct Reader<'a> {
-    pub registry: &'a Registry,
-    /// The job's voice.
-    pub voice: &'a ResolvedVoice,
+    /// The job's voice, and the voices for other languages.
+    pub voices: Voices<'a>,
     /// How English is written out; `None` when the request or the server turned it off.
     pub reading: Option<&'a ReadingOptions>,
     pub lexicon: &'a Lexicon,
+}
+
+/// Which voice reads which language, for a request of `voice`.
+pub(super) struct Voices<'a> {
+    pub registry: &'a Registry,
+    /// The request's voice.
+    pub voice: &'a ResolvedVoice,
     pub languages: &'a LanguageSettings,
+}
+
+/// The refusal of text in `tag`, which no voice speaks (`param` is what named the language).
+pub(super) fn no_voice_speaks(param: &'static str, tag: &str) -> SpeechError {
+    SpeechError::invalid(
+        param,
+        InvalidReason::Unsupported,
+        format!(
+            "No voice speaks '{tag}': name one for it in [voices.by_language], or install one of its voices."
+        ),
+    )
 }
 
 impl Reader<'_> {
@@ -181,18 +198,24 @@ impl Reader<'_> {
     fn read(&self, document: Document, ssml: bool) -> Result<Script, SpeechError> {
         let mut script = Script {
             utterances: Vec::new(),
-            voices: vec![self.voice.clone()],
+            voices: vec![self.voices.voice.clone()],
             trailing: document.trailing,
             text_ranges: document.text_ranges,
         };
-        let detector = (self.languages.detect && !ssml).then(|| self.detector());
+        let voices = &self.voices;
+        let detector = (voices.languages.detect && !ssml).then(|| voices.detector());
         // The voice of the sentence before, which a sentence of unsure language keeps.
         let mut previous = 0;
         // Silence owed by segments that turned out to say nothing.
         let mut owed = Duration::ZERO;
         for segment in document.segments {
             let segment_voice = match &segment.language {
-                Some(tag) => Some(self.voice_index(&mut script, tag)?),
+                Some(tag) => {
+                    let voice = voices
+                        .voice_for(tag)
+                        .ok_or_else(|| no_voice_speaks("input", tag))?;
+                    Some(index_of(&mut script, voice))
+                }
                 None => None,
             };
             let first_pause = match segment.before {
@@ -211,7 +234,9 @@ impl Reader<'_> {
                     (Some(voice), _) => voice,
                     (None, Some(detector)) => {
                         match detector.language_of(&inline::extract(sentence).0) {
-                            Some(tag) => self.detected_voice(&mut script, &tag),
+                            Some(tag) => voices
+                                .detected(&tag)
+                                .map_or(0, |voice| index_of(&mut script, voice)),
                             None => previous,
                         }
                     }
@@ -242,29 +267,15 @@ impl Reader<'_> {
         }
         Ok(script)
     }
+}
 
-    /// The index in `script.voices` of the voice for `tag`, added when new; an error when no
-    /// voice speaks it.
-    fn voice_index(&self, script: &mut Script, tag: &str) -> Result<usize, SpeechError> {
-        let voice = self.voice_for(tag).ok_or_else(|| {
-            SpeechError::invalid(
-                "input",
-                InvalidReason::Unsupported,
-                format!(
-                    "No voice speaks '{tag}': name one for it in [voices.by_language], or install one of its voices."
-                ),
-            )
-        })?;
-        Ok(index_of(script, voice))
-    }
-
-    /// The voice a detected language is read by: the configured one, or the job's own when it
-    /// speaks it; the job's voice when none is configured (a guess never fails a request).
-    fn detected_voice(&self, script: &mut Script, tag: &str) -> usize {
-        let configured = self
-            .configured(tag)
-            .or_else(|| same_language(&self.voice.language, tag).then(|| self.voice.clone()));
-        configured.map_or(0, |voice| index_of(script, voice))
+impl Voices<'_> {
+    /// The voice a detected language is read by: the configured one, or the request's own
+    /// when it speaks it; `None` (the request's voice reads it) when neither: a guess never
+    /// fails a request.
+    fn detected(&self, tag: &str) -> Option<ResolvedVoice> {
+        self.configured(tag)
+            .or_else(|| same_language(&self.voice.language, tag).then(|| self.voice.clone()))
     }
 
     /// The voice that reads text in `tag`: the configured one for the tag, the job's voice
@@ -337,17 +348,13 @@ impl Reader<'_> {
                 }
             }
         }
-        Detector { candidates }
+        Detector::new(candidates)
     }
 }
 
-/// Whether the utterance ends with the end of a sentence (closing quotes aside).
+/// Whether the utterance ends with the end of a sentence.
 fn ends_sentence(utterance: &Utterance) -> bool {
-    utterance
-        .written
-        .trim_end()
-        .trim_end_matches(['"', '\'', ')', '”', '’', '»'])
-        .ends_with(['.', '!', '?', '…'])
+    crate::text::split::ends_sentence(&utterance.written)
 }
 
 fn index_of(script: &mut Script, voice: ResolvedVoice) -> usize {
@@ -364,16 +371,23 @@ fn index_of(script: &mut Script, voice: ResolvedVoice) -> usize {
 struct Detector {
     /// whatlang's languages and the tags they stand for.
     candidates: Vec<(whatlang::Lang, String)>,
+    /// whatlang choosing among them; `None` when there is no choice to make.
+    whatlang: Option<whatlang::Detector>,
 }
 
 impl Detector {
+    fn new(candidates: Vec<(whatlang::Lang, String)>) -> Self {
+        let allowed: Vec<whatlang::Lang> = candidates.iter().map(|(lang, _)| *lang).collect();
+        let whatlang = (allowed.len() >= 2).then(|| whatlang::Detector::with_allowlist(allowed));
+        Self {
+            candidates,
+            whatlang,
+        }
+    }
+
     /// The tag of the language `sentence` is written in, when sure enough.
     fn language_of(&self, sentence: &str) -> Option<String> {
-        if self.candidates.len() < 2 {
-            return None;
-        }
-        let allowed = self.candidates.iter().map(|(lang, _)| *lang).collect();
-        let info = whatlang::Detector::with_allowlist(allowed).detect(sentence)?;
+        let info = self.whatlang.as_ref()?.detect(sentence)?;
         if info.confidence() < MIN_DETECTION_CONFIDENCE {
             return None;
         }
@@ -432,12 +446,10 @@ mod tests {
 
     #[test]
     fn sentences_are_told_apart_by_language_among_the_candidates() {
-        let detector = Detector {
-            candidates: vec![
-                (whatlang::Lang::Eng, "en".into()),
-                (whatlang::Lang::Deu, "de".into()),
-            ],
-        };
+        let detector = Detector::new(vec![
+            (whatlang::Lang::Eng, "en".into()),
+            (whatlang::Lang::Deu, "de".into()),
+        ]);
         assert_eq!(
             detector
                 .language_of("The weather is lovely today, and we are going for a walk.")
@@ -450,9 +462,7 @@ mod tests {
                 .as_deref(),
             Some("de")
         );
-        let alone = Detector {
-            candidates: vec![(whatlang::Lang::Eng, "en".into())],
-        };
+        let alone = Detector::new(vec![(whatlang::Lang::Eng, "en".into())]);
         assert_eq!(alone.language_of("Das Wetter ist heute schön."), None);
     }
 }

@@ -68,7 +68,7 @@ impl SpeechService {
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let texts = request.script.utterances.clone();
         let pauses = request.script.pauses();
-        let finder = Finder::within(job.input(), request.script.text_ranges.clone());
+        let mut finder = Finder::within(job.input(), request.script.text_ranges.clone());
         let pieces = self
             .start_utterances(job, request, false)
             .await?
@@ -86,7 +86,6 @@ impl SpeechService {
         }
         let rate = job.voice().sample_rate;
         let (starts, end) = join::sentence_starts(&pieces, &pauses, rate);
-        let mut finder = finder;
         let mut words = Vec::new();
         for (sentence, ((piece, start), utterance)) in
             pieces.iter().zip(&starts).zip(&texts).enumerate()

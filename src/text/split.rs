@@ -19,6 +19,13 @@ const OPENERS: &[char] = &['"', '\'', '“', '‘', '«', '(', '[', '{'];
 /// Clause marks where an over-long sentence may be cut, strongest first.
 const STRONG_CLAUSE_BREAKS: &[char] = &[';', ':', '—', '–'];
 
+/// Whether `text` ends with the end of a sentence (closing quotes and brackets aside).
+pub fn ends_sentence(text: &str) -> bool {
+    text.trim_end()
+        .trim_end_matches(CLOSERS)
+        .ends_with(SENTENCE_END)
+}
+
 /// Splits `text` into sentences, and sentences longer than `max_chars` characters further at
 /// clause boundaries (`;` `:` `—` `,`), then at spaces, and as a last resort inside a word, so that
 /// no piece is longer than `max_chars` (at least 1). Pieces are trimmed; joined in order they

@@ -25,6 +25,15 @@ pub fn parse(input: &str) -> Result<Vec<Piece>, SsmlError> {
     Parser::new(input).read_document()
 }
 
+/// Whether `tag` is written as a language tag is (`de`, `pt-BR`, `en_US`): letters, digits,
+/// hyphens and underscores.
+pub fn is_language_tag(tag: &str) -> bool {
+    !tag.is_empty()
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
 /// Whether `input` is an SSML document (starts with `<speak`, after whitespace and an optional `<?xml …?>` declaration).
 pub fn is_ssml(input: &str) -> bool {
     let mut reader = Reader::from_str(input);
@@ -674,11 +683,7 @@ impl<'a> Parser<'a> {
             return Ok(inherited);
         };
         let tag = attribute.value.trim();
-        let well_formed = !tag.is_empty()
-            && tag
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-        if !well_formed {
+        if !is_language_tag(tag) {
             return Err(self.error(
                 attribute.at,
                 format!(
