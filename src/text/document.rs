@@ -192,18 +192,14 @@ fn spaced(input: &str, from: usize, to: usize) -> bool {
 }
 
 fn too_much_silence(input: &str, at: usize) -> SsmlError {
-    let before = input.get(..at).unwrap_or(input);
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().unwrap_or(before).chars().count() + 1;
-    SsmlError {
-        message: format!(
+    SsmlError::at(
+        input,
+        at,
+        format!(
             "the breaks add up to more than {} s of silence",
             MAX_BREAKS_TOTAL.as_secs()
         ),
-        line,
-        column,
-        offset: at,
-    }
+    )
 }
 
 #[cfg(test)]

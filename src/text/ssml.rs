@@ -146,6 +146,20 @@ pub struct SsmlError {
     pub offset: usize,
 }
 
+impl SsmlError {
+    /// What is wrong at byte `offset` of the document `input`.
+    pub fn at(input: &str, offset: usize, message: impl Into<String>) -> Self {
+        let offset = offset.min(input.len());
+        let (line, column) = line_and_column(input, offset);
+        SsmlError {
+            message: message.into(),
+            line,
+            column,
+            offset,
+        }
+    }
+}
+
 /// The longest pause a `<break time>` may ask for: a longer one is far more likely a slip
 /// (`5000s` for `5000ms`) than a wish, and would hold a synthesis slot producing silence.
 const MAX_BREAK: Duration = Duration::from_secs(10);
@@ -887,14 +901,7 @@ impl<'a> Parser<'a> {
     }
 
     fn error(&self, offset: usize, message: impl Into<String>) -> SsmlError {
-        let offset = offset.min(self.input.len());
-        let (line, column) = line_and_column(self.input, offset);
-        SsmlError {
-            message: message.into(),
-            line,
-            column,
-            offset,
-        }
+        SsmlError::at(self.input, offset, message)
     }
 }
 
