@@ -170,17 +170,7 @@ async fn timestamps_report_rewritten_words_as_written() {
             "Smith"
         ]
     );
-    let chars: Vec<char> = input.chars().collect();
-    for word in words {
-        let (start, end) = (
-            word["char_start"].as_u64().unwrap() as usize,
-            word["char_end"].as_u64().unwrap() as usize,
-        );
-        assert_eq!(
-            chars[start..end].iter().collect::<String>(),
-            word["word"].as_str().unwrap()
-        );
-    }
+    common::words_at_their_offsets(input, words);
     // A rewrite is timed over all the words it became: "December first, twenty
     // twenty-six" takes far longer than "on".
     let length = |w: &Value| w["end"].as_f64().unwrap() - w["start"].as_f64().unwrap();

@@ -707,6 +707,27 @@ mod tests {
 
     /// Pieces of a long sentence, and of one split into several passes, joined equal the
     /// whole-item audio with the same seed, and carry the same word timings at the end.
+    /// `item`'s audio computed whole.
+    fn whole_of(voice: &impl Voice, item: &SynthesisItem) -> Pcm {
+        let mut whole = None;
+        voice
+            .synthesize_each(std::slice::from_ref(item), &mut |_, pcm| whole = Some(pcm))
+            .unwrap();
+        whole.expect("audio")
+    }
+
+    /// `item`'s audio computed in pieces, as a stream takes it.
+    fn pieces_of(voice: &impl Voice, item: &SynthesisItem) -> Vec<Pcm> {
+        let mut pieces = Vec::new();
+        voice
+            .synthesize_in_pieces(item, &mut |pcm| {
+                pieces.push(pcm);
+                true
+            })
+            .unwrap();
+        pieces
+    }
+
     #[test]
     fn pieces_join_to_the_whole_item_with_its_words() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/voices");
@@ -732,18 +753,8 @@ mod tests {
                 in_pieces: true,
                 pronunciations: Vec::new(),
             };
-            let mut whole = None;
-            voice
-                .synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| whole = Some(pcm))
-                .unwrap();
-            let whole = whole.expect("audio");
-            let mut pieces = Vec::new();
-            voice
-                .synthesize_in_pieces(&item, &mut |pcm| {
-                    pieces.push(pcm);
-                    true
-                })
-                .unwrap();
+            let whole = whole_of(&voice, &item);
+            let pieces = pieces_of(&voice, &item);
             assert!(pieces.len() > 2, "{} pieces", pieces.len());
             let joined: Vec<f32> = pieces.iter().flat_map(|p| p.samples.clone()).collect();
             assert_eq!(joined.len(), whole.samples.len());
@@ -986,11 +997,7 @@ mod tests {
             },
             ..SynthesisItem::new("Hello world, this is a test.")
         };
-        let mut whole = None;
-        voice
-            .synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| whole = Some(pcm))
-            .unwrap();
-        let pcm = whole.expect("audio");
+        let pcm = whole_of(&voice, &item);
         let seconds = pcm.duration_s();
         let rms =
             (pcm.samples.iter().map(|s| s * s).sum::<f32>() / pcm.samples.len() as f32).sqrt();
@@ -1007,13 +1014,7 @@ mod tests {
         assert!(words.iter().all(|w| w.start < w.end), "{words:?}");
         assert!(words.last().unwrap().end <= pcm.samples.len());
         // Computed in pieces, the same audio and words.
-        let mut pieces = Vec::new();
-        voice
-            .synthesize_in_pieces(&item, &mut |pcm| {
-                pieces.push(pcm);
-                true
-            })
-            .unwrap();
+        let pieces = pieces_of(&voice, &item);
         let joined: Vec<f32> = pieces.iter().flat_map(|p| p.samples.clone()).collect();
         assert_eq!(joined.len(), pcm.samples.len());
         assert_eq!(pieces.iter().find_map(|p| p.words.clone()), pcm.words);

@@ -250,6 +250,23 @@ pub async fn openai_error(response: reqwest::Response, status: u16) -> serde_jso
     error
 }
 
+/// The text of `input` at each timed word's `char_start..char_end` (offsets in characters),
+/// asserting that it is the word as the answer reports it.
+pub fn words_at_their_offsets(input: &str, words: &[serde_json::Value]) -> Vec<String> {
+    let chars: Vec<char> = input.chars().collect();
+    words
+        .iter()
+        .map(|word| {
+            let offset = |key: &str| word[key].as_u64().expect("a character offset") as usize;
+            let text: String = chars[offset("char_start")..offset("char_end")]
+                .iter()
+                .collect();
+            assert_eq!(text, word["word"].as_str().unwrap(), "{word}");
+            text
+        })
+        .collect()
+}
+
 /// Value of a sample in Prometheus text, e.g. `metric("omnivoice_batches_total")`.
 pub fn metric(text: &str, name_with_labels: &str) -> f64 {
     text.lines()
