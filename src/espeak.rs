@@ -26,6 +26,8 @@ mod ffi {
     pub const PHONEMES_TIE: c_int = 0x80;
     pub const POS_CHARACTER: c_int = 1;
     pub const PARAM_RATE: c_int = 1;
+    /// Text within `[[ ]]` is espeak's own phoneme names, not words.
+    pub const PHONEMES_INPUT: c_uint = 0x100;
     pub const EE_OK: c_int = 0;
 
     #[repr(C)]
@@ -297,6 +299,71 @@ pub fn text_to_tied_phoneme_clauses(
     phoneme_clauses(text, voice, mode)
 }
 
+/// Between the phonemes of [`phoneme_names`]' two passes: a character neither IPA nor espeak's
+/// phoneme names use.
+const NAME_SEPARATOR: char = '\u{2016}';
+
+/// Every phoneme `voice` says for `text`, in order, each as a pair: its IPA (as
+/// [`text_to_phoneme_clauses`] writes it) and espeak's own name for it, the name that
+/// [`synthesize_with_words`] takes as phoneme input (`ʃ` and `S`, `oʊ` and `oU`). Stress marks
+/// are pairs of their own (`ˈ` and `'`). The names differ per language, and espeak has no call
+/// that lists them, so this reads them off one text phonemized twice, once in each alphabet,
+/// with a separator between phonemes; words where the two passes disagree in length, and words
+/// read in another language (espeak marks a switch with `(xx)`), are left out.
+pub fn phoneme_names(text: &str, voice: &str) -> Result<Vec<(String, String)>, EspeakError> {
+    let separator = (NAME_SEPARATOR as c_int) << 8;
+    let ipa = phoneme_clauses(text, voice, ffi::PHONEMES_IPA | separator)?;
+    let names = phoneme_clauses(text, voice, separator)?;
+    let words = |clauses: Vec<(String, Option<char>)>| -> Vec<String> {
+        let mut words = Vec::new();
+        let mut switched = false;
+        for (clause, _) in clauses {
+            for word in clause.split(' ') {
+                // A switch to another language and the switch back are both marked.
+                if word.contains('(') {
+                    switched = !switched;
+                    continue;
+                }
+                words.push(if switched {
+                    String::new()
+                } else {
+                    word.to_string()
+                });
+            }
+        }
+        words
+    };
+    let (ipa, names) = (words(ipa), words(names));
+    let mut pairs = Vec::new();
+    if ipa.len() != names.len() {
+        return Ok(pairs);
+    }
+    let split = |word: &str| -> Vec<String> {
+        let mut phonemes = Vec::new();
+        for phoneme in word.split(NAME_SEPARATOR).filter(|p| !p.is_empty()) {
+            let stress: String = phoneme.chars().take_while(|c| is_stress(*c)).collect();
+            phonemes.extend(stress.chars().map(String::from));
+            let rest = &phoneme[stress.len()..];
+            if !rest.is_empty() {
+                phonemes.push(rest.to_string());
+            }
+        }
+        phonemes
+    };
+    for (ipa, names) in ipa.iter().zip(&names) {
+        let (ipa, names) = (split(ipa), split(names));
+        if ipa.len() == names.len() {
+            pairs.extend(ipa.into_iter().zip(names));
+        }
+    }
+    Ok(pairs)
+}
+
+/// The stress marks both alphabets put before a stressed vowel.
+fn is_stress(c: char) -> bool {
+    matches!(c, 'ˈ' | 'ˌ' | '\'' | ',')
+}
+
 fn phoneme_clauses(
     text: &str,
     voice: &str,
@@ -455,8 +522,71 @@ pub fn synthesize_with_words(
     voice: &str,
     rate_wpm: u32,
 ) -> Result<(Vec<i16>, Vec<SpokenWord>), EspeakError> {
+    synthesize_input(text, voice, rate_wpm, 0)
+}
+
+/// [`synthesize_with_words`] where the stretches of `text` within `[[ ]]` are phonemes in
+/// espeak's own names ([`phoneme_names`]), not words. Only text whose every `[[` the caller
+/// put there may come here.
+pub fn synthesize_with_phonemes(
+    text: &str,
+    voice: &str,
+    rate_wpm: u32,
+) -> Result<(Vec<i16>, Vec<SpokenWord>), EspeakError> {
+    synthesize_input(text, voice, rate_wpm, ffi::PHONEMES_INPUT)
+}
+
+fn synthesize_input(
+    text: &str,
+    voice: &str,
+    rate_wpm: u32,
+    flags: c_uint,
+) -> Result<(Vec<i16>, Vec<SpokenWord>), EspeakError> {
     let mut guard = library()?;
     let library = guard.as_mut().ok_or(EspeakError::Init)?;
+    synthesize_locked(library, text, voice, rate_wpm, flags)
+}
+
+/// The IPA of the phonemes espeak says for `text` given as [`synthesize_with_phonemes`]
+/// takes it, from espeak's phoneme trace: what shows that phonemes given in espeak's names are
+/// said as the IPA they were spelt from.
+#[cfg(test)]
+pub fn phonemes_said(text: &str, voice: &str) -> Result<String, EspeakError> {
+    use std::io::{Read, Seek};
+    use std::os::fd::AsRawFd;
+
+    extern "C" {
+        fn espeak_SetPhonemeTrace(phonememode: c_int, stream: *mut libc::FILE);
+    }
+    let mut guard = library()?;
+    let library = guard.as_mut().ok_or(EspeakError::Init)?;
+    let mut file = tempfile::tempfile().map_err(|_| EspeakError::Init)?;
+    // SAFETY: `fd` is a fresh descriptor of a file open for writing; the stream is closed below,
+    // after tracing is switched off, and espeak writes to it only under the lock held here.
+    let stream = unsafe { libc::fdopen(libc::dup(file.as_raw_fd()), c"w".as_ptr()) };
+    assert!(!stream.is_null(), "fdopen failed");
+    unsafe { espeak_SetPhonemeTrace(ffi::PHONEMES_IPA, stream) };
+    let said = synthesize_locked(library, text, voice, RATE_NORMAL_WPM, ffi::PHONEMES_INPUT);
+    // SAFETY: tracing is off before the stream is closed; the stream is ours.
+    unsafe {
+        espeak_SetPhonemeTrace(0, std::ptr::null_mut());
+        libc::fclose(stream);
+    }
+    said?;
+    let mut trace = String::new();
+    file.rewind()
+        .and_then(|_| file.read_to_string(&mut trace))
+        .map_err(|_| EspeakError::Init)?;
+    Ok(trace.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn synthesize_locked(
+    library: &mut Library,
+    text: &str,
+    voice: &str,
+    rate_wpm: u32,
+    flags: c_uint,
+) -> Result<(Vec<i16>, Vec<SpokenWord>), EspeakError> {
     library.select_voice(voice)?;
 
     let rate = rate_wpm.clamp(*RATE_RANGE_WPM.start(), *RATE_RANGE_WPM.end());
@@ -481,7 +611,7 @@ pub fn synthesize_with_words(
             0,
             ffi::POS_CHARACTER,
             0,
-            ffi::CHARS_UTF8 as c_uint,
+            ffi::CHARS_UTF8 as c_uint | flags,
             std::ptr::null_mut(),
             std::ptr::null_mut(),
         )

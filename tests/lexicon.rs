@@ -8,6 +8,7 @@ use common::{kokoro_dir, openai_error, post, post_speech, Binary};
 use serde_json::{json, Value};
 
 const PIPER: &str = "en_US-joe-medium";
+const ESPEAK: &str = "en-us";
 
 async fn put(url: &str, body: &Value) -> reqwest::Response {
     reqwest::Client::new()
@@ -34,6 +35,8 @@ async fn lexicon(url: &str) -> Value {
 fn model_of(voice: &str) -> &'static str {
     if voice == PIPER {
         "piper"
+    } else if voice == ESPEAK {
+        "espeak"
     } else {
         "kokoro"
     }
@@ -226,7 +229,7 @@ async fn changing_the_dictionary_needs_the_key() {
 }
 
 #[tokio::test]
-async fn given_ipa_is_said_by_piper_and_kokoro_or_refused_by_name() {
+async fn given_ipa_is_said_by_piper_kokoro_and_espeak_or_refused_by_name() {
     let kokoro = kokoro_dir();
     let server = Binary::ready(&[
         "--kokoro-dir",
@@ -252,6 +255,10 @@ async fn given_ipa_is_said_by_piper_and_kokoro_or_refused_by_name() {
     let kokoro = spoken(&server.url, "af_heart", "Zorblax waits.").await;
     let symbols = kokoro["sentences"][0]["phonemes"].as_str().unwrap();
     assert!(symbols.starts_with("zˈɔɹblæks "), "{symbols}");
+    // espeak-ng: the same IPA, which it is given in its own phoneme names.
+    let espeak = spoken(&server.url, ESPEAK, "Zorblax waits.").await;
+    let ipa = espeak["sentences"][0]["phonemes"].as_str().unwrap();
+    assert!(ipa.starts_with("zˈɔɹblæks "), "{ipa}");
 
     // Inline phonemes too, and they win over the dictionary at their place.
     let inline = spoken(&server.url, "af_heart", "Say [Zorblax](/kˈoʊkəɹoʊ/) now.").await;
@@ -259,8 +266,8 @@ async fn given_ipa_is_said_by_piper_and_kokoro_or_refused_by_name() {
     let symbols = inline["sentences"][0]["phonemes"].as_str().unwrap();
     assert!(symbols.contains("kˈOkəɹO"), "{symbols}");
 
-    // Both speak it.
-    for voice in [PIPER, "af_heart"] {
+    // All of them speak it.
+    for voice in [PIPER, "af_heart", ESPEAK] {
         let response = post_speech(
             &server.url,
             &json!({"model": model_of(voice), "voice": voice,
@@ -279,7 +286,7 @@ async fn given_ipa_is_said_by_piper_and_kokoro_or_refused_by_name() {
     // A symbol the voice has no phoneme for is refused, naming it and the word.
     let odd = json!({"entries": [{"word": "Zorblax", "ipa": "zʬa"}]});
     assert_eq!(put(&server.url, &odd).await.status(), 200);
-    for voice in [PIPER, "af_heart"] {
+    for voice in [PIPER, "af_heart", ESPEAK] {
         let response = post_speech(
             &server.url,
             &json!({"model": model_of(voice), "voice": voice, "input": "Zorblax waits."}),
@@ -301,17 +308,23 @@ async fn timestamps_name_the_written_words_of_entries_and_inline_phonemes() {
     let entry = json!({"entries": [{"word": "nginx", "alias": "engine x"}]});
     assert_eq!(put(&server.url, &entry).await.status(), 200);
     let input = "Run nginx and [Kokoro](/kˈoʊkəɹoʊ/) today.";
-    let body = json!({"model": "piper", "voice": PIPER, "input": input,
-                      "response_format": "wav", "seed": 1});
-    let response = post(&server.url, "/v1/audio/speech/timestamps", &body).await;
-    assert_eq!(response.status(), 200);
-    let answer: Value = response.json().await.unwrap();
-    let words = answer["words"].as_array().unwrap();
-    let written: Vec<&str> = words.iter().map(|w| w["word"].as_str().unwrap()).collect();
-    assert_eq!(written, ["Run", "nginx", "and", "Kokoro", "today"]);
-    common::words_at_their_offsets(input, words);
-    for word in words {
-        let length = word["end"].as_f64().unwrap() - word["start"].as_f64().unwrap();
-        assert!(length > 0.05, "{word}");
+    for voice in [PIPER, ESPEAK] {
+        let body = json!({"model": model_of(voice), "voice": voice, "input": input,
+                          "response_format": "wav", "seed": 1});
+        let response = post(&server.url, "/v1/audio/speech/timestamps", &body).await;
+        assert_eq!(response.status(), 200, "{voice}");
+        let answer: Value = response.json().await.unwrap();
+        let words = answer["words"].as_array().unwrap();
+        let written: Vec<&str> = words.iter().map(|w| w["word"].as_str().unwrap()).collect();
+        assert_eq!(
+            written,
+            ["Run", "nginx", "and", "Kokoro", "today"],
+            "{voice}"
+        );
+        common::words_at_their_offsets(input, words);
+        for word in words {
+            let length = word["end"].as_f64().unwrap() - word["start"].as_f64().unwrap();
+            assert!(length > 0.05, "{voice}: {word}");
+        }
     }
 }
