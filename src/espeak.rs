@@ -561,10 +561,11 @@ pub fn phonemes_said(text: &str, voice: &str) -> Result<String, EspeakError> {
     let mut guard = library()?;
     let library = guard.as_mut().ok_or(EspeakError::Init)?;
     let mut file = tempfile::tempfile().map_err(|_| EspeakError::Init)?;
-    // SAFETY: `fd` is a fresh descriptor of a file open for writing; the stream is closed below,
-    // after tracing is switched off, and espeak writes to it only under the lock held here.
+    // SAFETY: the stream wraps a fresh duplicate of the file's descriptor, open for writing;
+    // it is closed below, after tracing is switched off.
     let stream = unsafe { libc::fdopen(libc::dup(file.as_raw_fd()), c"w".as_ptr()) };
     assert!(!stream.is_null(), "fdopen failed");
+    // SAFETY: espeak writes to the stream only while it synthesizes, under the lock held here.
     unsafe { espeak_SetPhonemeTrace(ffi::PHONEMES_IPA, stream) };
     let said = synthesize_locked(library, text, voice, RATE_NORMAL_WPM, ffi::PHONEMES_INPUT);
     // SAFETY: tracing is off before the stream is closed; the stream is ours.
