@@ -264,6 +264,27 @@ pub fn list_voices() -> &'static [EspeakVoice] {
     })
 }
 
+/// The espeak-ng voice for a language tag (`de`, `pt-BR`, `en_GB`): one that lists exactly
+/// that language, else the first of the tag's primary language.
+pub fn voice_of_language(tag: &str) -> Option<&'static str> {
+    let tag = tag.replace('_', "-").to_lowercase();
+    let primary = tag.split('-').next().unwrap_or_default();
+    let voices = list_voices();
+    let exact = voices
+        .iter()
+        .find(|v| v.name == tag || v.languages.iter().any(|l| *l == tag));
+    exact
+        .or_else(|| {
+            voices.iter().find(|v| {
+                v.name == primary
+                    || v.languages
+                        .iter()
+                        .any(|l| l.split('-').next() == Some(primary))
+            })
+        })
+        .map(|v| v.name.as_str())
+}
+
 /// The characters that end a clause and that Piper voices were trained to see in the phoneme
 /// stream.
 pub const CLAUSE_PUNCTUATION: &[char] = &[',', '.', ';', ':', '!', '?'];
@@ -638,6 +659,23 @@ fn synthesize_locked(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn languages_find_espeak_voices_exactly_or_by_primary_language() {
+        assert_eq!(voice_of_language("de"), Some("de"));
+        assert_eq!(voice_of_language("en-US"), Some("en-us"));
+        assert_eq!(
+            voice_of_language("en_GB"),
+            Some("en"),
+            "espeak's en-gb is the file en"
+        );
+        assert_eq!(voice_of_language("pt-BR"), Some("pt-br"));
+        assert_eq!(
+            voice_of_language("de-AT").map(|v| v.starts_with("de")),
+            Some(true)
+        );
+        assert_eq!(voice_of_language("tlh"), None);
+    }
 
     #[test]
     fn terminator_skips_look_ahead_spaces_and_closers() {

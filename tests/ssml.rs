@@ -356,17 +356,60 @@ async fn the_language_field_chooses_the_voice_for_an_alias() {
     kokoro_named["lang_code"] = json!("fr");
     let (_, language) = wav(&server.url, &kokoro_named).await;
     assert_eq!(language, "fr");
-    // A voice named outright must speak the language.
-    let named = json!({"model": "piper", "voice": PIPER, "input": "Guten Morgen.",
-                       "language": "de"});
-    let error = openai_error(post_speech(&server.url, &named).await, 400).await;
-    assert_eq!(error["param"], "language");
     let fine = json!({"model": "piper", "voice": PIPER, "input": "Hello.", "language": "en-US",
                       "response_format": "wav", "stream": false});
     assert_eq!(wav(&server.url, &fine).await.1, "en-US");
     let bad = json!({"model": "piper", "voice": PIPER, "input": "Hello.", "language": "e n"});
     let error = openai_error(post_speech(&server.url, &bad).await, 400).await;
     assert_eq!(error["param"], "language");
+}
+
+#[tokio::test]
+async fn a_voice_named_outright_reads_the_language_in_its_own_timbre() {
+    let (server, _dir) = multilingual(&[]).await;
+    // Piper's English voice, given German: espeak-ng's German phonemes, in joe's voice (his
+    // rate, not the configured German espeak voice's).
+    let named = json!({"model": "piper", "voice": PIPER, "input": "Guten Morgen, schöne Grüße.",
+                       "language": "de", "response_format": "wav", "stream": false});
+    let (_, language) = wav(&server.url, &named).await;
+    assert_eq!(language, "de");
+    let response = post_speech(&server.url, &named).await;
+    assert_eq!(read_wav(&response.bytes().await.unwrap()).0, 22_050);
+    let german = phonemized(&server.url, &named).await;
+    let phonemes = german[0]["phonemes"].as_str().unwrap();
+    assert!(phonemes.contains("ʃˈøːnə"), "German: {phonemes}");
+    let mut english = named.clone();
+    english.as_object_mut().unwrap().remove("language");
+    let own = phonemized(&server.url, &english).await;
+    assert_ne!(own[0]["phonemes"], german[0]["phonemes"]);
+
+    // Kokoro's American voice, given Spanish by Kokoro-FastAPI's lang_code: Spanish phonemes
+    // in misaki's symbols, and the cache tells the two readings apart.
+    let spanish = json!({"model": "kokoro", "voice": "af_heart", "input": "Hola, ¿qué tal?",
+                         "lang_code": "e", "response_format": "wav", "stream": false});
+    let (samples, language) = wav(&server.url, &spanish).await;
+    assert_eq!(language, "es");
+    let mut as_english = spanish.clone();
+    as_english.as_object_mut().unwrap().remove("lang_code");
+    let (english_samples, language) = wav(&server.url, &as_english).await;
+    assert_eq!(language, "en-US");
+    assert_ne!(samples, english_samples);
+    let read = phonemized(&server.url, &spanish).await;
+    assert!(
+        read[0]["phonemes"].as_str().unwrap().contains("ˈola"),
+        "{}",
+        read[0]["phonemes"]
+    );
+
+    // A language the voice's engine cannot read is refused, naming the field.
+    let japanese = json!({"model": "kokoro", "voice": "af_heart", "input": "Hello.",
+                          "language": "ja"});
+    let error = openai_error(post_speech(&server.url, &japanese).await, 400).await;
+    assert_eq!(error["param"], "language");
+    assert!(
+        error["message"].as_str().unwrap().contains("'ja'"),
+        "{error}"
+    );
 }
 
 #[tokio::test]

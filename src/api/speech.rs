@@ -80,7 +80,8 @@ pub struct SpeechRequest {
     pub normalization_options: Option<NormalizationOptions>,
     /// The language the input is written in (`en`, `de`, `pt-BR`; Kokoro-FastAPI's
     /// `lang_code` is taken too). With a voice alias (an OpenAI voice name) it chooses the
-    /// voice that speaks it (`[voices.by_language]`); a voice named outright must speak it.
+    /// voice that speaks it (`[voices.by_language]`); a voice named outright reads the input
+    /// with that language's phonemizer, in its own timbre.
     #[serde(default, alias = "lang_code")]
     #[schema(example = "en")]
     pub language: Option<String>,

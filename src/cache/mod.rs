@@ -64,6 +64,9 @@ pub struct CacheKey<'a> {
     pub engine: &'a str,
     pub voice: &'a str,
     pub voice_fingerprint: &'a str,
+    /// The language the voice reads in when it is not its own (a request's `language` for a
+    /// voice named outright); empty otherwise.
+    pub reads_in: &'a str,
     /// The other voices that read parts of the input (SSML `<lang>`, detected languages),
     /// with their fingerprints; empty when the job's voice reads it all.
     pub other_voices: &'a str,

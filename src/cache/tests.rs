@@ -271,12 +271,13 @@ async fn without_a_ttl_entries_do_not_age() {
 }
 
 #[test]
-fn keys_differ_by_format_parameters_reading_and_lexicon() {
-    let key_with = |format, params: &SynthesisParams, reading, lexicon| {
+fn keys_differ_by_format_parameters_reading_language_and_lexicon() {
+    let key_in = |format, params: &SynthesisParams, reading, lexicon, reads_in| {
         CacheKey {
             engine: "piper",
             voice: "v",
             voice_fingerprint: "f",
+            reads_in,
             other_voices: "",
             input: "hi",
             response_format: format,
@@ -287,6 +288,9 @@ fn keys_differ_by_format_parameters_reading_and_lexicon() {
             server_version: "0",
         }
         .hash()
+    };
+    let key_with = |format, params: &SynthesisParams, reading, lexicon| {
+        key_in(format, params, reading, lexicon, "")
     };
     let key_read =
         |format, params: &SynthesisParams, reading| key_with(format, params, reading, "");
@@ -302,4 +306,5 @@ fn keys_differ_by_format_parameters_reading_and_lexicon() {
     assert_ne!(key("wav", &plain), key_read("wav", &plain, "dmy"));
     assert_ne!(key("wav", &plain), key_read("wav", &plain, "verbatim"));
     assert_ne!(key("wav", &plain), key_with("wav", &plain, "mdy", "0a1b"));
+    assert_ne!(key("wav", &plain), key_in("wav", &plain, "mdy", "", "de"));
 }

@@ -142,6 +142,10 @@ pub struct SynthesisItem {
     /// Stretches of `text` said with given phonemes rather than as spelt, in order and
     /// apart (a lexicon entry, inline phonemes).
     pub pronunciations: Vec<Pronunciation>,
+    /// The language to read `text` in when it is not the voice's own (a request's `language`
+    /// for a voice named outright): the voice says it with that language's phonemizer, in its
+    /// own timbre. Only languages [`Voice::reads_language`] accepts come here.
+    pub language: Option<String>,
 }
 
 impl SynthesisItem {
@@ -152,6 +156,7 @@ impl SynthesisItem {
             word_timings: false,
             in_pieces: false,
             pronunciations: Vec::new(),
+            language: None,
         }
     }
 }
@@ -261,7 +266,8 @@ pub trait Voice: Send + Sync {
         false
     }
 
-    /// The phonemes this voice says `text` with (its `pronunciations` as given) and the
+    /// The phonemes this voice says `text` with (its `pronunciations` as given, in
+    /// `language` when that is not its own, as [`SynthesisItem::language`]) and the
     /// model's ids for them, so that users can see what will be spoken
     /// (`/v1/audio/phonemize`). A voice that reads text as it is (a test tone) has the text
     /// itself, and no ids.
@@ -269,6 +275,7 @@ pub trait Voice: Send + Sync {
         &self,
         text: &str,
         _pronunciations: &[Pronunciation],
+        _language: Option<&str>,
     ) -> Result<Phonemes, EngineError> {
         Ok(Phonemes {
             phonemes: text.to_string(),
@@ -276,16 +283,23 @@ pub trait Voice: Send + Sync {
         })
     }
 
-    /// The first symbol of `ipa` (a [`Pronunciation::ipa`]) that this voice cannot say, so
+    /// The first symbol of `ipa` (a [`Pronunciation::ipa`]) that this voice cannot say (in
+    /// `language`, as [`SynthesisItem::language`]), so
     /// that a request asking for it is refused by name instead of heard wrong; `None` when it
     /// can say them all. Voices that read text as it is say anything.
-    fn unsayable(&self, _ipa: &str) -> Option<char> {
+    fn unsayable(&self, _ipa: &str, _language: Option<&str>) -> Option<char> {
         None
+    }
+
+    /// Whether the voice can read text in `language` (a BCP 47 tag) that is not its own, as
+    /// [`SynthesisItem::language`] asks: with that language's phonemizer, in its own timbre.
+    fn reads_language(&self, _language: &str) -> bool {
+        false
     }
 
     /// Whether the voice says [`SynthesisItem::pronunciations`] at all; one that cannot has
     /// them refused rather than ignored.
-    fn says_given_phonemes(&self) -> bool {
+    fn says_given_phonemes(&self, _language: Option<&str>) -> bool {
         true
     }
 }

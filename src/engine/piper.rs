@@ -27,6 +27,7 @@ use sha2::{Digest, Sha256};
 use super::{
     Engine, EngineError, Pcm, Phonemes, Pronunciation, SynthesisItem, Voice, VoiceInfo, WordTiming,
 };
+use crate::espeak;
 use crate::metrics as m;
 use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize_with, PhonemeIdMap};
@@ -372,16 +373,22 @@ impl Voice for PiperVoice {
         &self,
         text: &str,
         pronunciations: &[Pronunciation],
+        language: Option<&str>,
     ) -> Result<Phonemes, EngineError> {
-        let ipa = self.phoneme_string(text, pronunciations)?;
+        let ipa = self.phoneme_string(text, pronunciations, language)?;
         Ok(Phonemes {
             ids: self.phonemes.ids(&ipa),
             phonemes: ipa,
         })
     }
 
-    fn unsayable(&self, ipa: &str) -> Option<char> {
+    fn unsayable(&self, ipa: &str, _language: Option<&str>) -> Option<char> {
         self.phonemes.first_unknown(ipa)
+    }
+
+    /// An espeak voice reads any language espeak-ng has; a `text` voice only its own letters.
+    fn reads_language(&self, language: &str) -> bool {
+        self.phoneme_type == PhonemeType::Espeak && espeak::voice_of_language(language).is_some()
     }
 
     fn synthesize_each(
@@ -548,6 +555,13 @@ const LATER_WINDOW_FRAMES: usize = 128;
 type CharTrace = Vec<(usize, std::ops::Range<usize>)>;
 
 impl PiperVoice {
+    /// The espeak-ng voice that phonemizes text in `language`: the voice's own when `None`.
+    fn espeak_voice(&self, language: Option<&str>) -> &str {
+        language
+            .and_then(espeak::voice_of_language)
+            .unwrap_or(&self.espeak_voice)
+    }
+
     /// The model inputs an item becomes (more than one when its phoneme ids exceed a pass),
     /// each with where its phoneme characters went (for word timings; empty when the item
     /// asks for none), and the item's phonemes.
@@ -555,7 +569,8 @@ impl PiperVoice {
         &self,
         item: &SynthesisItem,
     ) -> Result<(Vec<(VitsInput, CharTrace)>, String), EngineError> {
-        let ipa = self.phoneme_string(&item.text, &item.pronunciations)?;
+        let ipa =
+            self.phoneme_string(&item.text, &item.pronunciations, item.language.as_deref())?;
         let noise_w = item.params.noise_w.unwrap_or(self.model.config().noise_w);
         let limit = ids_per_pass(item.params.speed, self.length_scale, noise_w);
         let pieces = self.phonemes.traced_pieces(&ipa, limit);
@@ -595,10 +610,13 @@ impl PiperVoice {
         &self,
         text: &str,
         pronunciations: &[Pronunciation],
+        language: Option<&str>,
     ) -> Result<String, EngineError> {
         match self.phoneme_type {
-            PhonemeType::Espeak => phonemize_with(text, pronunciations, &self.espeak_voice)
-                .map_err(EngineError::synthesis),
+            PhonemeType::Espeak => {
+                phonemize_with(text, pronunciations, self.espeak_voice(language))
+                    .map_err(EngineError::synthesis)
+            }
             PhonemeType::Text => Ok(self.phonemes.read_text(text).phonemes),
         }
     }
@@ -612,8 +630,8 @@ impl PiperVoice {
         let text = &item.text;
         match self.phoneme_type {
             PhonemeType::Espeak => {
-                spoken_words(text, ipa, &self.espeak_voice, &item.pronunciations)
-                    .map_err(EngineError::synthesis)
+                let voice = self.espeak_voice(item.language.as_deref());
+                spoken_words(text, ipa, voice, &item.pronunciations).map_err(EngineError::synthesis)
             }
             PhonemeType::Text => Ok(words_by_source(
                 text,
@@ -752,6 +770,7 @@ mod tests {
                 word_timings: true,
                 in_pieces: true,
                 pronunciations: Vec::new(),
+                language: None,
             };
             let whole = whole_of(&voice, &item);
             let pieces = pieces_of(&voice, &item);
@@ -956,14 +975,22 @@ mod tests {
             .load("replaced")
             .unwrap();
         assert_eq!(voice.phoneme_type, PhonemeType::Espeak);
-        assert_eq!(voice.unsayable("həlˈoʊ wˈɜːld"), None);
-        assert_eq!(voice.unsayable("Q"), None, "replaced by phonemes joe has");
-        assert_eq!(voice.unsayable("X"), Some('Q'), "replaced by one it lacks");
-        assert_eq!(voice.unsayable("hə\u{05D0}"), Some('\u{05D0}'));
+        assert_eq!(voice.unsayable("həlˈoʊ wˈɜːld", None), None);
+        assert_eq!(
+            voice.unsayable("Q", None),
+            None,
+            "replaced by phonemes joe has"
+        );
+        assert_eq!(
+            voice.unsayable("X", None),
+            Some('Q'),
+            "replaced by one it lacks"
+        );
+        assert_eq!(voice.unsayable("hə\u{05D0}", None), Some('\u{05D0}'));
         // An espeak voice is given espeak-ng's IPA, as before.
         let text = "Hello world.";
         let ipa = phonemize(text, "en-us").unwrap();
-        let read = voice.phonemes(text, &[]).unwrap();
+        let read = voice.phonemes(text, &[], None).unwrap();
         assert_eq!(read.ids, voice.phonemes.ids(&ipa));
         assert_eq!(read.phonemes, ipa);
     }
@@ -976,7 +1003,7 @@ mod tests {
             .unwrap();
         assert_eq!(voice.phoneme_type, PhonemeType::Text);
         // The map has no capitals, so they are read in lower case; no espeak-ng IPA.
-        let read = voice.phonemes("Hello, world", &[]).unwrap();
+        let read = voice.phonemes("Hello, world", &[], None).unwrap();
         assert_eq!(read.phonemes, "hello, world");
         let joe = joe_config()["phoneme_id_map"].clone();
         let id = |c: char| joe[c.to_string()][0].as_i64().unwrap();
@@ -986,8 +1013,12 @@ mod tests {
         }
         ids.push(id('$'));
         assert_eq!(read.ids, ids);
-        assert_eq!(voice.unsayable("hello world"), None);
-        assert_eq!(voice.unsayable("həˈloʊ"), Some('ə'), "IPA is no letter");
+        assert_eq!(voice.unsayable("hello world", None), None);
+        assert_eq!(
+            voice.unsayable("həˈloʊ", None),
+            Some('ə'),
+            "IPA is no letter"
+        );
 
         let item = SynthesisItem {
             word_timings: true,

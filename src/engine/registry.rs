@@ -39,6 +39,16 @@ pub struct ResolvedVoice {
     pub sample_rate: u32,
     /// The voice's language tag, as its engine lists it (`en-US`, `en_GB`, `de`).
     pub language: String,
+    /// The language it is asked to read in when that is not its own (a request's `language`
+    /// for a voice named outright); `None`: its own.
+    pub reads_in: Option<String>,
+}
+
+impl ResolvedVoice {
+    /// The language its text is read in: [`reads_in`](Self::reads_in), else its own.
+    pub fn reading_language(&self) -> &str {
+        self.reads_in.as_deref().unwrap_or(&self.language)
+    }
 }
 
 /// Why a model or voice name could not be resolved; the message lists valid choices.
@@ -366,6 +376,7 @@ impl Registry {
             speaker,
             sample_rate: info.sample_rate,
             language: info.language.clone(),
+            reads_in: None,
         })
     }
 

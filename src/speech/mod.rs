@@ -254,6 +254,7 @@ impl SpeechService {
             engine: voice.key.engine(),
             voice: voice.key.voice(),
             voice_fingerprint: &fingerprint,
+            reads_in: voice.reads_in.as_deref().unwrap_or_default(),
             other_voices: &other_voices.join(","),
             input: job.input(),
             response_format: job.format().as_str(),
@@ -347,6 +348,7 @@ impl SpeechService {
                     // Audio at another rate is resampled whole.
                     in_pieces: listening && resolved.sample_rate == rate,
                     pronunciations: utterance.spoken.pronunciations,
+                    language: resolved.reads_in.clone(),
                 };
                 (utterance.voice, item)
             })
@@ -411,17 +413,34 @@ fn sentences(input: &str) -> Vec<String> {
     crate::text::split_sentences(&crate::text::normalize(input), MAX_UTTERANCE_CHARS)
 }
 
-/// Refuses utterances whose given phonemes hold a symbol `voice` cannot say, naming it: heard
-/// wrong, they would be worse than refused.
+/// Refuses a voice asked to read a language it cannot, and utterances whose given phonemes
+/// hold a symbol their voice cannot say, naming it: heard wrong, they would be worse than
+/// refused.
 fn check_sayable(
     voices: &[(ResolvedVoice, Arc<dyn Voice>)],
     utterances: &[Utterance],
 ) -> Result<(), SpeechError> {
+    for (resolved, voice) in voices {
+        if let Some(tag) = resolved.reads_in.as_deref() {
+            if !voice.reads_language(tag) {
+                return Err(SpeechError::invalid(
+                    "language",
+                    InvalidReason::Unsupported,
+                    format!(
+                        "The voice '{}' speaks {} and cannot read '{tag}': name a voice that speaks it, or send a voice alias (such as an OpenAI voice name) to have one chosen.",
+                        voice.info().id,
+                        resolved.language
+                    ),
+                ));
+            }
+        }
+    }
     for utterance in utterances {
-        let voice = voices[utterance.voice].1.as_ref();
+        let (resolved, voice) = &voices[utterance.voice];
+        let language = resolved.reads_in.as_deref();
         let spoken = &utterance.spoken;
         for pronunciation in &spoken.pronunciations {
-            if !voice.says_given_phonemes() {
+            if !voice.says_given_phonemes(language) {
                 return Err(SpeechError::invalid(
                     "input",
                     InvalidReason::Unsupported,
@@ -433,7 +452,7 @@ fn check_sayable(
                     ),
                 ));
             }
-            if let Some(symbol) = voice.unsayable(&pronunciation.ipa) {
+            if let Some(symbol) = voice.unsayable(&pronunciation.ipa, language) {
                 return Err(SpeechError::invalid(
                     "input",
                     InvalidReason::Unsupported,

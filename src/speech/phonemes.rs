@@ -34,9 +34,12 @@ impl SpeechService {
                 .utterances
                 .into_iter()
                 .map(|utterance| {
-                    let voice = &voices[utterance.voice].1;
-                    let phonemes =
-                        voice.phonemes(&utterance.spoken.text, &utterance.spoken.pronunciations)?;
+                    let (resolved, voice) = &voices[utterance.voice];
+                    let phonemes = voice.phonemes(
+                        &utterance.spoken.text,
+                        &utterance.spoken.pronunciations,
+                        resolved.reads_in.as_deref(),
+                    )?;
                     Ok(PhonemizedSentence {
                         text: utterance.written,
                         spoken: utterance.spoken.text,

@@ -103,7 +103,7 @@ impl Job {
     pub fn languages(&self) -> Vec<String> {
         if self.script.utterances.is_empty() {
             // Text that arrives later: the voice's own, until it does.
-            vec![self.voice.language.replace('_', "-")]
+            vec![self.voice.reading_language().replace('_', "-")]
         } else {
             self.script.languages()
         }
@@ -245,7 +245,8 @@ pub(super) fn validate_settings(
 }
 
 /// The voice for a request in language `tag`: the one an alias stands for in that language,
-/// or the voice named, which must speak it.
+/// or the voice named, reading `tag` when it is not its own (whether it can is the engine's to
+/// say, once it is loaded).
 fn voice_of_language(
     tag: &str,
     named: ResolvedVoice,
@@ -270,15 +271,10 @@ fn voice_of_language(
     match voices.voice_for(tag) {
         Some(voice) if alias || voice == named => Ok(voice),
         _ if alias => Err(no_voice_speaks("language", tag)),
-        _ => Err(SpeechError::invalid(
-            "language",
-            InvalidReason::Unsupported,
-            format!(
-                "The voice '{}' speaks {}, not '{tag}': name a voice that speaks it, or send a voice alias (such as an OpenAI voice name) to have one chosen.",
-                named.key.voice(),
-                named.language
-            ),
-        )),
+        _ => Ok(ResolvedVoice {
+            reads_in: Some(tag.to_string()),
+            ..named
+        }),
     }
 }
 

@@ -83,7 +83,9 @@ impl Script {
     pub fn languages(&self) -> Vec<String> {
         let mut languages: Vec<String> = Vec::new();
         for utterance in &self.utterances {
-            let tag = self.voices[utterance.voice].language.replace('_', "-");
+            let tag = self.voices[utterance.voice]
+                .reading_language()
+                .replace('_', "-");
             if !languages.contains(&tag) {
                 languages.push(tag);
             }
@@ -98,7 +100,7 @@ impl Script {
         }
         let mut digests: Vec<String> = Vec::new();
         for utterance in &self.utterances {
-            let language = &self.voices[utterance.voice].language;
+            let language = self.voices[utterance.voice].reading_language();
             let digest = lexicon.digest_of(&utterance.written, language);
             if !digest.is_empty() && !digests.contains(&digest) {
                 digests.push(digest);
@@ -243,7 +245,7 @@ impl Reader<'_> {
                     (None, None) => 0,
                 };
                 previous = voice;
-                let language = script.voices[voice].language.clone();
+                let language = script.voices[voice].reading_language().to_string();
                 let mut utterance = utterance(sentence, self.reading, self.lexicon, &language);
                 let pause = if i == 0 { first_pause } else { SENTENCE_PAUSE };
                 if utterance.written.trim().is_empty() {

@@ -7,7 +7,7 @@
 
 mod names;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::engine::{
     Engine, EngineError, Pcm, Phonemes, Pronunciation, SynthesisItem, Voice, VoiceInfo, WordTiming,
@@ -64,10 +64,7 @@ impl Engine for EspeakEngine {
             .find(|v| v.id == wanted)
             .cloned()
             .ok_or_else(|| EngineError::UnknownVoice(voice.to_string()))?;
-        Ok(Arc::new(FormantVoice {
-            info,
-            names: OnceLock::new(),
-        }))
+        Ok(Arc::new(FormantVoice { info }))
     }
 }
 
@@ -107,20 +104,14 @@ fn language_tag(code: &str) -> String {
 
 struct FormantVoice {
     info: VoiceInfo,
-    /// Learnt the first time the voice is given phonemes; `None` when espeak failed on the
-    /// corpus, and the voice then refuses given phonemes.
-    names: OnceLock<Option<PhonemeNames>>,
 }
 
 impl FormantVoice {
-    fn names(&self) -> Option<&PhonemeNames> {
-        self.names
-            .get_or_init(|| {
-                PhonemeNames::learn(&self.info.id)
-                    .ok()
-                    .filter(|names| !names.is_empty())
-            })
-            .as_ref()
+    /// The espeak-ng voice that says text in `language`: this one when `None`.
+    fn espeak_voice(&self, language: Option<&str>) -> &str {
+        language
+            .and_then(espeak::voice_of_language)
+            .unwrap_or(&self.info.id)
     }
 
     /// `text` as espeak is given it: each pronunciation's words replaced by its phonemes in
@@ -129,14 +120,13 @@ impl FormantVoice {
     /// one past its end, the character of `text` it stands for: the phonemes stand for the
     /// words' first character.
     fn phoneme_input(
-        &self,
+        voice: &str,
         text: &str,
         pronunciations: &[Pronunciation],
     ) -> Result<(String, Vec<Replaced>), EngineError> {
-        let names = self.names().ok_or_else(|| {
+        let names = PhonemeNames::of(voice).ok_or_else(|| {
             EngineError::synthesis(format!(
-                "the espeak-ng voice '{}' cannot say given phonemes",
-                self.info.id
+                "the espeak-ng voice '{voice}' cannot say given phonemes"
             ))
         })?;
         let mut input = String::with_capacity(text.len());
@@ -149,8 +139,7 @@ impl FormantVoice {
             push_text(&mut input, &text[at..pronunciation.text.start]);
             let spelt = names.spell(&pronunciation.ipa).map_err(|symbol| {
                 EngineError::synthesis(format!(
-                    "the espeak-ng voice '{}' has no phoneme for '{symbol}'",
-                    self.info.id
+                    "the espeak-ng voice '{voice}' has no phoneme for '{symbol}'"
                 ))
             })?;
             let start = input.chars().count();
@@ -217,20 +206,29 @@ impl Voice for FormantVoice {
 
     /// espeak-ng takes phonemes in its own names: a voice says those IPA symbols that it has
     /// names for.
-    fn says_given_phonemes(&self) -> bool {
-        self.names().is_some()
+    fn says_given_phonemes(&self, language: Option<&str>) -> bool {
+        PhonemeNames::of(self.espeak_voice(language)).is_some()
     }
 
-    fn unsayable(&self, ipa: &str) -> Option<char> {
-        self.names()?.spell(ipa).err()
+    fn unsayable(&self, ipa: &str, language: Option<&str>) -> Option<char> {
+        PhonemeNames::of(self.espeak_voice(language))?
+            .spell(ipa)
+            .err()
+    }
+
+    /// espeak-ng reads any language it has, with that language's voice.
+    fn reads_language(&self, language: &str) -> bool {
+        espeak::voice_of_language(language).is_some()
     }
 
     fn phonemes(
         &self,
         text: &str,
         pronunciations: &[Pronunciation],
+        language: Option<&str>,
     ) -> Result<Phonemes, EngineError> {
-        let phonemes = phonemize_with(text, pronunciations, &self.info.id).map_err(engine_error)?;
+        let phonemes = phonemize_with(text, pronunciations, self.espeak_voice(language))
+            .map_err(engine_error)?;
         Ok(Phonemes {
             phonemes,
             ids: Vec::new(),
@@ -244,11 +242,13 @@ impl Voice for FormantVoice {
     ) -> Result<(), EngineError> {
         for (index, item) in batch.iter().enumerate() {
             let rate = espeak::rate_for_speed(item.params.speed);
+            let voice = self.espeak_voice(item.language.as_deref());
             let (samples, spoken) = if item.pronunciations.is_empty() {
-                espeak::synthesize_with_words(&item.text, &self.info.id, rate)
+                espeak::synthesize_with_words(&item.text, voice, rate)
             } else {
-                let (input, replaced) = self.phoneme_input(&item.text, &item.pronunciations)?;
-                espeak::synthesize_with_phonemes(&input, &self.info.id, rate)
+                let (input, replaced) =
+                    Self::phoneme_input(voice, &item.text, &item.pronunciations)?;
+                espeak::synthesize_with_phonemes(&input, voice, rate)
                     .map(|(samples, spoken)| (samples, words_in_text(spoken, &replaced)))
             }
             .map_err(engine_error)?;
@@ -359,7 +359,6 @@ mod phoneme_input_tests {
     fn voice(id: &str) -> FormantVoice {
         FormantVoice {
             info: EspeakEngine::new().find_voice(id).expect("espeak voice"),
-            names: OnceLock::new(),
         }
     }
 
@@ -373,8 +372,7 @@ mod phoneme_input_tests {
             ("de", "Bücher schön Häuser ich ach Zwölf Straße"),
             ("fr", "un bon vin blanc cœur huit"),
         ] {
-            let voice = voice(id);
-            let names = voice.names().expect("names learnt");
+            let names = PhonemeNames::of(id).expect("names learnt");
             for word in words.split([' ', ',']).filter(|w| !w.is_empty()) {
                 let ipa = crate::text::phonemize::phonemize(word, id).unwrap();
                 let ipa = ipa.trim_end_matches(|c: char| c.is_ascii_punctuation());
@@ -446,10 +444,13 @@ mod phoneme_input_tests {
     #[test]
     fn a_symbol_the_voice_lacks_is_named_and_others_are_not() {
         let voice = voice("en-us");
-        assert!(voice.says_given_phonemes());
-        assert_eq!(voice.unsayable("kˈoʊkəɹoʊ"), None);
+        assert!(voice.says_given_phonemes(None));
+        assert_eq!(voice.unsayable("kˈoʊkəɹoʊ", None), None);
         // A click is no phoneme of English.
-        assert_eq!(voice.unsayable("kˈoʊǃə"), Some('ǃ'));
+        assert_eq!(voice.unsayable("kˈoʊǃə", None), Some('ǃ'));
+        // German has its own names, and the voice reads German with them.
+        assert!(voice.reads_language("de"));
+        assert_eq!(voice.unsayable("ˈax", Some("de")), None);
         let item = item(
             "a Kokoro",
             vec![Pronunciation {

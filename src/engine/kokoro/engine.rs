@@ -347,9 +347,10 @@ impl Voice for KokoroVoice {
         &self,
         text: &str,
         pronunciations: &[Pronunciation],
+        language: Option<&str>,
     ) -> Result<Phonemes, EngineError> {
-        let phonemes =
-            phonemize_with(text, self.language, pronunciations).map_err(EngineError::synthesis)?;
+        let phonemes = phonemize_with(text, self.reads(language), pronunciations)
+            .map_err(EngineError::synthesis)?;
         // One pass's framing, as the model is given it: a pad at each end.
         let ids = std::iter::once(0)
             .chain(
@@ -365,8 +366,13 @@ impl Voice for KokoroVoice {
         })
     }
 
-    fn unsayable(&self, ipa: &str) -> Option<char> {
-        phonemes::unsayable(ipa, self.language)
+    fn unsayable(&self, ipa: &str, language: Option<&str>) -> Option<char> {
+        phonemes::unsayable(ipa, self.reads(language))
+    }
+
+    /// Every language Kokoro phonemizes, in any voice's timbre (Kokoro-FastAPI's `lang_code`).
+    fn reads_language(&self, language: &str) -> bool {
+        Language::from_tag(language).is_some_and(Language::is_supported)
     }
 
     fn synthesize_each(
@@ -387,13 +393,23 @@ impl Voice for KokoroVoice {
 }
 
 impl KokoroVoice {
+    /// The language text is phonemized in: `language` when it names one Kokoro speaks, else
+    /// the voice's own.
+    fn reads(&self, language: Option<&str>) -> Language {
+        language
+            .and_then(Language::from_tag)
+            .filter(|l| l.is_supported())
+            .unwrap_or(self.language)
+    }
+
     /// One item: every piece of its tokens spoken in the pack's style row for that piece's
     /// length, the audio joined, and the words timed from the durations of their tokens.
     fn synthesize(&self, item: &SynthesisItem) -> Result<Pcm, EngineError> {
         // The request layer refuses speeds outside this range; the clamp keeps the engine
         // bounded when called some other way.
         let speed = item.params.speed.clamp(*SPEED.start(), *SPEED.end());
-        let phonemes = phonemize_with(&item.text, self.language, &item.pronunciations)
+        let language = self.reads(item.language.as_deref());
+        let phonemes = phonemize_with(&item.text, language, &item.pronunciations)
             .map_err(EngineError::synthesis)?;
         let pieces = split::pass_pieces(&phonemes, speed);
         let hop = self.model.config().samples_per_frame;
@@ -424,7 +440,7 @@ impl KokoroVoice {
                 &item.text,
                 &phonemes,
                 &pieces,
-                self.language,
+                language,
                 &item.pronunciations,
             )
             .map_err(EngineError::synthesis)?;

@@ -40,6 +40,24 @@ impl Language {
         Self::ALL.into_iter().find(|l| l.code() == code)
     }
 
+    /// The language a BCP 47 tag names (`es`, `pt-BR`, `en_GB`): exactly, else by its primary
+    /// language (`en` is American English, `pt` Brazilian Portuguese).
+    pub fn from_tag(tag: &str) -> Option<Self> {
+        let tag = tag.replace('_', "-");
+        let primary = tag.split('-').next().unwrap_or_default();
+        Self::ALL
+            .into_iter()
+            .find(|l| l.tag().eq_ignore_ascii_case(&tag))
+            .or_else(|| {
+                Self::ALL.into_iter().find(|l| {
+                    l.tag()
+                        .split('-')
+                        .next()
+                        .is_some_and(|p| p.eq_ignore_ascii_case(primary))
+                })
+            })
+    }
+
     pub fn code(self) -> char {
         match self {
             Self::AmericanEnglish => 'a',
@@ -114,6 +132,23 @@ impl std::fmt::Display for Language {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tags_name_languages_exactly_or_by_their_primary_language() {
+        assert_eq!(
+            Language::from_tag("pt-BR"),
+            Some(Language::BrazilianPortuguese)
+        );
+        assert_eq!(Language::from_tag("en_gb"), Some(Language::BritishEnglish));
+        assert_eq!(Language::from_tag("en"), Some(Language::AmericanEnglish));
+        assert_eq!(Language::from_tag("es-MX"), Some(Language::Spanish));
+        assert_eq!(
+            Language::from_tag("pt"),
+            Some(Language::BrazilianPortuguese)
+        );
+        assert_eq!(Language::from_tag("de"), None);
+        assert_eq!(Language::from_tag(""), None);
+    }
 
     #[test]
     fn codes_round_trip_and_unknown_codes_are_none() {
