@@ -272,7 +272,7 @@ pub fn voice_of_language(tag: &str) -> Option<&'static str> {
     let voices = list_voices();
     let exact = voices
         .iter()
-        .find(|v| v.name == tag || v.languages.iter().any(|l| *l == tag));
+        .find(|v| v.name == tag || v.languages.contains(&tag));
     exact
         .or_else(|| {
             voices.iter().find(|v| {
