@@ -1,7 +1,9 @@
 //! The text front end's share of a synthesis: markdown clean-up, sentence splitting, English
 //! normalization and espeak-ng phonemization per 1,000 characters, before normalization existed
 //! ("before": the same steps without it) and with it ("after"), against the Piper synthesis of
-//! the same text at bf16 on one core, all measured in one run (docs/performance.md §12).
+//! the same text at bf16 on one core, all measured in one run (docs/performance.md §12). Two
+//! more rows price the newer parts against the same synthesis: an SSML document read through
+//! its markup, and plain prose looked up in a 1,000-entry pronunciation dictionary.
 //!
 //! `cargo bench --bench front_end`
 
@@ -10,8 +12,10 @@ use std::time::Instant;
 use omnivoice_models::vits::Precision;
 use omnivoice_server::engine::piper::PiperEngine;
 use omnivoice_server::engine::{Engine, SynthesisItem};
-use omnivoice_server::text::english::{read, ReadingOptions};
-use omnivoice_server::text::{normalize, phonemize, split_sentences};
+use omnivoice_server::text::english::{read, read_claimed, ReadingOptions};
+use omnivoice_server::text::lexicon::{Entry, Lexicon};
+use omnivoice_server::text::phonemize::phonemize_with;
+use omnivoice_server::text::{document, inline, normalize, phonemize, split_sentences};
 
 /// News-style text with every family of the normalizer in it, about 1,000 characters.
 const NUMBERS: &str = "On 2026-12-01 at 3:30pm, Dr. Smith said the fund grew 3.5% to $5.2bn, \
@@ -36,6 +40,63 @@ const PROSE: &str = "The evening light fell softly across the harbour as the fis
     sound of the waves remained, steady and patient, washing over the stones of the little \
     beach below the church. Tomorrow the market would fill the square again, and the whole \
     town would wake to the smell of coffee and fresh fish, as it always had.";
+
+/// An SSML document of about 1,000 characters that uses every tag of the subset.
+const SSML: &str = r#"<speak><p><s>Welcome back to the <sub alias="World Wide Web Consortium">W3C</sub>
+    briefing for <say-as interpret-as="date" format="mdy">12/01/2026</say-as>.</s>
+    <s>Your code is <say-as interpret-as="characters">XK7</say-as>, and your number is
+    <say-as interpret-as="telephone">555-123-4567</say-as>.</s></p>
+    <break time="300ms"/><p><prosody rate="slow">Please listen carefully, because the options
+    have changed since your last call.</prosody> The <phoneme alphabet="ipa" ph="kˈoʊkəɹoʊ">Kokoro</phoneme>
+    voices are now the default, and the meeting starts at <say-as interpret-as="time">3:30pm</say-as>
+    in room <say-as interpret-as="cardinal">12</say-as>, on the <say-as interpret-as="ordinal">21</say-as>
+    floor.</p><p><lang xml:lang="en-GB">The colour of the harbour at dusk is worth the trip.</lang>
+    <break strength="strong"/>For the record, the digits are <say-as interpret-as="digits">2026</say-as>,
+    and the total came to $5.50 per person, up 3.5% on last year. Thank you for calling, and
+    goodbye.</p></speak>"#;
+
+/// A dictionary of `n` made-up names and phrases, a few of which the prose uses.
+fn lexicon(n: usize) -> Lexicon {
+    let mut entries: Vec<Entry> = (0..n)
+        .map(|i| Entry {
+            word: format!("Zorb{i}ax"),
+            ipa: (i % 2 == 0).then(|| "zˈɔɹblæks".to_string()),
+            alias: (i % 2 == 1).then(|| format!("zorb {i} ax")),
+            language: None,
+            case_sensitive: false,
+        })
+        .collect();
+    for (word, alias) in [("harbour", "harbor"), ("lighthouse keeper", "keeper"), ("cafés", "cafes")] {
+        entries.push(Entry {
+            word: word.into(),
+            ipa: None,
+            alias: Some(alias.into()),
+            language: None,
+            case_sensitive: false,
+        });
+    }
+    Lexicon::new(entries).expect("valid entries")
+}
+
+/// The front end as a request runs it: segments, sentences, marked words and dictionary
+/// claims, English readings, phonemes.
+fn read_document(document: &document::Document, lexicon: &Lexicon) -> usize {
+    let options = ReadingOptions::default();
+    let mut phonemes = 0;
+    for segment in &document.segments {
+        for sentence in split_sentences(&segment.text, 400) {
+            let (written, mut claims) = inline::extract(&sentence);
+            claims.extend(lexicon.claims(&written, "en-US"));
+            claims.sort_by_key(|c| c.written.start);
+            claims.dedup_by(|b, a| b.written.start < a.written.end);
+            let spoken = read_claimed(&written, Some(&options), &claims);
+            phonemes += phonemize_with(&spoken.text, &spoken.pronunciations, "en-us")
+                .expect("espeak-ng")
+                .len();
+        }
+    }
+    phonemes
+}
 
 fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
@@ -114,6 +175,44 @@ fn main() {
             after * per_k * 1e3,
             synthesis * per_k * 1e3,
             100.0 * after / synthesis,
+        );
+    }
+
+    // The newer parts, each against its plain-text twin and the synthesis of what it says.
+    println!();
+    println!("| text | chars | front end | Piper bf16 | front end / Piper |");
+    println!("|---|---|---|---|---|");
+    let empty = Lexicon::new(Vec::new()).expect("empty");
+    let dictionary = lexicon(1000);
+    let ssml = document::ssml(SSML).expect("valid SSML");
+    let prose = document::plain(PROSE);
+    for (name, chars, document, lexicon) in [
+        ("ssml", SSML.chars().count(), &ssml, &empty),
+        ("prose, no dictionary", PROSE.chars().count(), &prose, &empty),
+        ("prose, 1,000-entry dictionary", PROSE.chars().count(), &prose, &dictionary),
+    ] {
+        let per_k = 1000.0 / chars as f64;
+        let front = time(20, || {
+            std::hint::black_box(read_document(document, lexicon));
+        });
+        let items: Vec<SynthesisItem> = document
+            .segments
+            .iter()
+            .flat_map(|s| split_sentences(&s.text, 400))
+            .map(|s| SynthesisItem::new(inline::extract(&s).0))
+            .collect();
+        let synthesis = time(3, || {
+            voice
+                .synthesize_each(&items, &mut |_, pcm| {
+                    std::hint::black_box(pcm);
+                })
+                .expect("synthesis");
+        });
+        println!(
+            "| {name} | {chars} | {:.2} ms | {:.0} ms | {:.2} % |",
+            front * per_k * 1e3,
+            synthesis * per_k * 1e3,
+            100.0 * front / synthesis,
         );
     }
 }
