@@ -66,7 +66,11 @@ fn lexicon(n: usize) -> Lexicon {
             case_sensitive: false,
         })
         .collect();
-    for (word, alias) in [("harbour", "harbor"), ("lighthouse keeper", "keeper"), ("cafés", "cafes")] {
+    for (word, alias) in [
+        ("harbour", "harbor"),
+        ("lighthouse keeper", "keeper"),
+        ("cafés", "cafes"),
+    ] {
         entries.push(Entry {
             word: word.into(),
             ipa: None,
@@ -188,8 +192,18 @@ fn main() {
     let prose = document::plain(PROSE);
     for (name, chars, document, lexicon) in [
         ("ssml", SSML.chars().count(), &ssml, &empty),
-        ("prose, no dictionary", PROSE.chars().count(), &prose, &empty),
-        ("prose, 1,000-entry dictionary", PROSE.chars().count(), &prose, &dictionary),
+        (
+            "prose, no dictionary",
+            PROSE.chars().count(),
+            &prose,
+            &empty,
+        ),
+        (
+            "prose, 1,000-entry dictionary",
+            PROSE.chars().count(),
+            &prose,
+            &dictionary,
+        ),
     ] {
         let per_k = 1000.0 / chars as f64;
         let front = time(20, || {

@@ -2,12 +2,14 @@
 //!
 //! A crate of its own, as candle-transformers stands apart from any server: it knows nothing of
 //! HTTP, requests, engines or async runtimes, and the server depends on it, never the reverse.
-//! One module per model ([`vits`], the model behind Piper voices; [`kokoro`], Kokoro-82M),
+//! One module per model ([`vits`], the model behind Piper voices; [`kokoro`], Kokoro-82M;
+//! [`omnivoice`], OmniVoice's network),
 //! the CPU arithmetic they all share ([`kernels`]), and the scheduler that lends idle cores
 //! to a computation ([`spare`]).
 
 pub mod kernels;
 pub mod kokoro;
+pub mod omnivoice;
 mod onnx;
 pub mod spare;
 pub mod vits;

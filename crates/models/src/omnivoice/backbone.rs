@@ -1,0 +1,285 @@
+//! OmniVoice's body: Qwen3's decoder layers used as an encoder. Every position attends to every
+//! position of its own segment, with no causal mask and no KV cache (candle-transformers'
+//! `qwen3` is causal, takes ids only and keeps a cache, so this is our own).
+//!
+//! A batch is packed: the segments (a conditional row, an unconditional row, …) lie one after
+//! another in one `[N, hidden]` tensor without padding, positions restart at 0 in each, and
+//! attention stays within a segment (candle-nn's variable-length CPU attention). That is what
+//! the official code computes with its padded batch and block mask, minus the padding.
+
+use candle_core::{DType, Device, Module, Result, Tensor, D};
+use candle_nn::{linear_no_bias, rms_norm, Linear, RmsNorm, VarBuilder};
+
+use super::config::BackboneConfig;
+
+pub(crate) struct Backbone {
+    layers: Vec<Layer>,
+    norm: RmsNorm,
+    rope: Rope,
+    /// Whether attention runs candle-nn's fused variable-length CPU kernel (`f32` or `f16` on
+    /// the CPU) rather than plain per-segment products (other devices and types, and tests).
+    fused: bool,
+}
+
+impl Backbone {
+    /// The body under `llm.` (`layers.N.*`, `norm`).
+    pub fn load(vb: VarBuilder, c: &BackboneConfig) -> Result<Self> {
+        let layers = (0..c.num_hidden_layers)
+            .map(|i| Layer::load(vb.pp(format!("layers.{i}")), c))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            layers,
+            norm: rms_norm(c.hidden_size, c.rms_norm_eps, vb.pp("norm"))?,
+            rope: Rope::new(c.head_dim, c.rope_theta),
+            fused: vb.device().is_cpu() && matches!(vb.dtype(), DType::F32 | DType::F16),
+        })
+    }
+
+    /// The same body computing attention segment by segment with plain products.
+    #[cfg(test)]
+    pub fn with_plain_attention(mut self) -> Self {
+        self.fused = false;
+        self
+    }
+
+    /// `x`: [N, hidden], the segments of `segments` (their lengths, summing to N) one after
+    /// another. Returns the final hidden states, [N, hidden].
+    pub fn forward(&self, x: &Tensor, segments: &[usize]) -> Result<Tensor> {
+        let (cos, sin) = self.rope.tables(segments, x.device())?;
+        let segments = Segments::new(segments, x.device(), self.fused)?;
+        let mut h = x.clone();
+        for layer in &self.layers {
+            h = layer.forward(&h, &cos, &sin, &segments)?;
+        }
+        self.norm.forward(&h)
+    }
+}
+
+/// Pre-norm attention and MLP, each added to the residual stream.
+struct Layer {
+    input_layernorm: RmsNorm,
+    self_attn: Attention,
+    post_attention_layernorm: RmsNorm,
+    mlp: Mlp,
+}
+
+impl Layer {
+    fn load(vb: VarBuilder, c: &BackboneConfig) -> Result<Self> {
+        Ok(Self {
+            input_layernorm: rms_norm(c.hidden_size, c.rms_norm_eps, vb.pp("input_layernorm"))?,
+            self_attn: Attention::load(vb.pp("self_attn"), c)?,
+            post_attention_layernorm: rms_norm(
+                c.hidden_size,
+                c.rms_norm_eps,
+                vb.pp("post_attention_layernorm"),
+            )?,
+            mlp: Mlp::load(vb.pp("mlp"), c)?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, s: &Segments) -> Result<Tensor> {
+        let h = (x + self
+            .self_attn
+            .forward(&self.input_layernorm.forward(x)?, cos, sin, s)?)?;
+        &h + self
+            .mlp
+            .forward(&self.post_attention_layernorm.forward(&h)?)?
+    }
+}
+
+/// Grouped-query attention with RMS-normed queries and keys (Qwen3's q/k norms) and RoPE.
+struct Attention {
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    q_norm: RmsNorm,
+    k_norm: RmsNorm,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+}
+
+impl Attention {
+    fn load(vb: VarBuilder, c: &BackboneConfig) -> Result<Self> {
+        let (h, d) = (c.hidden_size, c.head_dim);
+        Ok(Self {
+            q_proj: linear_no_bias(h, c.num_attention_heads * d, vb.pp("q_proj"))?,
+            k_proj: linear_no_bias(h, c.num_key_value_heads * d, vb.pp("k_proj"))?,
+            v_proj: linear_no_bias(h, c.num_key_value_heads * d, vb.pp("v_proj"))?,
+            o_proj: linear_no_bias(c.num_attention_heads * d, h, vb.pp("o_proj"))?,
+            q_norm: rms_norm(d, c.rms_norm_eps, vb.pp("q_norm"))?,
+            k_norm: rms_norm(d, c.rms_norm_eps, vb.pp("k_norm"))?,
+            heads: c.num_attention_heads,
+            kv_heads: c.num_key_value_heads,
+            head_dim: d,
+        })
+    }
+
+    fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, s: &Segments) -> Result<Tensor> {
+        let n = x.dim(0)?;
+        let d = self.head_dim;
+        // [N, heads, head_dim], each head normed, then rotated by its position.
+        let q = self
+            .q_norm
+            .forward(&self.q_proj.forward(x)?.reshape((n, self.heads, d))?)?;
+        let k = self
+            .k_norm
+            .forward(&self.k_proj.forward(x)?.reshape((n, self.kv_heads, d))?)?;
+        let v = self.v_proj.forward(x)?.reshape((n, self.kv_heads, d))?;
+        let (q, k) = (rotate(&q, cos, sin)?, rotate(&k, cos, sin)?);
+        let scale = 1.0 / (d as f64).sqrt();
+        let out = if s.fused {
+            candle_nn::attention::flash_attn_varlen_cpu(
+                &q,
+                &k.contiguous()?,
+                &v.contiguous()?,
+                None,
+                &s.lengths,
+                &s.lengths,
+                s.longest,
+                s.longest,
+                scale as f32,
+                false,
+                None,
+                None,
+            )?
+        } else {
+            self.per_segment(&q, &k, &v, scale, s)?
+        };
+        self.o_proj.forward(&out.reshape((n, self.heads * d))?)
+    }
+
+    /// Plain attention, one segment at a time: softmax(q kᵀ · scale) v, each query head on its
+    /// group's key/value head. [N, heads, head_dim].
+    fn per_segment(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        scale: f64,
+        s: &Segments,
+    ) -> Result<Tensor> {
+        let group = self.heads / self.kv_heads;
+        let mut outs = Vec::with_capacity(s.starts.len());
+        for (&start, &len) in s.starts.iter().zip(&s.sizes) {
+            // [heads, L, head_dim]
+            let q = q.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
+            let repeat = |x: &Tensor| -> Result<Tensor> {
+                let x = x.narrow(0, start, len)?.transpose(0, 1)?; // [kv_heads, L, D]
+                let (kv, l, d) = x.dims3()?;
+                x.unsqueeze(1)?
+                    .expand((kv, group, l, d))?
+                    .reshape((kv * group, l, d))
+            };
+            let (k, v) = (repeat(k)?, repeat(v)?);
+            let scores = (q.matmul(&k.t()?)? * scale)?;
+            let p = candle_nn::ops::softmax_last_dim(&scores)?;
+            outs.push(p.matmul(&v)?.transpose(0, 1)?);
+        }
+        Tensor::cat(&outs, 0)
+    }
+}
+
+/// `down(silu(gate(x)) · up(x))`.
+struct Mlp {
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+}
+
+impl Mlp {
+    fn load(vb: VarBuilder, c: &BackboneConfig) -> Result<Self> {
+        let (h, i) = (c.hidden_size, c.intermediate_size);
+        Ok(Self {
+            gate_proj: linear_no_bias(h, i, vb.pp("gate_proj"))?,
+            up_proj: linear_no_bias(h, i, vb.pp("up_proj"))?,
+            down_proj: linear_no_bias(i, h, vb.pp("down_proj"))?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let gate = candle_nn::ops::silu(&self.gate_proj.forward(x)?)?;
+        self.down_proj.forward(&(gate * self.up_proj.forward(x)?)?)
+    }
+}
+
+/// Where the segments of a packed batch lie.
+struct Segments {
+    fused: bool,
+    starts: Vec<usize>,
+    sizes: Vec<usize>,
+    /// [B] u32, as the variable-length attention takes them.
+    lengths: Tensor,
+    longest: usize,
+}
+
+impl Segments {
+    fn new(sizes: &[usize], device: &Device, fused: bool) -> Result<Self> {
+        let starts = sizes
+            .iter()
+            .scan(0, |at, &len| {
+                let start = *at;
+                *at += len;
+                Some(start)
+            })
+            .collect();
+        let lengths: Vec<u32> = sizes.iter().map(|&l| l as u32).collect();
+        Ok(Self {
+            fused,
+            starts,
+            sizes: sizes.to_vec(),
+            lengths: Tensor::new(lengths.as_slice(), device)?,
+            longest: sizes.iter().copied().max().unwrap_or(0),
+        })
+    }
+}
+
+/// Rotary position embedding as transformers computes it: frequencies `θ^(−2i/D)` in `f32`,
+/// angles `position · frequency` in `f32`, the two halves of each head rotated together.
+struct Rope {
+    inv_freq: Vec<f32>,
+}
+
+impl Rope {
+    fn new(head_dim: usize, theta: f64) -> Self {
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / head_dim as f32))
+            .collect();
+        Self { inv_freq }
+    }
+
+    /// cos and sin of every packed position's angles, [N, 1, D/2] each; positions restart at 0
+    /// in each segment.
+    fn tables(&self, segments: &[usize], device: &Device) -> Result<(Tensor, Tensor)> {
+        let half = self.inv_freq.len();
+        let n: usize = segments.iter().sum();
+        let (mut cos, mut sin) = (Vec::with_capacity(n * half), Vec::with_capacity(n * half));
+        for &len in segments {
+            for position in 0..len {
+                for &f in &self.inv_freq {
+                    let angle = position as f32 * f;
+                    cos.push(angle.cos());
+                    sin.push(angle.sin());
+                }
+            }
+        }
+        Ok((
+            Tensor::from_vec(cos, (n, 1, half), device)?,
+            Tensor::from_vec(sin, (n, 1, half), device)?,
+        ))
+    }
+}
+
+/// `x · cos + rotate_half(x) · sin` for `x` [N, heads, D]: the halves (x₁, x₂) become
+/// (x₁ cos − x₂ sin, x₂ cos + x₁ sin).
+fn rotate(x: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    let half = x.dim(D::Minus1)? / 2;
+    let cos = cos.to_dtype(x.dtype())?;
+    let sin = sin.to_dtype(x.dtype())?;
+    let x1 = x.narrow(D::Minus1, 0, half)?;
+    let x2 = x.narrow(D::Minus1, half, half)?;
+    let first = (x1.broadcast_mul(&cos)? - x2.broadcast_mul(&sin)?)?;
+    let second = (x2.broadcast_mul(&cos)? + x1.broadcast_mul(&sin)?)?;
+    Tensor::cat(&[first, second], D::Minus1)
+}

@@ -1,0 +1,20 @@
+//! OmniVoice (k2-fsa, "Towards Omnilingual Zero-Shot Text-to-Speech with Diffusion Language
+//! Models") in candle: so far its network, the forward of masked iterative decoding.
+//!
+//! Generation (not here yet) fills T masked audio frames × 8 codebooks over 32 steps; each
+//! step is one [`OmniVoice::forward`] over a batch of conditional rows (language, instruct and
+//! text tokens, an optional reference, then the frames) and unconditional rows (the frames
+//! alone) for classifier-free guidance. The batch is packed ([`backbone`]): the rows lie one
+//! after another, without the padding the official code carries.
+//!
+//! The checkpoint directory is the official one: `config.json` ([`Config`]) and
+//! `model.safetensors`.
+
+mod backbone;
+mod config;
+mod model;
+#[cfg(test)]
+mod tests;
+
+pub use config::{BackboneConfig, Config, ConfigError};
+pub use model::OmniVoice;

@@ -1,0 +1,101 @@
+//! The OmniVoice network: one forward over a packed batch, from ids to audio logits.
+//!
+//! Each position is a text token or an audio frame. A text position is embedded by the Qwen3
+//! vocabulary; an audio frame by the sum of its codebooks' embeddings, each codebook with rows
+//! of its own in one table (`codebook · audio_vocab_size + id`). The bidirectional body then
+//! gives every position, and the audio head reads logits for all codebooks of it.
+
+use std::path::Path;
+
+use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_nn::{embedding, linear_no_bias, Embedding, Linear, VarBuilder};
+
+use super::backbone::Backbone;
+use super::config::Config;
+
+pub struct OmniVoice {
+    config: Config,
+    embed_tokens: Embedding,
+    audio_embeddings: Embedding,
+    backbone: Backbone,
+    audio_heads: Linear,
+}
+
+impl OmniVoice {
+    /// Loads `model.safetensors` (f32, bf16 or f16, computed in `dtype`), each tensor by its
+    /// name in the official checkpoint and checked against the size `config` gives it: a
+    /// missing or mis-shaped one is an error that names it.
+    pub fn load(config: Config, weights: &Path, dtype: DType, device: &Device) -> Result<Self> {
+        // SAFETY: the file is mapped read-only and not changed while the model lives, as for
+        // every checkpoint loader.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], dtype, device)? };
+        Self::from_var_builder(config, vb)
+    }
+
+    fn from_var_builder(config: Config, vb: VarBuilder) -> Result<Self> {
+        let b = &config.backbone;
+        let llm = vb.pp("llm");
+        let rows = config.num_audio_codebook * config.audio_vocab_size;
+        Ok(Self {
+            embed_tokens: embedding(b.vocab_size, b.hidden_size, llm.pp("embed_tokens"))?,
+            backbone: Backbone::load(llm, b)?,
+            audio_embeddings: embedding(rows, b.hidden_size, vb.pp("audio_embeddings"))?,
+            audio_heads: linear_no_bias(b.hidden_size, rows, vb.pp("audio_heads"))?,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The audio logits of a packed batch.
+    ///
+    /// - `ids`: [C, N] u32, the codebooks of every position; at a text position row 0 holds
+    ///   the text token (the other rows are not read).
+    /// - `audio`: [N] u8, 1 where the position is an audio frame.
+    /// - `segments`: the lengths of the batch's rows, one after another (summing to N).
+    ///
+    /// Returns [C, N, audio_vocab_size].
+    pub fn forward(&self, ids: &Tensor, audio: &Tensor, segments: &[usize]) -> Result<Tensor> {
+        let c = &self.config;
+        let (codebooks, n) = ids.dims2()?;
+        if codebooks != c.num_audio_codebook || audio.dims1()? != n {
+            candle_core::bail!(
+                "ids must be [{}, N] and audio [N]; got {:?} and {:?}",
+                c.num_audio_codebook,
+                ids.shape(),
+                audio.shape()
+            );
+        }
+        if segments.iter().sum::<usize>() != n {
+            candle_core::bail!("segments of {segments:?} do not cover {n} positions");
+        }
+        let hidden = c.backbone.hidden_size;
+        // [N, hidden]: the text embedding of row 0 (also looked up at audio positions, where
+        // it holds an audio id, and then not used).
+        let text = self.embed_tokens.forward(&ids.get(0)?)?;
+        // [C, N] → each codebook's id in its own rows of the shared table → [N, hidden].
+        let offsets = Tensor::arange(0u32, codebooks as u32, ids.device())?
+            .affine(c.audio_vocab_size as f64, 0.0)?
+            .unsqueeze(1)?;
+        let is_audio = audio.to_dtype(DType::U32)?.unsqueeze(0)?;
+        let shifted = ids.broadcast_mul(&is_audio)?.broadcast_add(&offsets)?;
+        let frames = self.audio_embeddings.forward(&shifted)?.sum(0)?;
+        let chosen = audio.unsqueeze(1)?.broadcast_as((n, hidden))?;
+        let x = chosen.where_cond(&frames, &text)?;
+        // [N, hidden] → [N, C · V] → [C, N, V]
+        let h = self.backbone.forward(&x, segments)?;
+        let logits = self.audio_heads.forward(&h)?;
+        logits
+            .reshape((n, codebooks, c.audio_vocab_size))?
+            .transpose(0, 1)?
+            .contiguous()
+    }
+
+    #[cfg(test)]
+    pub(super) fn with_plain_attention(mut self) -> Self {
+        self.backbone = self.backbone.with_plain_attention();
+        self
+    }
+}

@@ -1,0 +1,213 @@
+//! OmniVoice's network against the official code: `crates/models/tests/fixtures/omnivoice/` holds a small
+//! checkpoint with seeded random weights, saved by the official `save_pretrained`, and one
+//! classifier-free-guidance batch with the logits the official `OmniVoice.forward` gives for
+//! it (`scripts/omnivoice_fixtures.py`, omnivoice 0.2.1 on torch 2.15, f32, SDPA).
+
+use std::path::PathBuf;
+
+use candle_core::{DType, Device, Tensor};
+
+use super::{Config, OmniVoice};
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/omnivoice")
+}
+
+fn config_text() -> String {
+    std::fs::read_to_string(fixtures().join("tiny/config.json")).unwrap()
+}
+
+fn load(config: Config, dtype: DType) -> candle_core::Result<OmniVoice> {
+    OmniVoice::load(
+        config,
+        &fixtures().join("tiny/model.safetensors"),
+        dtype,
+        &Device::Cpu,
+    )
+}
+
+/// The official padded batch, packed: each row's valid positions one after another.
+struct Batch {
+    ids: Tensor,
+    audio: Tensor,
+    segments: Vec<usize>,
+    /// [C, N, V], the official logits at the same positions.
+    expected: Tensor,
+}
+
+fn batch() -> Batch {
+    let f = candle_core::safetensors::load(fixtures().join("forward.safetensors"), &Device::Cpu)
+        .unwrap();
+    let lengths: Vec<i64> = f["lengths"].to_vec1().unwrap();
+    let segments: Vec<usize> = lengths.iter().map(|&l| l as usize).collect();
+    let rows = |name: &str, dim: usize| -> Tensor {
+        let t = &f[name];
+        let parts: Vec<Tensor> = segments
+            .iter()
+            .enumerate()
+            .map(|(r, &len)| t.get(r).unwrap().narrow(dim, 0, len).unwrap())
+            .collect();
+        Tensor::cat(&parts, dim).unwrap()
+    };
+    Batch {
+        ids: rows("input_ids", 1).to_dtype(DType::U32).unwrap(),
+        audio: rows("audio_mask", 0),
+        expected: rows("logits", 1),
+        segments,
+    }
+}
+
+/// max |a − b| / max |b|.
+fn relative_error(a: &Tensor, b: &Tensor) -> f32 {
+    let diff = (a - b).unwrap().abs().unwrap().max_all().unwrap();
+    let scale = b.abs().unwrap().max_all().unwrap();
+    (diff / scale.to_scalar::<f32>().unwrap() as f64)
+        .unwrap()
+        .to_scalar()
+        .unwrap()
+}
+
+/// f32 against f32: only the order of the sums differs (torch's SDPA and BLAS against candle's
+/// kernels). Measured 4.9e-7 of the largest logit with either attention; 1e-5 leaves a factor
+/// of 20 and still fails on any wrong weight, head split, rotation or mask (a RoPE base off by
+/// 100× alone moves the logits by percents: `the_rotation_matters`).
+const F32_TOLERANCE: f32 = 1e-5;
+
+#[test]
+fn packed_rows_give_the_official_logits_with_either_attention() {
+    let batch = batch();
+    assert_eq!(
+        batch.segments,
+        [13, 9, 5, 4],
+        "conditional rows, then unconditional"
+    );
+    let model = load(Config::from_json(&config_text()).unwrap(), DType::F32).unwrap();
+    let logits = model
+        .forward(&batch.ids, &batch.audio, &batch.segments)
+        .unwrap();
+    assert_eq!(logits.dims(), batch.expected.dims());
+    let fused = relative_error(&logits, &batch.expected);
+    assert!(fused < F32_TOLERANCE, "fused attention: {fused}");
+
+    let plain = model.with_plain_attention();
+    let logits = plain
+        .forward(&batch.ids, &batch.audio, &batch.segments)
+        .unwrap();
+    let per_segment = relative_error(&logits, &batch.expected);
+    assert!(
+        per_segment < F32_TOLERANCE,
+        "per-segment attention: {per_segment}"
+    );
+}
+
+#[test]
+fn the_rotation_matters() {
+    // The fixture's positions run to 12: a wrong RoPE base must show, or the test above
+    // could not tell a broken rotation from a right one.
+    let batch = batch();
+    let mut config = Config::from_json(&config_text()).unwrap();
+    config.backbone.rope_theta = 1e4;
+    let model = load(config, DType::F32).unwrap();
+    let logits = model
+        .forward(&batch.ids, &batch.audio, &batch.segments)
+        .unwrap();
+    let error = relative_error(&logits, &batch.expected);
+    assert!(error > 100.0 * F32_TOLERANCE, "{error}");
+}
+
+#[test]
+fn segments_do_not_see_each_other() {
+    // The unconditional rows alone give what they gave beside the conditional ones.
+    let batch = batch();
+    let model = load(Config::from_json(&config_text()).unwrap(), DType::F32).unwrap();
+    let together = model
+        .forward(&batch.ids, &batch.audio, &batch.segments)
+        .unwrap();
+    let start: usize = batch.segments[..2].iter().sum();
+    let n = batch.ids.dim(1).unwrap() - start;
+    let alone = model
+        .forward(
+            &batch.ids.narrow(1, start, n).unwrap(),
+            &batch.audio.narrow(0, start, n).unwrap(),
+            &batch.segments[2..],
+        )
+        .unwrap();
+    let error = relative_error(&alone, &together.narrow(1, start, n).unwrap());
+    assert!(error < 1e-6, "{error}");
+}
+
+#[test]
+fn bf16_weights_compute_close_to_f32() {
+    // bf16 keeps 8 bits of mantissa (≈ 0.4 % per value); through two layers and the head the
+    // logits stay within a few percent of the largest (measured 1.8 %).
+    let batch = batch();
+    let model = load(Config::from_json(&config_text()).unwrap(), DType::BF16).unwrap();
+    let logits = model
+        .forward(&batch.ids, &batch.audio, &batch.segments)
+        .unwrap()
+        .to_dtype(DType::F32)
+        .unwrap();
+    let error = relative_error(&logits, &batch.expected);
+    assert!(error < 5e-2, "{error}");
+}
+
+#[test]
+fn a_missing_or_mis_shaped_tensor_is_named() {
+    let config = Config::from_json(&config_text()).unwrap();
+    let mut deeper = config.clone();
+    deeper.backbone.num_hidden_layers = 3;
+    let error = load(deeper, DType::F32).err().unwrap().to_string();
+    assert!(error.contains("llm.layers.2"), "{error}");
+    let mut wider = config;
+    wider.backbone.intermediate_size = 80;
+    let error = load(wider, DType::F32).err().unwrap().to_string();
+    assert!(error.contains("gate_proj"), "{error}");
+}
+
+#[test]
+fn both_spellings_of_the_rope_base_are_read_and_bad_sizes_refused() {
+    let official = Config::from_json(&config_text()).unwrap();
+    assert_eq!(official.backbone.rope_theta, 1e6);
+    assert_eq!(
+        official.backbone.head_dim, 12,
+        "head_dim as written, not hidden / heads"
+    );
+    assert_eq!(official.audio_vocab_size, 33);
+    let mut json: serde_json::Value = serde_json::from_str(&config_text()).unwrap();
+    let llm = json["llm_config"].as_object_mut().unwrap();
+    llm.remove("rope_parameters");
+    llm.insert("rope_theta".into(), 5e5.into());
+    assert_eq!(
+        Config::from_json(&json.to_string())
+            .unwrap()
+            .backbone
+            .rope_theta,
+        5e5
+    );
+
+    for (key, value, named) in [
+        (
+            "vocab_size",
+            serde_json::json!(20),
+            "larger than audio_mask_id",
+        ),
+        (
+            "num_key_value_heads",
+            serde_json::json!(3),
+            "key/value heads",
+        ),
+        (
+            "hidden_size",
+            serde_json::json!(null),
+            "llm_config.hidden_size",
+        ),
+        ("model_type", serde_json::json!("llama"), "qwen3"),
+    ] {
+        let mut json: serde_json::Value = serde_json::from_str(&config_text()).unwrap();
+        json["llm_config"][key] = value;
+        let error = Config::from_json(&json.to_string())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains(named), "{key}: {error}");
+    }
+}

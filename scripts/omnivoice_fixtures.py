@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Fixtures for the OmniVoice port, made by the official code (omnivoice 0.2.1).
+
+The real checkpoint cannot be reached from these machines, so the port is checked the way
+candle's own ports are: against the official model at a small configuration with seeded random
+weights. This writes crates/models/tests/fixtures/omnivoice/tiny/ as users have a checkpoint directory
+(`config.json` and `model.safetensors`, by the official `save_pretrained`), and
+`forward.safetensors`: one classifier-free-guidance batch built exactly as
+`OmniVoice._generate_iterative` builds it (conditional rows, then unconditional rows that hold
+only the target frames, padded, with its 4-D boolean mask), and the audio logits the official
+`OmniVoice.forward` gives for it.
+
+    scripts/omnivoice-ref-venv.sh
+    .venv-omnivoice-ref/bin/python scripts/omnivoice_fixtures.py
+"""
+
+import os
+import sys
+
+import torch
+from safetensors.torch import save_file
+from transformers import Qwen3Config
+
+from omnivoice.models.omnivoice import OmniVoice, OmniVoiceConfig
+
+OUT = os.path.join(os.path.dirname(__file__), "..", "crates", "models", "tests", "fixtures", "omnivoice")
+
+# Small, but every size distinct, so that a transposed or mixed-up weight cannot pass: GQA
+# (4 query heads on 2 KV heads), head_dim apart from hidden / heads, a text vocabulary larger
+# than the audio mask id (the text embedding is also looked up at audio positions).
+AUDIO_VOCAB = 33  # ids 0..31 and the mask id 32
+CODEBOOKS = 8
+LLM = dict(
+    vocab_size=80,
+    hidden_size=32,
+    intermediate_size=72,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=12,
+    max_position_embeddings=256,
+    rms_norm_eps=1e-6,
+    rope_theta=1e6,
+    tie_word_embeddings=False,
+    attention_bias=False,
+)
+
+
+def main() -> None:
+    torch.manual_seed(20261202)
+    llm = Qwen3Config(**LLM)
+    config = OmniVoiceConfig(
+        audio_vocab_size=AUDIO_VOCAB,
+        audio_mask_id=AUDIO_VOCAB - 1,
+        num_audio_codebook=CODEBOOKS,
+        llm_config=llm,
+    )
+    config.llm_config._attn_implementation = "sdpa"
+    model = OmniVoice(config).eval()
+    # transformers' init (std 0.02) leaves the logits tiny: widen every weight so that the
+    # products, the norms and the attention all matter to the result.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            else:
+                p.copy_(torch.randn_like(p) / p.shape[-1] ** 0.5)
+    tiny = os.path.join(OUT, "tiny")
+    model.save_pretrained(tiny, safe_serialization=True)
+
+    # Two items, as _generate_iterative batches them: c_len positions (text, then T masked or
+    # partly decoded audio frames) conditional, the last T of them unconditional.
+    mask_id = AUDIO_VOCAB - 1
+    items = [(13, 5), (9, 4)]  # (c_len, target frames)
+    b = len(items)
+    max_len = max(c for c, _ in items)
+    ids = torch.full((2 * b, CODEBOOKS, max_len), mask_id, dtype=torch.long)
+    audio = torch.zeros((2 * b, max_len), dtype=torch.bool)
+    attention = torch.zeros((2 * b, 1, max_len, max_len), dtype=torch.bool)
+    for i, (c_len, t_len) in enumerate(items):
+        row = torch.full((CODEBOOKS, c_len), mask_id, dtype=torch.long)
+        text = c_len - t_len
+        row[:, :text] = torch.randint(0, LLM["vocab_size"], (text,))
+        # Some frames already decoded, the rest still masked.
+        frames = torch.randint(0, AUDIO_VOCAB - 1, (CODEBOOKS, t_len))
+        keep = torch.rand(CODEBOOKS, t_len) < 0.5
+        row[:, text:] = torch.where(keep, frames, torch.full_like(frames, mask_id))
+        row_audio = torch.zeros(c_len, dtype=torch.bool)
+        row_audio[text:] = True
+        ids[i, :, :c_len] = row
+        audio[i, :c_len] = row_audio
+        attention[i, :, :c_len, :c_len] = True
+        ids[b + i, :, :t_len] = row[:, -t_len:]
+        audio[b + i, :t_len] = row_audio[-t_len:]
+        attention[b + i, :, :t_len, :t_len] = True
+        if max_len > t_len:
+            pad = torch.arange(t_len, max_len)
+            attention[b + i, :, pad, pad] = True
+    with torch.no_grad():
+        logits = model(input_ids=ids, audio_mask=audio, attention_mask=attention).logits
+    lengths = [c for c, _ in items] + [t for _, t in items]
+    save_file(
+        {
+            # [2B, C, L] ids, [2B, L] audio positions, [2B] valid lengths, as batched.
+            "input_ids": ids.to(torch.int64).contiguous(),
+            "audio_mask": audio.to(torch.uint8).contiguous(),
+            "lengths": torch.tensor(lengths, dtype=torch.int64),
+            # [2B, C, L, V]: valid up to each row's length.
+            "logits": logits.to(torch.float32).contiguous(),
+        },
+        os.path.join(OUT, "forward.safetensors"),
+        metadata={
+            "made_by": "scripts/omnivoice_fixtures.py",
+            "omnivoice": "0.2.1",
+            "torch": torch.__version__,
+        },
+    )
+    print(f"wrote {tiny} and forward.safetensors; logits {tuple(logits.shape)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
