@@ -8,7 +8,9 @@ weights. This writes crates/models/tests/fixtures/omnivoice/tiny/ as users have 
 `forward.safetensors`: one classifier-free-guidance batch built exactly as
 `OmniVoice._generate_iterative` builds it (conditional rows, then unconditional rows that hold
 only the target frames, padded, with its 4-D boolean mask), and the audio logits the official
-`OmniVoice.forward` gives for it.
+`OmniVoice.forward` gives for it. Beside them, `tiny/audio_tokenizer/` is a small Higgs-Audio-v2
+codec (transformers' `HiggsAudioV2TokenizerModel`, the class OmniVoice decodes with) and
+`decode.safetensors` some codes with the audio its `decode` gives.
 
     scripts/omnivoice-ref-venv.sh
     .venv-omnivoice-ref/bin/python scripts/omnivoice_fixtures.py
@@ -19,7 +21,7 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import Qwen3Config
+from transformers import HiggsAudioV2TokenizerConfig, HiggsAudioV2TokenizerModel, Qwen3Config
 
 from omnivoice.models.omnivoice import OmniVoice, OmniVoiceConfig
 
@@ -116,6 +118,79 @@ def main() -> None:
         },
     )
     print(f"wrote {tiny} and forward.safetensors; logits {tuple(logits.shape)}", file=sys.stderr)
+    codec(tiny)
+
+
+def codec(tiny: str) -> None:
+    """A small codec of the released shape: 8 quantizers, odd and even upsampling ratios (the
+    output padding differs), weight norm on every convolution as the release has it."""
+    torch.manual_seed(20261203)
+    config = HiggsAudioV2TokenizerConfig(
+        sample_rate=24000,
+        codebook_size=16,
+        codebook_dim=6,
+        # 8 quantizers: 1000 · 128 // (frame rate 4000 · 4 bits).
+        target_bandwidths=[64, 128],
+        acoustic_model_config=dict(
+            encoder_hidden_size=4,
+            downsampling_ratios=[2, 3],
+            decoder_hidden_size=24,
+            upsampling_ratios=[3, 2],
+            hidden_size=10,
+        ),
+        semantic_model_config=dict(
+            hidden_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=16,
+            conv_dim=[8, 8],
+            conv_stride=[5, 2],
+            conv_kernel=[10, 3],
+            num_conv_pos_embeddings=4,
+            num_conv_pos_embedding_groups=2,
+        ),
+        downsample_factor=1,
+    )
+    model = HiggsAudioV2TokenizerModel(config).eval()
+    assert config.num_quantizers == 8, config.num_quantizers
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("alpha"):
+                p.copy_(0.5 + torch.rand_like(p))
+            elif "original0" in name:  # weight norm's magnitude
+                p.copy_(0.5 + 0.5 * torch.rand_like(p))
+            else:
+                p.copy_(torch.randn_like(p) / max(p.shape[-1], 1) ** 0.5)
+        for q in model.quantizer.quantizers:
+            q.codebook.embed.copy_(torch.randn_like(q.codebook.embed))
+    frames = 7
+    codes = torch.randint(0, config.codebook_size, (1, 8, frames))
+    with torch.no_grad():
+        # A random decoder grows its signal through every block: scale the last convolution
+        # (weight and bias) so that the output peaks at 0.5.
+        peak = model.decode(codes).audio_values.abs().max()
+        last = model.acoustic_decoder.conv2
+        weight = last.parametrizations.weight.original0 if hasattr(last, "parametrizations") else last.weight
+        weight.mul_(0.5 / peak)
+        last.bias.mul_(0.5 / peak)
+        audio = model.decode(codes).audio_values
+    model.save_pretrained(os.path.join(tiny, "audio_tokenizer"), safe_serialization=True)
+    # The same codec with weight norm on every convolution (torch's parametrizations), the
+    # layout a training checkpoint has: the same audio from magnitude and direction.
+    model.apply_weight_norm()
+    with torch.no_grad():
+        normed = model.decode(codes).audio_values
+    assert torch.allclose(normed, audio, atol=1e-6), (normed - audio).abs().max()
+    model.save_pretrained(os.path.join(OUT, "codec_weight_norm"), safe_serialization=True)
+    save_file(
+        {
+            "audio_codes": codes[0].to(torch.int64).contiguous(),  # [8, T]
+            "audio": audio[0, 0].to(torch.float32).contiguous(),  # [T · hop]
+        },
+        os.path.join(OUT, "decode.safetensors"),
+        metadata={"made_by": "scripts/omnivoice_fixtures.py", "torch": torch.__version__},
+    )
+    print(f"codec: {frames} frames -> {audio.shape[-1]} samples, peak {audio.abs().max():.3f}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,14 @@ use serde_json::Value;
 
 /// Why a `config.json` cannot be read as OmniVoice's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("config.json: {0}")]
+#[error("{0}")]
 pub struct ConfigError(String);
+
+impl ConfigError {
+    pub(crate) fn new(message: String) -> Self {
+        Self(message)
+    }
+}
 
 /// The whole model: the audio vocabulary around the language-model body.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,7 +44,12 @@ pub struct BackboneConfig {
 }
 
 impl Config {
+    /// The model's `config.json`, as text.
     pub fn from_json(text: &str) -> Result<Self, ConfigError> {
+        Self::parse(text).map_err(|e| ConfigError(format!("config.json: {}", e.0)))
+    }
+
+    fn parse(text: &str) -> Result<Self, ConfigError> {
         let json: Value =
             serde_json::from_str(text).map_err(|e| ConfigError(format!("not JSON: {e}")))?;
         let llm = json

@@ -1,5 +1,6 @@
 //! OmniVoice (k2-fsa, "Towards Omnilingual Zero-Shot Text-to-Speech with Diffusion Language
-//! Models") in candle: so far its network, the forward of masked iterative decoding.
+//! Models") in candle: so far its network, the forward of masked iterative decoding, and its
+//! codec's decoder ([`CodecDecoder`], the Higgs-Audio-v2 tokenizer's ids to 24 kHz audio).
 //!
 //! Generation (not here yet) fills T masked audio frames × 8 codebooks over 32 steps; each
 //! step is one [`OmniVoice::forward`] over a batch of conditional rows (language, instruct and
@@ -8,13 +9,16 @@
 //! after another, without the padding the official code carries.
 //!
 //! The checkpoint directory is the official one: `config.json` ([`Config`]) and
-//! `model.safetensors`.
+//! `model.safetensors`, and the codec's `audio_tokenizer/{config.json, model.safetensors}`
+//! ([`CodecConfig`]).
 
 mod backbone;
+mod codec;
 mod config;
 mod model;
 #[cfg(test)]
 mod tests;
 
+pub use codec::{CodecConfig, CodecDecoder};
 pub use config::{BackboneConfig, Config, ConfigError};
 pub use model::OmniVoice;

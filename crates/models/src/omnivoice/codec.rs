@@ -1,0 +1,397 @@
+//! The decoding half of the Higgs-Audio-v2 audio tokenizer, OmniVoice's codec: 8 codebooks of
+//! ids per frame back to 24 kHz audio.
+//!
+//! Residual vector quantization is undone by summing each codebook's entry (projected out of
+//! the codebook's width); `fc2` keeps the acoustic part of that sum, and a DAC decoder
+//! (Snake activations, transposed convolutions, dilated residual units) upsamples it to one
+//! sample per `hop_length`-th of a frame. Higgs' DAC differs from the published one in two
+//! places the official code adjusts after loading: every transposed convolution has an output
+//! padding of `stride mod 2`, and there is no final tanh.
+
+use candle_core::{DType, Module, Result, Tensor, D};
+use candle_nn::{linear, Linear, VarBuilder};
+use serde_json::Value;
+
+use super::config::ConfigError;
+
+/// The codec's sizes, from `audio_tokenizer/config.json`. transformers derives some of them
+/// from others rather than writing them: those are derived the same way.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CodecConfig {
+    pub sample_rate: u32,
+    pub codebook_size: usize,
+    pub codebook_dim: usize,
+    pub num_quantizers: usize,
+    /// Width of a quantized frame: the acoustic and the semantic parts together.
+    pub hidden_size: usize,
+    /// Width of the acoustic part, what the DAC decoder takes.
+    pub acoustic_hidden_size: usize,
+    pub decoder_hidden_size: usize,
+    pub upsampling_ratios: Vec<usize>,
+    /// Samples per frame: the product of the encoder's downsampling ratios.
+    pub hop_length: usize,
+}
+
+impl CodecConfig {
+    pub fn from_json(text: &str) -> std::result::Result<Self, ConfigError> {
+        let bad = |what: &str| ConfigError::new(format!("audio_tokenizer/config.json: {what}"));
+        let json: Value = serde_json::from_str(text).map_err(|e| bad(&format!("not JSON: {e}")))?;
+        let uint = |v: &Value, key: &str| -> std::result::Result<usize, ConfigError> {
+            v.get(key)
+                .and_then(Value::as_u64)
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| bad(&format!("{key} is missing or not a positive whole number")))
+        };
+        let list = |v: &Value, key: &str| -> std::result::Result<Vec<usize>, ConfigError> {
+            v.get(key)
+                .and_then(Value::as_array)
+                .and_then(|a| {
+                    a.iter()
+                        .map(|x| x.as_u64().filter(|&n| n > 0).map(|n| n as usize))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .filter(|a| !a.is_empty())
+                .ok_or_else(|| {
+                    bad(&format!(
+                        "{key} is missing or not a list of positive numbers"
+                    ))
+                })
+        };
+        let acoustic = json
+            .get("acoustic_model_config")
+            .ok_or_else(|| bad("no acoustic_model_config"))?;
+        let semantic = json
+            .get("semantic_model_config")
+            .ok_or_else(|| bad("no semantic_model_config"))?;
+        let sample_rate = uint(&json, "sample_rate")?;
+        let codebook_size = uint(&json, "codebook_size")?;
+        let acoustic_hidden_size = uint(acoustic, "hidden_size")?;
+        let hidden_size = acoustic_hidden_size + uint(semantic, "hidden_size")?;
+        let hop_length = list(acoustic, "downsampling_ratios")?
+            .iter()
+            .product::<usize>();
+        let codebook_dim = match json.get("codebook_dim") {
+            None | Some(Value::Null) => hidden_size,
+            Some(_) => uint(&json, "codebook_dim")?,
+        };
+        // As transformers derives it: the top bandwidth over the bits a frame of one
+        // codebook carries.
+        let num_quantizers = match json.get("num_quantizers") {
+            Some(Value::Number(_)) => uint(&json, "num_quantizers")?,
+            _ => {
+                let top = json
+                    .get("target_bandwidths")
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.last())
+                    .and_then(Value::as_f64)
+                    .ok_or_else(|| bad("no target_bandwidths"))?;
+                let frame_rate = sample_rate.div_ceil(hop_length) as f64;
+                let bits = (codebook_size as f64).log2().ceil();
+                ((1000.0 * top) / (frame_rate * bits)).floor() as usize
+            }
+        };
+        if num_quantizers == 0 {
+            return Err(bad("target_bandwidths give no quantizer"));
+        }
+        Ok(Self {
+            sample_rate: sample_rate as u32,
+            codebook_size,
+            codebook_dim,
+            num_quantizers,
+            hidden_size,
+            acoustic_hidden_size,
+            decoder_hidden_size: uint(acoustic, "decoder_hidden_size")?,
+            upsampling_ratios: list(acoustic, "upsampling_ratios")?,
+            hop_length,
+        })
+    }
+}
+
+/// The codec's decoder: ids to audio.
+pub struct CodecDecoder {
+    config: CodecConfig,
+    /// Per quantizer: its codebook [codebook_size, codebook_dim] and the projection out of it.
+    quantizers: Vec<(Tensor, Linear)>,
+    fc2: Linear,
+    decoder: DacDecoder,
+}
+
+impl CodecDecoder {
+    /// The decoder's tensors of the codec checkpoint (`audio_tokenizer/model.safetensors`).
+    pub fn load(config: CodecConfig, vb: VarBuilder) -> Result<Self> {
+        let c = &config;
+        let quantizers = (0..c.num_quantizers)
+            .map(|i| {
+                let q = vb.pp(format!("quantizer.quantizers.{i}"));
+                Ok((
+                    q.get((c.codebook_size, c.codebook_dim), "codebook.embed")?,
+                    linear(c.codebook_dim, c.hidden_size, q.pp("project_out"))?,
+                ))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            fc2: linear(c.hidden_size, c.acoustic_hidden_size, vb.pp("fc2"))?,
+            decoder: DacDecoder::load(c, vb.pp("acoustic_decoder"))?,
+            quantizers,
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &CodecConfig {
+        &self.config
+    }
+
+    /// `codes`: [num_quantizers, T] u32 → audio, [T · hop_length] samples.
+    pub fn decode(&self, codes: &Tensor) -> Result<Tensor> {
+        let (quantizers, _frames) = codes.dims2()?;
+        if quantizers != self.quantizers.len() {
+            candle_core::bail!(
+                "codes hold {quantizers} codebooks; the codec has {}",
+                self.quantizers.len()
+            );
+        }
+        // Σ over quantizers of project_out(codebook[id]): [T, hidden].
+        let mut sum: Option<Tensor> = None;
+        for (i, (codebook, project_out)) in self.quantizers.iter().enumerate() {
+            let entries = codebook.index_select(&codes.get(i)?, 0)?;
+            let part = project_out.forward(&entries)?;
+            sum = Some(match sum {
+                None => part,
+                Some(s) => (s + part)?,
+            });
+        }
+        let quantized = sum.expect("a codec has at least one quantizer");
+        // [T, acoustic] → [1, acoustic, T] → [1, 1, T · hop]
+        let acoustic = self.fc2.forward(&quantized)?.t()?.unsqueeze(0)?;
+        self.decoder.forward(&acoustic)?.flatten_all()
+    }
+}
+
+/// DAC's decoder: a wide convolution, upsampling blocks, Snake, and a convolution to one channel.
+struct DacDecoder {
+    conv1: Conv,
+    blocks: Vec<DecoderBlock>,
+    snake1: Snake,
+    conv2: Conv,
+}
+
+impl DacDecoder {
+    fn load(c: &CodecConfig, vb: VarBuilder) -> Result<Self> {
+        let mut channels = c.decoder_hidden_size;
+        let mut blocks = Vec::with_capacity(c.upsampling_ratios.len());
+        for (i, &stride) in c.upsampling_ratios.iter().enumerate() {
+            blocks.push(DecoderBlock::load(
+                channels,
+                stride,
+                vb.pp(format!("block.{i}")),
+            )?);
+            channels /= 2;
+        }
+        Ok(Self {
+            conv1: Conv::load(
+                c.acoustic_hidden_size,
+                c.decoder_hidden_size,
+                7,
+                3,
+                1,
+                vb.pp("conv1"),
+            )?,
+            blocks,
+            snake1: Snake::load(channels, vb.pp("snake1"))?,
+            conv2: Conv::load(channels, 1, 7, 3, 1, vb.pp("conv2"))?,
+        })
+    }
+
+    /// [1, acoustic, T] → [1, 1, T · Π ratios]
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut x = self.conv1.forward(x)?;
+        for block in &self.blocks {
+            x = block.forward(&x)?;
+        }
+        self.conv2.forward(&self.snake1.forward(&x)?)
+    }
+}
+
+/// Snake, then a transposed convolution that upsamples by `stride` and halves the channels,
+/// then residual units at dilations 1, 3 and 9.
+struct DecoderBlock {
+    snake1: Snake,
+    conv_t1: TransposedConv,
+    res_units: [ResidualUnit; 3],
+}
+
+impl DecoderBlock {
+    fn load(channels: usize, stride: usize, vb: VarBuilder) -> Result<Self> {
+        let out = channels / 2;
+        let unit =
+            |i: usize, dilation| ResidualUnit::load(out, dilation, vb.pp(format!("res_unit{i}")));
+        Ok(Self {
+            snake1: Snake::load(channels, vb.pp("snake1"))?,
+            conv_t1: TransposedConv::load(channels, out, stride, vb.pp("conv_t1"))?,
+            res_units: [unit(1, 1)?, unit(2, 3)?, unit(3, 9)?],
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mut x = self.conv_t1.forward(&self.snake1.forward(x)?)?;
+        for unit in &self.res_units {
+            x = unit.forward(&x)?;
+        }
+        Ok(x)
+    }
+}
+
+/// `x + conv_1×1(snake(conv_7(snake(x))))`, the 7-tap convolution dilated.
+struct ResidualUnit {
+    snake1: Snake,
+    conv1: Conv,
+    snake2: Snake,
+    conv2: Conv,
+}
+
+impl ResidualUnit {
+    fn load(channels: usize, dilation: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            snake1: Snake::load(channels, vb.pp("snake1"))?,
+            conv1: Conv::load(
+                channels,
+                channels,
+                7,
+                3 * dilation,
+                dilation,
+                vb.pp("conv1"),
+            )?,
+            snake2: Snake::load(channels, vb.pp("snake2"))?,
+            conv2: Conv::load(channels, channels, 1, 0, 1, vb.pp("conv2"))?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = self.conv1.forward(&self.snake1.forward(x)?)?;
+        let y = self.conv2.forward(&self.snake2.forward(&y)?)?;
+        x + y
+    }
+}
+
+/// `x + sin²(αx) / (α + 1e-9)`, α per channel.
+struct Snake {
+    alpha: Tensor,
+}
+
+impl Snake {
+    fn load(channels: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            alpha: vb.get((1, channels, 1), "alpha")?,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let wave = x.broadcast_mul(&self.alpha)?.sin()?.sqr()?;
+        let inverse = (&self.alpha + 1e-9)?.recip()?;
+        x + wave.broadcast_mul(&inverse)?
+    }
+}
+
+/// A 1-D convolution with bias, same-length padding given.
+struct Conv {
+    weight: Tensor,
+    bias: Tensor,
+    padding: usize,
+    dilation: usize,
+}
+
+impl Conv {
+    fn load(
+        c_in: usize,
+        c_out: usize,
+        taps: usize,
+        padding: usize,
+        dilation: usize,
+        vb: VarBuilder,
+    ) -> Result<Self> {
+        Ok(Self {
+            weight: weight_normed(&vb, (c_out, c_in, taps))?,
+            bias: vb.get(c_out, "bias")?,
+            padding,
+            dilation,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let y = x.conv1d(&self.weight, self.padding, 1, self.dilation, 1)?;
+        y.broadcast_add(&self.bias.reshape((1, (), 1))?)
+    }
+}
+
+/// DAC's upsampling: kernel 2·stride, padding ⌈stride/2⌉, and Higgs' output padding of
+/// stride mod 2, so that the output is exactly `stride` times the input.
+struct TransposedConv {
+    weight: Tensor,
+    bias: Tensor,
+    stride: usize,
+}
+
+impl TransposedConv {
+    fn load(c_in: usize, c_out: usize, stride: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            weight: weight_normed(&vb, (c_in, c_out, 2 * stride))?,
+            bias: vb.get(c_out, "bias")?,
+            stride,
+        })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let s = self.stride;
+        let y = x.conv_transpose1d(&self.weight, s.div_ceil(2), s % 2, s, 1, 1)?;
+        y.broadcast_add(&self.bias.reshape((1, (), 1))?)
+    }
+}
+
+/// A convolution's weight as stored: plain (`weight`), or weight-normed the way either torch
+/// API saves it (`parametrizations.weight.original0/1` or `weight_g`/`weight_v`): the
+/// direction `v` scaled to the magnitude `g` along the first dimension.
+fn weight_normed(vb: &VarBuilder, shape: (usize, usize, usize)) -> Result<Tensor> {
+    let pairs = [
+        (
+            "parametrizations.weight.original0",
+            "parametrizations.weight.original1",
+        ),
+        ("weight_g", "weight_v"),
+    ];
+    for (g, v) in pairs {
+        if vb.contains_tensor(g) && vb.contains_tensor(v) {
+            let g = vb.get((shape.0, 1, 1), g)?;
+            let v = vb.get(shape, v)?;
+            return direction_times_magnitude(&v, &g);
+        }
+    }
+    vb.get(shape, "weight")
+}
+
+/// `g · v / ‖v‖`, the norm over all but the first dimension.
+fn direction_times_magnitude(v: &Tensor, g: &Tensor) -> Result<Tensor> {
+    let norm = v
+        .to_dtype(DType::F32)?
+        .sqr()?
+        .sum_keepdim(D::Minus1)?
+        .sum_keepdim(1)?
+        .sqrt()?
+        .to_dtype(v.dtype())?;
+    v.broadcast_div(&norm)?.broadcast_mul(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    #[test]
+    fn weight_norm_scales_each_output_to_its_magnitude() {
+        let v = Tensor::new(&[[[3f32, 4.]], [[0., 2.]]], &Device::Cpu).unwrap();
+        let g = Tensor::new(&[[[2f32]], [[5.]]], &Device::Cpu).unwrap();
+        let w = direction_times_magnitude(&v, &g).unwrap();
+        let w: Vec<Vec<Vec<f32>>> = w.to_vec3().unwrap();
+        assert_eq!(w, [[[1.2, 1.6]], [[0., 5.]]]);
+    }
+}
