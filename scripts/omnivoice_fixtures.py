@@ -118,7 +118,56 @@ def main() -> None:
         },
     )
     print(f"wrote {tiny} and forward.safetensors; logits {tuple(logits.shape)}", file=sys.stderr)
+    generation(model, ids, audio, items)
     codec(tiny)
+
+
+def generation(model, ids, audio, items) -> None:
+    """The official decoding loop (`_generate_iterative`) on the same two prompts, all target
+    frames masked, with both temperatures 0: deterministic, so the frames must match exactly.
+    The prompts are handed to the loop as `_prepare_inference_inputs` would (its tokenizer is
+    not what is checked here)."""
+    from types import SimpleNamespace
+
+    from omnivoice.models.omnivoice import OmniVoiceGenerationConfig
+
+    mask_id = model.config.audio_mask_id
+    prompts = []
+    for i, (c_len, t_len) in enumerate(items):
+        row = ids[i, :, :c_len].clone()
+        row[:, c_len - t_len :] = mask_id
+        prompts.append({"input_ids": row.unsqueeze(0), "audio_mask": audio[i : i + 1, :c_len]})
+    model._prepare_inference_inputs = lambda *args, **kwargs: prompts.pop(0)
+    task = SimpleNamespace(
+        batch_size=len(items),
+        texts=["a", "b"],
+        target_lens=[t for _, t in items],
+        ref_texts=[None, None],
+        ref_audio_tokens=[None, None],
+        langs=[None, None],
+        instructs=[None, None],
+    )
+    config = OmniVoiceGenerationConfig(num_step=6, position_temperature=0.0, class_temperature=0.0)
+    with torch.no_grad():
+        frames = model._generate_iterative(task, config)
+    tensors = {f"frames_{i}": f.to(torch.int64).contiguous() for i, f in enumerate(frames)}
+    for i, (c_len, t_len) in enumerate(items):
+        row = ids[i, :, :c_len].clone()
+        row[:, c_len - t_len :] = mask_id
+        tensors[f"prompt_{i}"] = row.to(torch.int64).contiguous()
+        tensors[f"prompt_audio_{i}"] = audio[i, :c_len].to(torch.uint8).contiguous()
+    save_file(
+        tensors,
+        os.path.join(OUT, "generate.safetensors"),
+        metadata={
+            "made_by": "scripts/omnivoice_fixtures.py",
+            "num_step": "6",
+            "guidance_scale": str(config.guidance_scale),
+            "t_shift": str(config.t_shift),
+            "layer_penalty_factor": str(config.layer_penalty_factor),
+        },
+    )
+    print(f"generation: frames {[tuple(f.shape) for f in frames]}", file=sys.stderr)
 
 
 def codec(tiny: str) -> None:

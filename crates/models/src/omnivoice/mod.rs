@@ -2,10 +2,11 @@
 //! Models") in candle: so far its network, the forward of masked iterative decoding, and its
 //! codec's decoder ([`CodecDecoder`], the Higgs-Audio-v2 tokenizer's ids to 24 kHz audio).
 //!
-//! Generation (not here yet) fills T masked audio frames × 8 codebooks over 32 steps; each
-//! step is one [`OmniVoice::forward`] over a batch of conditional rows (language, instruct and
-//! text tokens, an optional reference, then the frames) and unconditional rows (the frames
-//! alone) for classifier-free guidance. The batch is packed ([`backbone`]): the rows lie one
+//! Generation ([`OmniVoice::generate`], [`generate`]) fills T masked audio frames × 8 codebooks
+//! over 32 steps; each step is one [`OmniVoice::forward`] over a batch of conditional rows
+//! (language, instruct and text tokens, an optional reference, then the frames) and
+//! unconditional rows (the frames alone) for classifier-free guidance. The prompt's tokens
+//! (tokenizer, duration estimate) are not here yet. The batch is packed ([`backbone`]): the rows lie one
 //! after another, without the padding the official code carries.
 //!
 //! The checkpoint directory is the official one: `config.json` ([`Config`]) and
@@ -15,10 +16,12 @@
 mod backbone;
 mod codec;
 mod config;
+mod generate;
 mod model;
 #[cfg(test)]
 mod tests;
 
 pub use codec::{CodecConfig, CodecDecoder};
 pub use config::{BackboneConfig, Config, ConfigError};
+pub use generate::{schedule, Decoding, Prompt};
 pub use model::OmniVoice;

@@ -49,6 +49,10 @@ impl OmniVoice {
         &self.config
     }
 
+    pub fn device(&self) -> &Device {
+        self.embed_tokens.embeddings().device()
+    }
+
     /// The audio logits of a packed batch.
     ///
     /// - `ids`: [C, N] u32, the codebooks of every position; at a text position row 0 holds

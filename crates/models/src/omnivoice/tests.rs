@@ -261,3 +261,71 @@ fn codes_decode_to_the_official_audio() {
         assert!(error < 2e-5, "{dir}: {error}");
     }
 }
+
+fn prompts() -> (Vec<super::Prompt>, Vec<Tensor>) {
+    let f = candle_core::safetensors::load(fixtures().join("generate.safetensors"), &Device::Cpu)
+        .unwrap();
+    let mut prompts = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..2 {
+        let frames = f[&format!("frames_{i}")].to_dtype(DType::U32).unwrap();
+        prompts.push(super::Prompt {
+            ids: f[&format!("prompt_{i}")].to_dtype(DType::U32).unwrap(),
+            audio: f[&format!("prompt_audio_{i}")].clone(),
+            frames: frames.dim(1).unwrap(),
+        });
+        expected.push(frames);
+    }
+    (prompts, expected)
+}
+
+#[test]
+fn greedy_decoding_gives_the_official_frames() {
+    // Both temperatures 0: the official loop is deterministic, so every id must agree, every
+    // step's choice of positions included (a wrong guidance, penalty, schedule or tie rule
+    // changes some of the 72).
+    let model = load(Config::from_json(&config_text()).unwrap(), DType::F32).unwrap();
+    let (prompts, expected) = prompts();
+    let decoding = super::Decoding {
+        num_step: 6,
+        position_temperature: 0.0,
+        class_temperature: 0.0,
+        ..super::Decoding::default()
+    };
+    let mut rng = rand::rng();
+    let frames = model.generate(&prompts, &decoding, &mut rng).unwrap();
+    for (ours, official) in frames.iter().zip(&expected) {
+        let ours: Vec<Vec<u32>> = ours.to_vec2().unwrap();
+        let official: Vec<Vec<u32>> = official.to_vec2().unwrap();
+        assert_eq!(ours, official);
+    }
+}
+
+#[test]
+fn sampled_decoding_fills_every_frame_and_repeats_with_its_seed() {
+    use rand::SeedableRng;
+    let model = load(Config::from_json(&config_text()).unwrap(), DType::F32).unwrap();
+    let (prompts, _) = prompts();
+    let decoding = super::Decoding {
+        num_step: 6,
+        class_temperature: 1.0,
+        ..super::Decoding::default()
+    };
+    let run = |seed| {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        model.generate(&prompts, &decoding, &mut rng).unwrap()
+    };
+    let (a, b, other) = (run(7), run(7), run(8));
+    let mask = model.config().audio_mask_id;
+    for frames in &a {
+        let ids: Vec<u32> = frames.flatten_all().unwrap().to_vec1().unwrap();
+        assert!(ids.iter().all(|&id| id < mask), "{ids:?}");
+    }
+    let ids = |f: &[Tensor]| -> Vec<Vec<u32>> {
+        f.iter()
+            .map(|t| t.flatten_all().unwrap().to_vec1().unwrap())
+            .collect()
+    };
+    assert_eq!(ids(&a), ids(&b));
+    assert_ne!(ids(&a), ids(&other));
+}
