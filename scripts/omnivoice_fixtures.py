@@ -119,6 +119,7 @@ def main() -> None:
     )
     print(f"wrote {tiny} and forward.safetensors; logits {tuple(logits.shape)}", file=sys.stderr)
     generation(model, ids, audio, items)
+    post_processing(model)
     codec(tiny)
 
 
@@ -168,6 +169,51 @@ def generation(model, ids, audio, items) -> None:
         },
     )
     print(f"generation: frames {[tuple(f.shape) for f in frames]}", file=sys.stderr)
+
+
+def post_processing(model) -> None:
+    """The official `_post_process_audio` (pydub's silence trimming, the level, fades and
+    padding) on a signal of tone bursts and pauses of several lengths, with a faint noise floor
+    and a length that is no whole number of milliseconds."""
+    import numpy as np
+
+    from omnivoice.models.omnivoice import OmniVoiceGenerationConfig
+
+    rate = 24000
+    model.sampling_rate = rate
+    # Short pieces, so that the fixture stays about 1 MB.
+    rng = np.random.default_rng(20261204)
+    parts = []
+    for kind, ms in [("quiet", 230), ("tone", 300), ("quiet", 640), ("tone", 150),
+                     ("quiet", 250), ("tone", 200), ("quiet", 1050), ("tone", 90),
+                     ("quiet", 310)]:
+        n = rate * ms // 1000
+        t = np.arange(n) / rate
+        if kind == "tone":
+            envelope = np.sin(np.pi * np.arange(n) / n)
+            parts.append(0.3 * envelope * np.sin(2 * np.pi * (180 + ms) * t))
+        else:
+            parts.append(10 ** (-70 / 20) * rng.standard_normal(n))
+    signal = np.concatenate(parts + [np.zeros(13)]).astype(np.float32)
+    tensors = {"input": torch.from_numpy(signal.copy())}
+    cases = {
+        "peak": (None, True),
+        "quiet_reference": (0.05, True),
+        "untrimmed": (0.5, False),
+    }
+    for name, (ref_rms, trim) in cases.items():
+        config = OmniVoiceGenerationConfig(postprocess_output=trim)
+        out = model._post_process_audio(signal[np.newaxis, :].copy(), ref_rms=ref_rms, gen_config=config)
+        tensors[name] = torch.from_numpy(np.asarray(out[0], dtype=np.float32).copy())
+        print(f"post {name}: {signal.shape[0]} -> {out.shape[-1]} samples", file=sys.stderr)
+    # Cut inside a tone, no whole number of milliseconds: pydub's slice to the end then reaches
+    # past the samples and fills the rest of the last millisecond with silence.
+    cut = signal[: rate * 1300 // 1000 + 13].copy()
+    tensors["cut_input"] = torch.from_numpy(cut.copy())
+    out = model._post_process_audio(cut[np.newaxis, :].copy(), ref_rms=None, gen_config=OmniVoiceGenerationConfig())
+    tensors["cut"] = torch.from_numpy(np.asarray(out[0], dtype=np.float32).copy())
+    print(f"post cut: {cut.shape[0]} -> {out.shape[-1]} samples", file=sys.stderr)
+    save_file(tensors, os.path.join(OUT, "post.safetensors"), metadata={"made_by": "scripts/omnivoice_fixtures.py"})
 
 
 def codec(tiny: str) -> None:

@@ -18,6 +18,7 @@ mod codec;
 mod config;
 mod generate;
 mod model;
+mod post;
 #[cfg(test)]
 mod tests;
 
@@ -25,3 +26,4 @@ pub use codec::{CodecConfig, CodecDecoder};
 pub use config::{BackboneConfig, Config, ConfigError};
 pub use generate::{schedule, Decoding, Prompt};
 pub use model::OmniVoice;
+pub use post::PostProcess;

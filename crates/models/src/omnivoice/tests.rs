@@ -329,3 +329,32 @@ fn sampled_decoding_fills_every_frame_and_repeats_with_its_seed() {
     assert_eq!(ids(&a), ids(&b));
     assert_ne!(ids(&a), ids(&other));
 }
+
+#[test]
+fn post_processing_is_the_official_one_to_the_sample() {
+    // pydub on 16-bit samples, then f32 scaling and fades in the same order: exact.
+    let f =
+        candle_core::safetensors::load(fixtures().join("post.safetensors"), &Device::Cpu).unwrap();
+    let input: Vec<f32> = f["input"].to_vec1().unwrap();
+    for (name, reference_rms, trim_silence) in [
+        ("peak", None, true),
+        ("quiet_reference", Some(0.05), true),
+        ("untrimmed", Some(0.5), false),
+    ] {
+        let official: Vec<f32> = f[name].to_vec1().unwrap();
+        let post = super::PostProcess {
+            trim_silence,
+            ..super::PostProcess::default()
+        };
+        let ours = post.apply(&input, 24_000, reference_rms);
+        assert_eq!(ours.len(), official.len(), "{name}: length");
+        let differing = ours.iter().zip(&official).filter(|(a, b)| a != b).count();
+        assert_eq!(differing, 0, "{name}: {differing} samples differ");
+    }
+    // Audio that ends inside a tone, at no whole millisecond: pydub's slices round its
+    // length to whole milliseconds and fill or drop the samples of the last one.
+    let cut: Vec<f32> = f["cut_input"].to_vec1().unwrap();
+    let official: Vec<f32> = f["cut"].to_vec1().unwrap();
+    let ours = super::PostProcess::default().apply(&cut, 24_000, None);
+    assert_eq!(ours, official);
+}
