@@ -120,6 +120,7 @@ def main() -> None:
     print(f"wrote {tiny} and forward.safetensors; logits {tuple(logits.shape)}", file=sys.stderr)
     generation(model, ids, audio, items)
     post_processing(model)
+    durations()
     codec(tiny)
 
 
@@ -214,6 +215,41 @@ def post_processing(model) -> None:
     tensors["cut"] = torch.from_numpy(np.asarray(out[0], dtype=np.float32).copy())
     print(f"post cut: {cut.shape[0]} -> {out.shape[-1]} samples", file=sys.stderr)
     save_file(tensors, os.path.join(OUT, "post.safetensors"), metadata={"made_by": "scripts/omnivoice_fixtures.py"})
+
+
+def durations() -> None:
+    """The official rule-based duration estimate (`RuleDurationEstimator`, through
+    `_estimate_target_tokens`) for texts in many scripts, with and without a reference."""
+    import json
+
+    from omnivoice.models.omnivoice import OmniVoice as Official
+    from omnivoice.utils.duration import RuleDurationEstimator
+
+    texts = [
+        "Hello world.", "Nice to meet you.", "The 3 quick foxes, at 10:45!", "",
+        "   ", "Ça va? Très bien — merci.", "Привет, как дела?", "Γειά σου κόσμε",
+        "Բարև աշխարհ", "שלום עולם", "مرحبا بالعالم", "مـــرحبا", "नमस्ते दुनिया",
+        "হ্যালো বিশ্ব", "வணக்கம் உலகம்", "สวัสดีชาวโลก", "ສະບາຍດີ", "မင်္ဂလာပါ",
+        "სალამი მსოფლიო", "안녕하세요 세계", "こんにちは世界", "カタカナ", "你好，世界。",
+        "ሰላም ልዑል", "ꆈꌠꁱꂷ", "ᏣᎳᎩ", "Xin chào thế giới", "e\u0301te\u0301",
+        "𠀀𠀁𠀂", "🙂👍 ok", "½ ² ٣ ૫", "\t\nnew\u00a0line", "ꦲꦏ꧀ꦱꦫ", "ᠮᠣᠩᠭᠣᠯ",
+        "Ⅻ chapters", "ＡＢＣ full width", "A" * 120,
+    ]
+    estimator = RuleDurationEstimator()
+    stub = type("Stub", (), {"duration_estimator": estimator})()
+    cases = []
+    for text in texts:
+        for ref_text, ref_tokens, speed in [(None, None, 1.0), (None, None, 1.3),
+                                            ("Bonjour à tous.", 40, 1.0), ("你好", 12, 0.8)]:
+            cases.append({
+                "text": text, "ref_text": ref_text, "ref_tokens": ref_tokens, "speed": speed,
+                "weight": estimator.calculate_total_weight(text),
+                "tokens": Official._estimate_target_tokens(stub, text, ref_text, ref_tokens, speed),
+            })
+    with open(os.path.join(OUT, "durations.json"), "w", encoding="utf-8") as f:
+        json.dump({"made_by": "scripts/omnivoice_fixtures.py", "cases": cases}, f,
+                  ensure_ascii=False, indent=0)
+    print(f"durations: {len(cases)} cases", file=sys.stderr)
 
 
 def codec(tiny: str) -> None:

@@ -5,8 +5,8 @@
 //! Generation ([`OmniVoice::generate`], [`generate`]) fills T masked audio frames × 8 codebooks
 //! over 32 steps; each step is one [`OmniVoice::forward`] over a batch of conditional rows
 //! (language, instruct and text tokens, an optional reference, then the frames) and
-//! unconditional rows (the frames alone) for classifier-free guidance. The prompt's tokens
-//! (tokenizer, duration estimate) are not here yet. The batch is packed ([`backbone`]): the rows lie one
+//! unconditional rows (the frames alone) for classifier-free guidance. How many frames a text
+//! gets is [`target_frames`]; the prompt's tokens (the tokenizer) are not here yet. The batch is packed ([`backbone`]): the rows lie one
 //! after another, without the padding the official code carries.
 //!
 //! The checkpoint directory is the official one: `config.json` ([`Config`]) and
@@ -16,6 +16,7 @@
 mod backbone;
 mod codec;
 mod config;
+mod duration;
 mod generate;
 mod model;
 mod post;
@@ -24,6 +25,7 @@ mod tests;
 
 pub use codec::{CodecConfig, CodecDecoder};
 pub use config::{BackboneConfig, Config, ConfigError};
+pub use duration::target_frames;
 pub use generate::{schedule, Decoding, Prompt};
 pub use model::OmniVoice;
 pub use post::PostProcess;

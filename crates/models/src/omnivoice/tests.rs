@@ -358,3 +358,31 @@ fn post_processing_is_the_official_one_to_the_sample() {
     let ours = super::PostProcess::default().apply(&cut, 24_000, None);
     assert_eq!(ours, official);
 }
+
+#[test]
+fn durations_are_the_official_estimates() {
+    let text = std::fs::read_to_string(fixtures().join("durations.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let cases = json["cases"].as_array().unwrap();
+    assert!(cases.len() > 100);
+    for case in cases {
+        let text = case["text"].as_str().unwrap();
+        // serde_json's float parsing is not always the nearest double (14.399999999999999
+        // reads as 14.4): the weights within an ulp or two; the frames, which decide, exactly.
+        let weight = super::duration::weight(text);
+        let official = case["weight"].as_f64().unwrap();
+        assert!(
+            (weight - official).abs() <= 1e-12 * official.max(1.0),
+            "weight of {text:?}"
+        );
+        let reference = case["ref_text"]
+            .as_str()
+            .map(|t| (t, case["ref_tokens"].as_u64().unwrap() as usize));
+        let speed = case["speed"].as_f64().unwrap();
+        assert_eq!(
+            super::target_frames(text, reference, speed) as u64,
+            case["tokens"].as_u64().unwrap(),
+            "{case}"
+        );
+    }
+}
