@@ -89,12 +89,37 @@ fn shifted_grid(num_step: usize, shift: f32) -> Vec<f32> {
 impl OmniVoice {
     /// Decodes the target frames of every prompt together, each step one packed forward of
     /// all conditional rows and then all unconditional rows (the frames alone). Returns each
-    /// prompt's frames, [C, frames] u32.
+    /// prompt's frames, [C, frames] u32. The prompts draw their noise from `rng` in turn, so
+    /// a prompt's frames depend on the others in the batch; [`OmniVoice::generate_each`] gives
+    /// each its own generator.
     pub fn generate(
         &self,
         prompts: &[Prompt],
         decoding: &Decoding,
         rng: &mut impl Rng,
+    ) -> Result<Vec<Tensor>> {
+        self.decode_frames(prompts, decoding, Rngs::Shared(rng))
+    }
+
+    /// [`OmniVoice::generate`] with one generator per prompt (`rngs[i]` for `prompts[i]`), so
+    /// that each prompt's frames are what it would get alone, whatever else is batched with it.
+    pub fn generate_each<R: Rng>(
+        &self,
+        prompts: &[Prompt],
+        decoding: &Decoding,
+        rngs: &mut [R],
+    ) -> Result<Vec<Tensor>> {
+        if rngs.len() != prompts.len() {
+            candle_core::bail!("{} generators for {} prompts", rngs.len(), prompts.len());
+        }
+        self.decode_frames(prompts, decoding, Rngs::Each(rngs))
+    }
+
+    fn decode_frames<R: Rng>(
+        &self,
+        prompts: &[Prompt],
+        decoding: &Decoding,
+        mut rngs: Rngs<'_, R>,
     ) -> Result<Vec<Tensor>> {
         let c = self.config();
         let (codebooks, vocab, mask) = (c.num_audio_codebook, c.audio_vocab_size, c.audio_mask_id);
@@ -166,7 +191,7 @@ impl OmniVoice {
                         mask,
                     };
                     let row = &mut rows[i];
-                    frames.fix(row, len - p.frames, count, decoding, rng);
+                    frames.fix(row, len - p.frames, count, decoding, rngs.get(i));
                 }
                 cond_start += len;
                 uncond_start += p.frames;
@@ -183,6 +208,21 @@ impl OmniVoice {
                 Tensor::from_vec(frames, (codebooks, p.frames), device)
             })
             .collect()
+    }
+}
+
+/// Where each prompt's noise comes from.
+enum Rngs<'a, R> {
+    Shared(&'a mut R),
+    Each(&'a mut [R]),
+}
+
+impl<R: Rng> Rngs<'_, R> {
+    fn get(&mut self, prompt: usize) -> &mut R {
+        match self {
+            Rngs::Shared(rng) => rng,
+            Rngs::Each(rngs) => &mut rngs[prompt],
+        }
     }
 }
 

@@ -2,11 +2,15 @@
 //! Models") in candle: so far its network, the forward of masked iterative decoding, and its
 //! codec's decoder ([`CodecDecoder`], the Higgs-Audio-v2 tokenizer's ids to 24 kHz audio).
 //!
+//! [`Tts`] is the whole official `generate` (voice design and auto voice) over a checkpoint
+//! directory: the text handling ([`text`]), the instruct and language rules ([`instruct`]), the
+//! tokenizer's prompt, chunking of long texts, decoding and post-processing.
+//!
 //! Generation ([`OmniVoice::generate`], [`generate`]) fills T masked audio frames × 8 codebooks
 //! over 32 steps; each step is one [`OmniVoice::forward`] over a batch of conditional rows
 //! (language, instruct and text tokens, an optional reference, then the frames) and
 //! unconditional rows (the frames alone) for classifier-free guidance. How many frames a text
-//! gets is [`target_frames`]; the prompt's tokens (the tokenizer) are not here yet. The batch is packed ([`backbone`]): the rows lie one
+//! gets is [`target_frames`]. The batch is packed ([`backbone`]): the rows lie one
 //! after another, without the padding the official code carries.
 //!
 //! The checkpoint directory is the official one: `config.json` ([`Config`]) and
@@ -18,14 +22,25 @@ mod codec;
 mod config;
 mod duration;
 mod generate;
+mod instruct;
 mod model;
 mod post;
 #[cfg(test)]
 mod tests;
+mod text;
+#[cfg(test)]
+mod text_tests;
+mod tts;
 
 pub use codec::{CodecConfig, CodecDecoder};
 pub use config::{BackboneConfig, Config, ConfigError};
 pub use duration::target_frames;
 pub use generate::{schedule, Decoding, Prompt};
+pub use instruct::{
+    instruct_categories, is_none_literal, languages, resolve_instruct, resolve_language,
+    InstructCategory, InstructError, LanguageError, UnknownItem,
+};
 pub use model::OmniVoice;
 pub use post::PostProcess;
+pub use text::{chunk_text, combine_text, cross_fade, unknown_nonverbal_tags, NONVERBAL_TAGS};
+pub use tts::{Generation, LoadError, Prepared, Request, RequestError, Tts};

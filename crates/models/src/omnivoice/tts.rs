@@ -1,0 +1,473 @@
+//! The whole of the official `OmniVoice.generate` for voice design and auto voice (no
+//! cloning yet), as one value a server holds: a checkpoint directory loaded once, requests
+//! checked up front (so that a bad one is refused before any model work), and batches
+//! synthesized as the official code does them.
+//!
+//! A batch runs as the official one: items whose estimate fits `audio_chunk_threshold` are
+//! generated whole; longer ones are cut into chunks at punctuation, the first chunk generated
+//! alone and every later one with the first's text and frames as its reference, and their
+//! audio cross-faded. Short items and first chunks share one batched decoding, and each later
+//! chunk index one more. Every item draws its noise from a generator of its own seed, so its
+//! audio does not depend on what else is in the batch.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Result, Tensor};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde_json::Value;
+
+use super::instruct::{resolve_instruct, resolve_language, InstructError, LanguageError};
+use super::text::{chunk_text, combine_text, cross_fade, is_cjk, py_strip, split_nonverbal};
+use super::{
+    target_frames, CodecConfig, CodecDecoder, Config, Decoding, OmniVoice, PostProcess, Prompt,
+};
+
+/// The network, its codec and its tokenizer, from one checkpoint directory.
+pub struct Tts {
+    model: OmniVoice,
+    codec: CodecDecoder,
+    tokenizer: tokenizers::Tokenizer,
+    sample_rate: u32,
+    frame_rate: u32,
+}
+
+/// One utterance to synthesize.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    pub text: String,
+    /// A language id (`en`) or name (`English`); `None` or the literal `None`: no language.
+    pub language: Option<String>,
+    /// Voice-design attributes (`female, british accent` or `女，四川话`); `None`: auto voice.
+    pub instruct: Option<String>,
+    /// Above 1 speaks faster (ignored under a `duration`).
+    pub speed: f32,
+    /// The length of the speech in seconds, instead of the estimate.
+    pub duration: Option<f32>,
+    pub generation: Generation,
+}
+
+/// How an utterance is generated; the defaults are the official ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    pub decoding: Decoding,
+    /// `<|denoise|>` before a reference (here: before the first chunk, for later chunks).
+    pub denoise: bool,
+    /// What the official code does to a cloning reference; unused until cloning is.
+    pub preprocess_prompt: bool,
+    /// Shorten long pauses and trim the edges of the output.
+    pub postprocess_output: bool,
+    /// Seconds of speech per chunk of a long text.
+    pub audio_chunk_duration: f32,
+    /// Texts estimated longer than this many seconds are chunked.
+    pub audio_chunk_threshold: f32,
+    /// Silence added at each end, seconds.
+    pub pad_duration: f32,
+    /// Fade in and out, seconds.
+    pub fade_duration: f32,
+}
+
+impl Default for Generation {
+    fn default() -> Self {
+        Self {
+            decoding: Decoding::default(),
+            denoise: true,
+            preprocess_prompt: true,
+            postprocess_output: true,
+            audio_chunk_duration: 15.0,
+            audio_chunk_threshold: 30.0,
+            pad_duration: 0.1,
+            fade_duration: 0.1,
+        }
+    }
+}
+
+/// A checked request, ready to synthesize.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Prepared {
+    text: String,
+    language: Option<&'static str>,
+    instruct: Option<String>,
+    /// Target frames of the whole text.
+    frames: usize,
+    /// The speed later chunks are estimated at (the official `speed_list`).
+    chunk_speed: f64,
+    generation: Generation,
+}
+
+impl Prepared {
+    /// The official language id, if any.
+    pub fn language(&self) -> Option<&str> {
+        self.language
+    }
+
+    /// The instruct as the model reads it.
+    pub fn instruct(&self) -> Option<&str> {
+        self.instruct.as_deref()
+    }
+
+    /// Audio frames the whole text gets (before any chunking).
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+}
+
+/// Why a request cannot be synthesized.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Instruct(#[from] InstructError),
+    #[error(transparent)]
+    Language(#[from] LanguageError),
+    #[error("the text is empty")]
+    EmptyText,
+    #[error("speed must be a positive number, not {0}")]
+    Speed(f32),
+    #[error("duration must be a positive number of seconds, not {0}")]
+    Duration(f32),
+}
+
+/// Why a checkpoint directory cannot be loaded: the file, and what is wrong with it (a
+/// missing or mis-shaped tensor is named).
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {message}", file.display())]
+pub struct LoadError {
+    pub file: PathBuf,
+    pub message: String,
+}
+
+fn load_error(file: &Path, message: impl ToString) -> LoadError {
+    LoadError {
+        file: file.to_path_buf(),
+        message: message.to_string(),
+    }
+}
+
+fn read(file: &Path) -> std::result::Result<String, LoadError> {
+    std::fs::read_to_string(file).map_err(|e| load_error(file, e))
+}
+
+/// A user's `f32` as the decimal they wrote, so that `0.4 · 175` truncates as Python's does.
+fn decimal(x: f32) -> f64 {
+    x.to_string().parse().unwrap_or(f64::from(x))
+}
+
+impl Tts {
+    /// Loads `dir`: `config.json`, `model.safetensors` (computed in `dtype`), `tokenizer.json`
+    /// and `audio_tokenizer/{config.json, model.safetensors}` (the codec, always in f32: it
+    /// costs little next to the network, and its output is the audio), and the sample rate
+    /// from `audio_tokenizer/preprocessor_config.json` as the official code takes it (the
+    /// codec's own when that file is absent).
+    pub fn load(dir: &Path, dtype: DType, device: &Device) -> std::result::Result<Self, LoadError> {
+        let file = dir.join("config.json");
+        let config = Config::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        let file = dir.join("model.safetensors");
+        let model =
+            OmniVoice::load(config, &file, dtype, device).map_err(|e| load_error(&file, e))?;
+
+        let file = dir.join("tokenizer.json");
+        let tokenizer =
+            tokenizers::Tokenizer::from_file(&file).map_err(|e| load_error(&file, e))?;
+        let text_vocab = model.config().backbone.vocab_size;
+        if tokenizer.get_vocab_size(true) > text_vocab {
+            return Err(load_error(
+                &file,
+                format!(
+                    "{} ids, more than the model's text vocabulary of {text_vocab}",
+                    tokenizer.get_vocab_size(true)
+                ),
+            ));
+        }
+
+        let codec_dir = dir.join("audio_tokenizer");
+        let file = codec_dir.join("config.json");
+        let codec_config =
+            CodecConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        let c = model.config();
+        if codec_config.num_quantizers != c.num_audio_codebook
+            || codec_config.codebook_size < c.audio_mask_id as usize
+        {
+            return Err(load_error(
+                &file,
+                format!(
+                    "{} quantizers of {} entries cannot decode {} codebooks of {} ids",
+                    codec_config.num_quantizers,
+                    codec_config.codebook_size,
+                    c.num_audio_codebook,
+                    c.audio_mask_id
+                ),
+            ));
+        }
+        // The official `frame_rate`: ceil(sample rate / hop), a whole number.
+        let frame_rate = codec_config
+            .sample_rate
+            .div_ceil(codec_config.hop_length as u32);
+        let mut sample_rate = codec_config.sample_rate;
+        let file = codec_dir.join("preprocessor_config.json");
+        if file.exists() {
+            let json: Value =
+                serde_json::from_str(&read(&file)?).map_err(|e| load_error(&file, e))?;
+            sample_rate =
+                json.get("sampling_rate")
+                    .and_then(Value::as_u64)
+                    .filter(|&r| r > 0)
+                    .ok_or_else(|| load_error(&file, "no sampling_rate"))? as u32;
+        }
+        let file = codec_dir.join("model.safetensors");
+        // SAFETY: the file is mapped read-only and not changed while the codec lives, as for
+        // every checkpoint loader.
+        let vb = unsafe {
+            candle_nn::VarBuilder::from_mmaped_safetensors(&[&file], DType::F32, device)
+                .map_err(|e| load_error(&file, e))?
+        };
+        let codec = CodecDecoder::load(codec_config, vb).map_err(|e| load_error(&file, e))?;
+        Ok(Self {
+            model,
+            codec,
+            tokenizer,
+            sample_rate,
+            frame_rate,
+        })
+    }
+
+    /// Samples per second of the output.
+    pub fn sample_rate(&self) -> u32 {
+        self.sample_rate
+    }
+
+    /// Audio frames per second (25 for the release).
+    pub fn frame_rate(&self) -> f32 {
+        self.frame_rate as f32
+    }
+
+    /// Checks a request as the official `_preprocess_all` reads it: the language resolved, the
+    /// instruct validated and normalized (in Chinese when the text has an ideograph), and the
+    /// frames estimated (or taken from the duration). No model work.
+    pub fn check(&self, request: &Request) -> std::result::Result<Prepared, RequestError> {
+        if py_strip(&request.text).is_empty() {
+            return Err(RequestError::EmptyText);
+        }
+        if !(request.speed.is_finite() && request.speed > 0.0) {
+            return Err(RequestError::Speed(request.speed));
+        }
+        let language = match request.language.as_deref() {
+            Some(l) => resolve_language(l)?,
+            None => None,
+        };
+        let use_zh = request.text.chars().any(is_cjk);
+        let instruct = match request.instruct.as_deref() {
+            Some(i) => resolve_instruct(i, use_zh)?,
+            None => None,
+        };
+        let speed = decimal(request.speed);
+        let (frames, chunk_speed) = match request.duration {
+            Some(d) if !(d.is_finite() && d > 0.0) => return Err(RequestError::Duration(d)),
+            Some(d) => {
+                // The estimate at speed 1 sets the later chunks' pace.
+                let estimate = target_frames(&request.text, None, 1.0);
+                let frames = ((decimal(d) * f64::from(self.frame_rate)) as usize).max(1);
+                (frames, estimate as f64 / frames as f64)
+            }
+            None => (target_frames(&request.text, None, speed), speed),
+        };
+        Ok(Prepared {
+            text: request.text.clone(),
+            language,
+            instruct,
+            frames,
+            chunk_speed,
+            generation: request.generation.clone(),
+        })
+    }
+
+    /// The prompt `_prepare_inference_inputs` builds: the style tokens (`<|denoise|>` before a
+    /// reference when `denoise`, the language, the instruct), the text between
+    /// `<|text_start|>` and `<|text_end|>` with each non-verbal tag tokenized alone, then the
+    /// reference's frames ([C, R] u32), then `frames` masked frames.
+    pub(crate) fn prompt(
+        &self,
+        text: &str,
+        reference: Option<(&str, &Tensor)>,
+        language: Option<&str>,
+        instruct: Option<&str>,
+        denoise: bool,
+        frames: usize,
+    ) -> Result<Prompt> {
+        let c = self.model.config();
+        let mut style = String::new();
+        if denoise && reference.is_some() {
+            style.push_str("<|denoise|>");
+        }
+        style.push_str(&format!(
+            "<|lang_start|>{}<|lang_end|><|instruct_start|>{}<|instruct_end|>",
+            language.unwrap_or("None"),
+            instruct.unwrap_or("None")
+        ));
+        let mut ids = self.encode(&style, true)?;
+        let wrapped = format!(
+            "<|text_start|>{}<|text_end|>",
+            combine_text(text, reference.map(|(t, _)| t))
+        );
+        for (piece, _) in split_nonverbal(&wrapped) {
+            ids.extend(self.encode(piece, false)?);
+        }
+        let text_len = ids.len();
+        // [C, text] the same ids in every codebook, then the frames.
+        let text = Tensor::new(ids.as_slice(), self.model.device())?
+            .unsqueeze(0)?
+            .repeat((c.num_audio_codebook, 1))?;
+        let mut parts = vec![text];
+        if let Some((_, frames)) = reference {
+            parts.push(
+                frames
+                    .to_device(self.model.device())?
+                    .to_dtype(DType::U32)?,
+            );
+        }
+        parts.push(Tensor::full(
+            c.audio_mask_id,
+            (c.num_audio_codebook, frames),
+            self.model.device(),
+        )?);
+        let ids = Tensor::cat(&parts, 1)?;
+        let len = ids.dim(1)?;
+        let audio: Vec<u8> = (0..len).map(|i| u8::from(i >= text_len)).collect();
+        Ok(Prompt {
+            ids,
+            audio: Tensor::new(audio.as_slice(), self.model.device())?,
+            frames,
+        })
+    }
+
+    fn encode(&self, text: &str, specials: bool) -> Result<Vec<u32>> {
+        let encoding = self
+            .tokenizer
+            .encode(text, specials)
+            .map_err(|e| candle_core::Error::Msg(format!("tokenizing {text:?}: {e}")))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Synthesizes checked requests, `seeds[i]` seeding `items[i]`'s noise: the audio of
+    /// each, post-processed, at [`Tts::sample_rate`]. Items with the same [`Generation`] are
+    /// decoded together.
+    pub fn synthesize(&self, items: &[Prepared], seeds: &[u64]) -> Result<Vec<Vec<f32>>> {
+        if items.len() != seeds.len() {
+            candle_core::bail!("{} seeds for {} items", seeds.len(), items.len());
+        }
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; items.len()];
+        let mut done = vec![false; items.len()];
+        for first in 0..items.len() {
+            if done[first] {
+                continue;
+            }
+            let group: Vec<usize> = (first..items.len())
+                .filter(|&i| !done[i] && items[i].generation == items[first].generation)
+                .collect();
+            let members: Vec<&Prepared> = group.iter().map(|&i| &items[i]).collect();
+            let mut rngs: Vec<StdRng> = group
+                .iter()
+                .map(|&i| StdRng::seed_from_u64(seeds[i]))
+                .collect();
+            let audio = self.synthesize_group(&members, &mut rngs)?;
+            for (&i, a) in group.iter().zip(audio) {
+                done[i] = true;
+                out[i] = Some(a);
+            }
+        }
+        Ok(out.into_iter().map(|a| a.unwrap_or_default()).collect())
+    }
+
+    /// Items that share one [`Generation`].
+    fn synthesize_group(&self, items: &[&Prepared], rngs: &mut [StdRng]) -> Result<Vec<Vec<f32>>> {
+        let g = &items[0].generation;
+        let rate = f64::from(self.frame_rate);
+        let threshold = (decimal(g.audio_chunk_threshold) * rate) as usize;
+        let long: Vec<bool> = items.iter().map(|item| item.frames > threshold).collect();
+        // Each item's texts: itself, or its chunks.
+        let chunks: Vec<Vec<String>> = items
+            .iter()
+            .zip(&long)
+            .map(|(item, &long)| {
+                if !long {
+                    return vec![item.text.clone()];
+                }
+                let per_char = item.frames as f64 / item.text.chars().count() as f64;
+                let chunk_len = (decimal(g.audio_chunk_duration) * rate / per_char) as usize;
+                let chunks = chunk_text(&item.text, chunk_len, Some(3));
+                if chunks.is_empty() {
+                    vec![item.text.clone()]
+                } else {
+                    chunks
+                }
+            })
+            .collect();
+        // frames[i][k]: item i's chunk k, [C, T] u32.
+        let mut frames: Vec<Vec<Tensor>> = vec![Vec::new(); items.len()];
+        let rounds = chunks.iter().map(Vec::len).max().unwrap_or(0);
+        for round in 0..rounds {
+            let mut prompts = Vec::new();
+            let mut members = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let Some(text) = chunks[i].get(round) else {
+                    continue;
+                };
+                let prompt = if round == 0 {
+                    let target = if long[i] {
+                        target_frames(text, None, item.chunk_speed)
+                    } else {
+                        item.frames
+                    };
+                    self.prompt(
+                        text,
+                        None,
+                        item.language,
+                        item.instruct(),
+                        g.denoise,
+                        target,
+                    )?
+                } else {
+                    let first = &chunks[i][0];
+                    let reference = &frames[i][0];
+                    let target =
+                        target_frames(text, Some((first, reference.dim(1)?)), item.chunk_speed);
+                    self.prompt(
+                        text,
+                        Some((first, reference)),
+                        item.language,
+                        item.instruct(),
+                        g.denoise,
+                        target,
+                    )?
+                };
+                prompts.push(prompt);
+                members.push(i);
+            }
+            let mut own: Vec<&mut StdRng> = rngs
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| members.contains(i))
+                .map(|(_, r)| r)
+                .collect();
+            let decoded = self.model.generate_each(&prompts, &g.decoding, &mut own)?;
+            for (&i, f) in members.iter().zip(decoded) {
+                frames[i].push(f);
+            }
+        }
+        let post = PostProcess {
+            trim_silence: g.postprocess_output,
+            pad_duration: g.pad_duration,
+            fade_duration: g.fade_duration,
+        };
+        frames
+            .iter()
+            .map(|item| {
+                let audio = item
+                    .iter()
+                    .map(|f| self.codec.decode(f)?.to_dtype(DType::F32)?.to_vec1::<f32>())
+                    .collect::<Result<Vec<_>>>()?;
+                let joined = cross_fade(&audio, self.sample_rate);
+                Ok(post.apply(&joined, self.sample_rate, None))
+            })
+            .collect()
+    }
+}
