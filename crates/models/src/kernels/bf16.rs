@@ -69,7 +69,7 @@ pub(super) fn bf16_isa() -> Bf16Isa {
 /// `u32`s of packed input tile (~256 KiB, inside L2), as in the `f32` kernel.
 const TILE_WORDS: usize = 64 * 1024;
 /// Rows of the AVX-512 and portable blocks.
-const BLOCK_ROWS: usize = 8;
+pub(super) const BLOCK_ROWS: usize = 8;
 
 /// `v` rounded to the nearest bfloat16 (ties to even), as its bits.
 pub(super) fn to_bf16(v: f32) -> u16 {
@@ -86,7 +86,7 @@ pub(super) fn from_bf16(h: u16) -> f32 {
 }
 
 /// Two values as one pair word: `lo` in the low half.
-fn pair(lo: f32, hi: f32) -> u32 {
+pub(super) fn pair(lo: f32, hi: f32) -> u32 {
     to_bf16(lo) as u32 | (to_bf16(hi) as u32) << 16
 }
 
@@ -388,16 +388,16 @@ thread_local! {
 
 /// The end of a block, `out[r, j] = (out[r, j] if accumulate) + bias[r] + Σ residuals[r, j] +
 /// sums[r, j]` for `r < bias.len()`, `j < n_cols`, in `f32`.
-struct Epilogue<'a> {
-    out: *mut f32,
-    out_stride: usize,
+pub(super) struct Epilogue<'a> {
+    pub out: *mut f32,
+    pub out_stride: usize,
     /// (first value, row stride) of each residual.
-    residuals: &'a [(*const f32, usize)],
-    bias: &'a [f32],
-    sums: &'a [f32],
-    sums_stride: usize,
-    n_cols: usize,
-    accumulate: bool,
+    pub residuals: &'a [(*const f32, usize)],
+    pub bias: &'a [f32],
+    pub sums: &'a [f32],
+    pub sums_stride: usize,
+    pub n_cols: usize,
+    pub accumulate: bool,
 }
 
 impl Epilogue<'_> {
@@ -406,7 +406,7 @@ impl Epilogue<'_> {
     /// `n_cols` values (`out_stride` or the residual's stride apart); `out`'s rows must
     /// overlap neither the residuals nor `sums`, and must be initialized when `accumulate`.
     /// `vector` only where AVX-512F exists.
-    unsafe fn run(&self, vector: bool) {
+    pub(super) unsafe fn run(&self, vector: bool) {
         assert!(self.n_cols <= self.sums_stride);
         assert!(self.sums.len() >= self.bias.len() * self.sums_stride);
         #[cfg(target_arch = "x86_64")]
@@ -496,17 +496,17 @@ fn pack_pairs_scalar(
 
 /// One AVX-512 or portable block's inputs: `weights` holds pairs·taps·8 words, `x` is read at
 /// `p·x_stride + k·dilation + 0..cols`.
-struct BlockArgs<'a> {
-    weights: &'a [u32],
-    x: &'a [u32],
-    x_stride: usize,
-    pairs: usize,
-    taps: usize,
-    dilation: usize,
+pub(super) struct BlockArgs<'a> {
+    pub weights: &'a [u32],
+    pub x: &'a [u32],
+    pub x_stride: usize,
+    pub pairs: usize,
+    pub taps: usize,
+    pub dilation: usize,
 }
 
 /// `sums[r·cols + j] = Σ_p Σ_k w[p][k][r] · x[p, k·dilation + j]` over bf16 pairs.
-fn run_block(isa: Bf16Isa, a: &BlockArgs, sums: &mut [f32]) {
+pub(super) fn run_block(isa: Bf16Isa, a: &BlockArgs, sums: &mut [f32]) {
     let cols = sums.len() / BLOCK_ROWS;
     assert!(a.pairs > 0 && a.taps > 0);
     assert!(a.weights.len() >= a.pairs * a.taps * BLOCK_ROWS);

@@ -23,7 +23,9 @@
 //! - normalize over channels in place, with the residual add before and the GELU after
 //!   fused in ([`norm`]);
 //! - run a bidirectional LSTM as one input-projection product plus one fused loop over the
-//!   steps ([`BiLstm`], in `lstm`).
+//!   steps ([`BiLstm`], in `lstm`);
+//! - run a transformer's linear layers in bf16 over row-major positions ([`Bf16Linear`], in
+//!   `linear`), the same register block as the bf16 convolutions with its operands swapped.
 //!
 //! A layer can also be loaded in a reduced [`Precision`] ([`precision`]): its weights are
 //! then packed in bfloat16 and its direct convolutions run through [`bf16`] (AVX-512) or
@@ -62,6 +64,7 @@ mod gemm;
 mod int8;
 mod isa;
 mod layer;
+mod linear;
 mod lstm;
 mod norm;
 mod paths;
@@ -79,6 +82,7 @@ pub use dispatch::{conv1d, conv_transpose1d};
 pub(crate) use dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
 pub(crate) use fast_math::{adain_snake_row, gated_tanh, tanh, Affine};
 pub(crate) use layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
+pub(crate) use linear::Bf16Linear;
 pub use lstm::BiLstm;
 pub(crate) use norm::channel_norm;
 pub use paths::isa_report;

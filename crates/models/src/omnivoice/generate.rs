@@ -124,6 +124,10 @@ impl OmniVoice {
         let c = self.config();
         let (codebooks, vocab, mask) = (c.num_audio_codebook, c.audio_vocab_size, c.audio_mask_id);
         let device = self.device();
+        // The caller waits for all the frames: the kernels may share each step's products
+        // with a core no other worker computes on (as a whole-body VITS synthesis does).
+        let _computing = crate::spare::computing();
+        let _lending = device.is_cpu().then(crate::spare::lending);
         // Each row as host ids [C][L], so a step's choices are written in place.
         let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(prompts.len());
         let mut audio: Vec<Vec<u8>> = Vec::with_capacity(prompts.len());

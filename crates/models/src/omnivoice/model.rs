@@ -8,17 +8,19 @@
 use std::path::Path;
 
 use candle_core::{DType, Device, Module, Result, Tensor};
-use candle_nn::{embedding, linear_no_bias, Embedding, Linear, VarBuilder};
+use candle_nn::{embedding, Embedding, VarBuilder};
 
-use super::backbone::Backbone;
+use super::backbone::{Backbone, Proj};
 use super::config::Config;
+use crate::kernels::Precision;
 
 pub struct OmniVoice {
     config: Config,
     embed_tokens: Embedding,
     audio_embeddings: Embedding,
     backbone: Backbone,
-    audio_heads: Linear,
+    audio_heads: Proj,
+    precision: Precision,
 }
 
 impl OmniVoice {
@@ -32,7 +34,8 @@ impl OmniVoice {
         Self::from_var_builder(config, vb)
     }
 
-    fn from_var_builder(config: Config, vb: VarBuilder) -> Result<Self> {
+    /// The model from any source of the checkpoint's tensors (a bench builds one in memory).
+    pub fn from_var_builder(config: Config, vb: VarBuilder) -> Result<Self> {
         let b = &config.backbone;
         let llm = vb.pp("llm");
         let rows = config.num_audio_codebook * config.audio_vocab_size;
@@ -40,9 +43,44 @@ impl OmniVoice {
             embed_tokens: embedding(b.vocab_size, b.hidden_size, llm.pp("embed_tokens"))?,
             backbone: Backbone::load(llm, b)?,
             audio_embeddings: embedding(rows, b.hidden_size, vb.pp("audio_embeddings"))?,
-            audio_heads: linear_no_bias(b.hidden_size, rows, vb.pp("audio_heads"))?,
+            audio_heads: Proj::load(b.hidden_size, rows, vb.pp("audio_heads"))?,
+            precision: Precision::F32,
             config,
         })
+    }
+
+    /// The same model with the backbone's linear layers and the audio head in `precision`:
+    /// they are nearly all of its work. Embeddings, norms, RoPE and attention stay `f32`.
+    /// Reduced precisions are CPU kernels for a model loaded in `f32`: on other devices and
+    /// dtypes the model stays as it is. The packed bf16 weights replace the `f32` ones (which
+    /// would double the memory), so going back to `f32` is an error: load the model again.
+    /// Which precision pays on a CPU is [`Precision::auto`]'s question.
+    pub fn with_precision(mut self, precision: Precision) -> Result<Self> {
+        let eligible =
+            self.device().is_cpu() && self.embed_tokens.embeddings().dtype() == DType::F32;
+        let precision = if eligible && precision == Precision::Bf16 {
+            precision
+        } else {
+            Precision::F32
+        };
+        if precision == self.precision {
+            return Ok(self);
+        }
+        if self.precision != Precision::F32 {
+            candle_core::bail!(
+                "the model's weights are packed in {}; load it again for {precision}",
+                self.precision
+            );
+        }
+        self.backbone.in_precision(precision)?;
+        self.audio_heads.in_precision(precision)?;
+        self.precision = precision;
+        Ok(self)
+    }
+
+    /// What the linear layers run in.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     pub fn config(&self) -> &Config {
