@@ -9,7 +9,9 @@
 //!
 //! `OMNIVOICE_BENCH_QUICK=1` skips the full 32- and 16-step `f32` runs (≈ 1 min each on 2
 //! cores) and times `f32` per forward only. `OMNIVOICE_BENCH_BATCH_STEPS` (default 4) sets the
-//! steps of the batch rows. `OMNIVOICE_BENCH_PROFILE=bf16` (or `f32`) only runs three
+//! steps of the batch rows. With `OMNIVOICE_REF_PYTHON` (a Python with the official
+//! `omnivoice` package) it first runs `scripts/omnivoice_bench_reference.py`, the official
+//! forward on the same shapes, so the ratio is taken in one run. `OMNIVOICE_BENCH_PROFILE=bf16` (or `f32`) only runs three
 //! forwards, for a profiler.
 
 use std::collections::hash_map::DefaultHasher;
@@ -70,7 +72,6 @@ impl SimpleBackend for Random {
         dev: &Device,
     ) -> Result<Tensor> {
         let n = s.elem_count();
-        let last = *s.dims().last().unwrap_or(&1);
         let leaf = name.rsplit('.').next().unwrap_or(name);
         let values: Vec<f32> = if name.ends_with("norm.weight") || leaf == "alpha" {
             vec![1.0; n]
@@ -88,7 +89,6 @@ impl SimpleBackend for Random {
                 s.dims()[1..].iter().product::<usize>().max(1)
             };
             let a = (3.0 / fan_in as f32).sqrt();
-            let _ = last;
             (0..n).map(|_| rng.random_range(-a..a)).collect()
         };
         Tensor::from_vec(values, s, dev)?.to_dtype(dtype)
@@ -228,8 +228,17 @@ fn main() {
         }
         return;
     }
+    if let Some(python) = std::env::var_os("OMNIVOICE_REF_PYTHON") {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/omnivoice_bench_reference.py"
+        );
+        match std::process::Command::new(python).arg(script).output() {
+            Ok(out) => print!("{}", String::from_utf8_lossy(&out.stdout)),
+            Err(e) => println!("reference not run: {e}"),
+        }
+    }
     let mut forwards = Vec::new();
-    let mut full = Vec::new();
     for precision in [Precision::F32, Precision::Bf16] {
         let model = load(precision);
         forward(&model); // warm: first-touch of the weights, the helper thread.
@@ -263,7 +272,6 @@ fn main() {
                     host * 1e3
                 ),
             );
-            full.push((precision, steps, g));
         }
         if precision == Precision::Bf16 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(8);
@@ -314,5 +322,4 @@ fn main() {
         format!("RTF {:.3}", d / audio_secs),
     );
     println!("peak RSS (VmHWM): {:.0} MiB", peak_rss_mib());
-    let _ = full;
 }

@@ -27,7 +27,7 @@ pub(crate) fn norm_rotate(
 ) {
     let d = weight.len();
     let half = d / 2;
-    assert!(d % 2 == 0 && x.len() % (heads * d) == 0);
+    assert!(d.is_multiple_of(2) && x.len().is_multiple_of(heads * d));
     assert_eq!(cos.len(), x.len() / heads / 2);
     assert_eq!(sin.len(), cos.len());
     for (position, rows) in x.chunks_exact_mut(heads * d).enumerate() {
