@@ -250,3 +250,56 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod speed {
+    use super::*;
+    use candle_core::Device;
+
+    fn thread_secs() -> f64 {
+        let mut t = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec to fill.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
+    }
+
+    #[test]
+    #[ignore = "timing, by hand"]
+    fn rates() {
+        for (n, k, m) in [
+            (290, 1024, 3072),
+            (290, 3072, 1024),
+            (290, 1024, 2048),
+            (290, 1024, 8200),
+        ] {
+            let x = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu).unwrap();
+            let w = Tensor::randn(0f32, 0.03, (m, k), &Device::Cpu).unwrap();
+            let lin = Bf16Linear::new(&w).unwrap();
+            let f32_lin = candle_nn::Linear::new(w.clone(), None);
+            use candle_core::Module;
+            let best = |f: &dyn Fn()| {
+                (0..5)
+                    .map(|_| {
+                        let t = thread_secs();
+                        f();
+                        thread_secs() - t
+                    })
+                    .fold(f64::INFINITY, f64::min)
+            };
+            let b = best(&|| drop(lin.forward(&x).unwrap()));
+            let p = best(&|| {
+                drop(pack_activations(
+                    &x.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+                    n,
+                    k,
+                ))
+            });
+            let f = best(&|| drop(f32_lin.forward(&x).unwrap()));
+            let gmac = (n * k * m) as f64 * 1e-9;
+            eprintln!("{n}×{k}×{m}: bf16 {:.1} GMAC/s (pack {:.2} ms of {:.2} ms), f32 candle {:.1} GMAC/s (thread time, its rayon helpers not counted)", gmac / b, p * 1e3, b * 1e3, gmac / f);
+        }
+    }
+}

@@ -25,7 +25,8 @@
 //! - run a bidirectional LSTM as one input-projection product plus one fused loop over the
 //!   steps ([`BiLstm`], in `lstm`);
 //! - run a transformer's linear layers in bf16 over row-major positions ([`Bf16Linear`], in
-//!   `linear`), the same register block as the bf16 convolutions with its operands swapped.
+//!   `linear`), the same register block as the bf16 convolutions with its operands swapped,
+//!   and their attention over packed segments as products ([`packed_attention`]).
 //!
 //! A layer can also be loaded in a reduced [`Precision`] ([`precision`]): its weights are
 //! then packed in bfloat16 and its direct convolutions run through [`bf16`] (AVX-512) or
@@ -67,6 +68,7 @@ mod layer;
 mod linear;
 mod lstm;
 mod norm;
+pub(crate) mod packed_attention;
 mod paths;
 mod precision;
 mod rows;

@@ -4,15 +4,17 @@
 //!
 //! A batch is packed: the segments (a conditional row, an unconditional row, …) lie one after
 //! another in one `[N, hidden]` tensor without padding, positions restart at 0 in each, and
-//! attention stays within a segment (candle-nn's variable-length CPU attention). That is what
-//! the official code computes with its padded batch and block mask, minus the padding.
+//! attention stays within a segment. That is what the official code computes with its padded
+//! batch and block mask, minus the padding. On the CPU in `f32` activations (every precision:
+//! bf16 is the linear layers only), the q/k norms, RoPE and attention run as the kernels of
+//! [`kernels::packed_attention`]; elsewhere as plain per-segment tensor products.
 //!
 //! The linear layers are [`Proj`]s: candle's `f32` product, or in bf16 the shared kernel
 //! ([`kernels::Bf16Linear`]) once [`Backbone::in_precision`] has packed them. They are nearly
 //! all of the work (≈ 15.7 M multiply-adds per position and layer at the real size, against
 //! ≈ 0.2 M for attention over 165 positions); norms, RoPE and attention stay `f32`.
 
-use candle_core::{DType, Device, Module, Result, Tensor, D};
+use candle_core::{DType, Module, Result, Tensor, D};
 use candle_nn::{linear_no_bias, rms_norm, Linear, RmsNorm, VarBuilder};
 
 use super::config::BackboneConfig;
@@ -51,8 +53,8 @@ pub(crate) struct Backbone {
     layers: Vec<Layer>,
     norm: RmsNorm,
     rope: Rope,
-    /// Whether attention runs candle-nn's fused variable-length CPU kernel (`f32` or `f16` on
-    /// the CPU) rather than plain per-segment products (other devices and types, and tests).
+    /// Whether the q/k norms, RoPE and attention run as CPU kernels (`f32` on the CPU) rather
+    /// than plain per-segment tensor products (other devices and types, and tests).
     fused: bool,
 }
 
@@ -66,7 +68,7 @@ impl Backbone {
             layers,
             norm: rms_norm(c.hidden_size, c.rms_norm_eps, vb.pp("norm"))?,
             rope: Rope::new(c.head_dim, c.rope_theta),
-            fused: vb.device().is_cpu() && matches!(vb.dtype(), DType::F32 | DType::F16),
+            fused: vb.device().is_cpu() && vb.dtype() == DType::F32,
         })
     }
 
@@ -99,8 +101,17 @@ impl Backbone {
     /// `x`: [N, hidden], the segments of `segments` (their lengths, summing to N) one after
     /// another. Returns the final hidden states, [N, hidden].
     pub fn forward(&self, x: &Tensor, segments: &[usize]) -> Result<Tensor> {
-        let (cos, sin) = self.rope.tables(segments, x.device())?;
-        let segments = Segments::new(segments, x.device(), self.fused)?;
+        let (cos, sin) = self.rope.tables(segments);
+        let segments = Segments {
+            fused: self.fused,
+            sizes: segments.to_vec(),
+            cos: cos.clone(),
+            sin: sin.clone(),
+        };
+        let n = x.dim(0)?;
+        let half = cos.len() / n.max(1);
+        let cos = Tensor::from_vec(cos, (n, 1, half), x.device())?;
+        let sin = Tensor::from_vec(sin, (n, 1, half), x.device())?;
         let mut h = x.clone();
         for layer in &self.layers {
             h = layer.forward(&h, &cos, &sin, &segments)?;
@@ -149,6 +160,10 @@ struct Attention {
     o_proj: Proj,
     q_norm: RmsNorm,
     k_norm: RmsNorm,
+    /// The norms' scales and epsilon for the fused path.
+    q_scale: Vec<f32>,
+    k_scale: Vec<f32>,
+    eps: f32,
     heads: usize,
     kv_heads: usize,
     head_dim: usize,
@@ -164,6 +179,17 @@ impl Attention {
             o_proj: Proj::load(c.num_attention_heads * d, h, vb.pp("o_proj"))?,
             q_norm: rms_norm(d, c.rms_norm_eps, vb.pp("q_norm"))?,
             k_norm: rms_norm(d, c.rms_norm_eps, vb.pp("k_norm"))?,
+            q_scale: vb
+                .pp("q_norm")
+                .get(d, "weight")?
+                .to_dtype(DType::F32)?
+                .to_vec1()?,
+            k_scale: vb
+                .pp("k_norm")
+                .get(d, "weight")?
+                .to_dtype(DType::F32)?
+                .to_vec1()?,
+            eps: c.rms_norm_eps as f32,
             heads: c.num_attention_heads,
             kv_heads: c.num_key_value_heads,
             head_dim: d,
@@ -173,6 +199,32 @@ impl Attention {
     fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, s: &Segments) -> Result<Tensor> {
         let n = x.dim(0)?;
         let d = self.head_dim;
+        let scale = 1.0 / (d as f64).sqrt();
+        if s.fused {
+            let host = |t: Tensor| t.flatten_all()?.to_vec1::<f32>();
+            let mut q = host(self.q_proj.forward(x)?)?;
+            let mut k = host(self.k_proj.forward(x)?)?;
+            let v = host(self.v_proj.forward(x)?)?;
+            use kernels::packed_attention::{norm_rotate, packed_attention, Heads};
+            norm_rotate(&mut q, self.heads, &self.q_scale, self.eps, &s.cos, &s.sin);
+            norm_rotate(
+                &mut k,
+                self.kv_heads,
+                &self.k_scale,
+                self.eps,
+                &s.cos,
+                &s.sin,
+            );
+            let heads = Heads {
+                heads: self.heads,
+                kv_heads: self.kv_heads,
+                head_dim: d,
+                scale: scale as f32,
+            };
+            let out = packed_attention(&q, &k, &v, &s.sizes, heads);
+            let out = Tensor::from_vec(out, (n, self.heads * d), x.device())?;
+            return self.o_proj.forward(&out);
+        }
         // [N, heads, head_dim], each head normed, then rotated by its position.
         let q = self
             .q_norm
@@ -182,25 +234,7 @@ impl Attention {
             .forward(&self.k_proj.forward(x)?.reshape((n, self.kv_heads, d))?)?;
         let v = self.v_proj.forward(x)?.reshape((n, self.kv_heads, d))?;
         let (q, k) = (rotate(&q, cos, sin)?, rotate(&k, cos, sin)?);
-        let scale = 1.0 / (d as f64).sqrt();
-        let out = if s.fused {
-            candle_nn::attention::flash_attn_varlen_cpu(
-                &q,
-                &k.contiguous()?,
-                &v.contiguous()?,
-                None,
-                &s.lengths,
-                &s.lengths,
-                s.longest,
-                s.longest,
-                scale as f32,
-                false,
-                None,
-                None,
-            )?
-        } else {
-            self.per_segment(&q, &k, &v, scale, s)?
-        };
+        let out = self.per_segment(&q, &k, &v, scale, s)?;
         self.o_proj.forward(&out.reshape((n, self.heads * d))?)
     }
 
@@ -215,8 +249,9 @@ impl Attention {
         s: &Segments,
     ) -> Result<Tensor> {
         let group = self.heads / self.kv_heads;
-        let mut outs = Vec::with_capacity(s.starts.len());
-        for (&start, &len) in s.starts.iter().zip(&s.sizes) {
+        let mut outs = Vec::with_capacity(s.sizes.len());
+        let mut start = 0;
+        for &len in &s.sizes {
             // [heads, L, head_dim]
             let q = q.narrow(0, start, len)?.transpose(0, 1)?.contiguous()?;
             let repeat = |x: &Tensor| -> Result<Tensor> {
@@ -230,6 +265,7 @@ impl Attention {
             let scores = (q.matmul(&k.t()?)? * scale)?;
             let p = candle_nn::ops::softmax_last_dim(&scores)?;
             outs.push(p.matmul(&v)?.transpose(0, 1)?);
+            start += len;
         }
         Tensor::cat(&outs, 0)
     }
@@ -258,35 +294,13 @@ impl Mlp {
     }
 }
 
-/// Where the segments of a packed batch lie.
+/// Where the segments of a packed batch lie, and their positions' RoPE angles.
 struct Segments {
     fused: bool,
-    starts: Vec<usize>,
     sizes: Vec<usize>,
-    /// [B] u32, as the variable-length attention takes them.
-    lengths: Tensor,
-    longest: usize,
-}
-
-impl Segments {
-    fn new(sizes: &[usize], device: &Device, fused: bool) -> Result<Self> {
-        let starts = sizes
-            .iter()
-            .scan(0, |at, &len| {
-                let start = *at;
-                *at += len;
-                Some(start)
-            })
-            .collect();
-        let lengths: Vec<u32> = sizes.iter().map(|&l| l as u32).collect();
-        Ok(Self {
-            fused,
-            starts,
-            sizes: sizes.to_vec(),
-            lengths: Tensor::new(lengths.as_slice(), device)?,
-            longest: sizes.iter().copied().max().unwrap_or(0),
-        })
-    }
+    /// [N, head_dim / 2] each.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
 }
 
 /// Rotary position embedding as transformers computes it: frequencies `θ^(−2i/D)` in `f32`,
@@ -303,9 +317,9 @@ impl Rope {
         Self { inv_freq }
     }
 
-    /// cos and sin of every packed position's angles, [N, 1, D/2] each; positions restart at 0
+    /// cos and sin of every packed position's angles, [N, D/2] each; positions restart at 0
     /// in each segment.
-    fn tables(&self, segments: &[usize], device: &Device) -> Result<(Tensor, Tensor)> {
+    fn tables(&self, segments: &[usize]) -> (Vec<f32>, Vec<f32>) {
         let half = self.inv_freq.len();
         let n: usize = segments.iter().sum();
         let (mut cos, mut sin) = (Vec::with_capacity(n * half), Vec::with_capacity(n * half));
@@ -318,10 +332,7 @@ impl Rope {
                 }
             }
         }
-        Ok((
-            Tensor::from_vec(cos, (n, 1, half), device)?,
-            Tensor::from_vec(sin, (n, 1, half), device)?,
-        ))
+        (cos, sin)
     }
 }
 

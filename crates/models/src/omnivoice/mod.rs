@@ -13,6 +13,9 @@
 //! gets is [`target_frames`]. The batch is packed ([`backbone`]): the rows lie one
 //! after another, without the padding the official code carries.
 //!
+//! On the CPU, [`OmniVoice::with_precision`] puts the backbone's linear layers and the audio
+//! head in bf16 ([`crate::kernels::Precision`]): nearly all of a forward's work.
+//!
 //! The checkpoint directory is the official one: `config.json` ([`Config`]) and
 //! `model.safetensors`, and the codec's `audio_tokenizer/{config.json, model.safetensors}`
 //! ([`CodecConfig`]).

@@ -1,0 +1,325 @@
+//! Times OmniVoice at the released model's size (Qwen3-0.6B body, 8 × 1025 audio ids, the
+//! Higgs-Audio-v2 codec with DAC ratios [8, 5, 4, 2, 3]) with seeded random weights made in
+//! memory, so that no checkpoint is needed: the cost of a forward does not depend on the
+//! weights' values. Prints one table: a 5 s design-mode utterance (a 40-token prompt and 125
+//! frames) generated at 32 and 16 steps in `f32` and bf16, one packed forward, the host-side
+//! decoding around it, the codec's decode, 8 utterances in one `generate` against 8 one after
+//! another, and the peak RSS. All rows come from one run, so their ratios hold on a shared,
+//! noisy machine even where the absolute times drift.
+//!
+//! `OMNIVOICE_BENCH_QUICK=1` skips the full 32- and 16-step `f32` runs (≈ 1 min each on 2
+//! cores) and times `f32` per forward only. `OMNIVOICE_BENCH_BATCH_STEPS` (default 4) sets the
+//! steps of the batch rows. With `OMNIVOICE_REF_PYTHON` (a Python with the official
+//! `omnivoice` package) it first runs `scripts/omnivoice_bench_reference.py`, the official
+//! forward on the same shapes, so the ratio is taken in one run. `OMNIVOICE_BENCH_PROFILE=bf16` (or `f32`) only runs three
+//! forwards, for a profiler.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::time::Instant;
+
+use candle_core::{DType, Device, Result, Shape, Tensor};
+use candle_nn::var_builder::SimpleBackend;
+use candle_nn::VarBuilder;
+use omnivoice_models::kernels::Precision;
+use omnivoice_models::omnivoice::{
+    BackboneConfig, CodecConfig, CodecDecoder, Config, Decoding, OmniVoice, Prompt,
+};
+use rand::{Rng, SeedableRng};
+
+/// The released model's sizes (docs in /work/shared/notes/omnivoice.md).
+fn real_config() -> Config {
+    Config {
+        audio_vocab_size: 1025,
+        audio_mask_id: 1024,
+        num_audio_codebook: 8,
+        backbone: BackboneConfig {
+            vocab_size: 151_676,
+            hidden_size: 1024,
+            intermediate_size: 3072,
+            num_hidden_layers: 28,
+            num_attention_heads: 16,
+            num_key_value_heads: 8,
+            head_dim: 128,
+            rms_norm_eps: 1e-6,
+            rope_theta: 1e6,
+        },
+    }
+}
+
+/// The released codec's `audio_tokenizer/config.json`, the keys the decoder reads.
+const CODEC_CONFIG: &str = r#"{
+    "sample_rate": 24000, "codebook_size": 1024, "codebook_dim": 64,
+    "target_bandwidths": [0.5, 1, 1.5, 2],
+    "acoustic_model_config": {"hidden_size": 256, "decoder_hidden_size": 1024,
+        "upsampling_ratios": [8, 5, 4, 2, 3], "downsampling_ratios": [8, 5, 4, 2, 3]},
+    "semantic_model_config": {"hidden_size": 768}
+}"#;
+
+/// Every tensor a loader asks for, made on demand from a seed and its name: linear weights
+/// uniform with variance 1/fan-in (activations keep their scale through 28 layers, and no
+/// value drifts into denormals, which would time something else), norm scales and Snake
+/// alphas 1, biases 0. Weight-normed spellings are reported absent, so plain weights are read.
+struct Random;
+
+impl SimpleBackend for Random {
+    fn get(
+        &self,
+        s: Shape,
+        name: &str,
+        _: candle_nn::Init,
+        dtype: DType,
+        dev: &Device,
+    ) -> Result<Tensor> {
+        let n = s.elem_count();
+        let leaf = name.rsplit('.').next().unwrap_or(name);
+        let values: Vec<f32> = if name.ends_with("norm.weight") || leaf == "alpha" {
+            vec![1.0; n]
+        } else if leaf == "bias" {
+            vec![0.0; n]
+        } else {
+            let mut hasher = DefaultHasher::new();
+            name.hash(&mut hasher);
+            let mut rng = rand::rngs::StdRng::seed_from_u64(hasher.finish());
+            // Embedding rows are read, not multiplied: unit scale. Convolutions [out, in, k]
+            // have fan-in in · k.
+            let fan_in = if name.contains("embed") {
+                1
+            } else {
+                s.dims()[1..].iter().product::<usize>().max(1)
+            };
+            let a = (3.0 / fan_in as f32).sqrt();
+            (0..n).map(|_| rng.random_range(-a..a)).collect()
+        };
+        Tensor::from_vec(values, s, dev)?.to_dtype(dtype)
+    }
+
+    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> Result<Tensor> {
+        candle_core::bail!("{name}: the random backend needs a shape")
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        !(name.contains("parametrizations")
+            || name.ends_with("weight_g")
+            || name.ends_with("weight_v"))
+    }
+}
+
+fn random_vb() -> VarBuilder<'static> {
+    VarBuilder::from_backend(Box::new(Random), DType::F32, Device::Cpu)
+}
+
+/// A design-mode prompt: `text` random text tokens, then `frames` target frames.
+fn prompt(rng: &mut impl Rng, text: usize, frames: usize) -> Prompt {
+    let len = text + frames;
+    let mut ids = vec![0u32; 8 * len];
+    for (c, row) in ids.chunks_exact_mut(len).enumerate() {
+        for (t, id) in row.iter_mut().enumerate() {
+            *id = if t < text {
+                if c == 0 {
+                    rng.random_range(0..151_669)
+                } else {
+                    0
+                }
+            } else {
+                1024
+            };
+        }
+    }
+    let audio: Vec<u8> = (0..len).map(|t| (t >= text) as u8).collect();
+    Prompt {
+        ids: Tensor::from_vec(ids, (8, len), &Device::Cpu).unwrap(),
+        audio: Tensor::from_vec(audio, len, &Device::Cpu).unwrap(),
+        frames,
+    }
+}
+
+/// The packed forward of one step (the conditional row, then the frames alone).
+fn step_batch(p: &Prompt) -> (Tensor, Tensor, Vec<usize>) {
+    let len = p.audio.dim(0).unwrap();
+    let from = len - p.frames;
+    let ids = Tensor::cat(&[&p.ids, &p.ids.narrow(1, from, p.frames).unwrap()], 1).unwrap();
+    let audio = Tensor::cat(&[&p.audio, &p.audio.narrow(0, from, p.frames).unwrap()], 0).unwrap();
+    (ids, audio, vec![len, p.frames])
+}
+
+fn peak_rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn secs(f: impl FnOnce()) -> f64 {
+    let started = Instant::now();
+    f();
+    started.elapsed().as_secs_f64()
+}
+
+/// The best of `runs` timings of `f`.
+fn best_of(runs: usize, mut f: impl FnMut()) -> f64 {
+    (0..runs)
+        .map(|_| secs(&mut f))
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; anything else is a filter we do not use.
+    let quick = std::env::var_os("OMNIVOICE_BENCH_QUICK").is_some();
+    let batch_steps: usize = std::env::var("OMNIVOICE_BENCH_BATCH_STEPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let (text, frames) = (40, 125);
+    let audio_secs = frames as f64 / 25.0;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let one = prompt(&mut rng, text, frames);
+    let (ids, audio, segments) = step_batch(&one);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!(
+        "OmniVoice, real size, seeded random weights; {text}-token prompt, {frames} frames \
+         ({audio_secs} s); {cores} cores; bf16 is {}",
+        Precision::Bf16.describe()
+    );
+    let mut rows: Vec<(String, f64, String)> = Vec::new();
+    let mut row = |name: String, s: f64, note: String| {
+        println!("{name:<52} {s:>9.3} s  {note}");
+        rows.push((name, s, note));
+    };
+
+    let load = |p: Precision| {
+        let started = Instant::now();
+        let model = OmniVoice::from_var_builder(real_config(), random_vb())
+            .and_then(|m| m.with_precision(p))
+            .unwrap();
+        println!(
+            "({p} model built in {:.1} s)",
+            started.elapsed().as_secs_f64()
+        );
+        model
+    };
+    let forward = |m: &OmniVoice| {
+        let _c = omnivoice_models::spare::computing();
+        let _l = omnivoice_models::spare::lending();
+        m.forward(&ids, &audio, &segments).unwrap()
+    };
+    let generate = |m: &OmniVoice, prompts: &[Prompt], steps: usize| {
+        let decoding = Decoding {
+            num_step: steps,
+            ..Decoding::default()
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        m.generate(prompts, &decoding, &mut rng).unwrap()
+    };
+
+    // For a profiler: only forwards of one precision.
+    if let Ok(p) = std::env::var("OMNIVOICE_BENCH_PROFILE") {
+        let precision = if p == "bf16" {
+            Precision::Bf16
+        } else {
+            Precision::F32
+        };
+        let model = load(precision);
+        for _ in 0..3 {
+            let f = secs(|| drop(forward(&model)));
+            println!("{precision}: one forward {f:.3} s");
+        }
+        return;
+    }
+    if let Some(python) = std::env::var_os("OMNIVOICE_REF_PYTHON") {
+        let script = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scripts/omnivoice_bench_reference.py"
+        );
+        match std::process::Command::new(python).arg(script).output() {
+            Ok(out) => print!("{}", String::from_utf8_lossy(&out.stdout)),
+            Err(e) => println!("reference not run: {e}"),
+        }
+    }
+    let mut forwards = Vec::new();
+    for precision in [Precision::F32, Precision::Bf16] {
+        let model = load(precision);
+        forward(&model); // warm: first-touch of the weights, the helper thread.
+        let f = best_of(3, || drop(forward(&model)));
+        row(
+            format!(
+                "{precision}: one packed forward ({} positions)",
+                segments.iter().sum::<usize>()
+            ),
+            f,
+            String::new(),
+        );
+        forwards.push(f);
+        for steps in [32, 16] {
+            if precision == Precision::F32 && quick {
+                row(
+                    format!("{precision}: {steps} steps (forward × steps)"),
+                    f * steps as f64,
+                    format!("RTF {:.2}, estimated", f * steps as f64 / audio_secs),
+                );
+                continue;
+            }
+            let g = secs(|| drop(generate(&model, std::slice::from_ref(&one), steps)));
+            let host = (g - f * steps as f64) / steps as f64;
+            row(
+                format!("{precision}: generate, {steps} steps"),
+                g,
+                format!(
+                    "RTF {:.2}; outside the forward ≈ {:.0} ms/step",
+                    g / audio_secs,
+                    host * 1e3
+                ),
+            );
+        }
+        if precision == Precision::Bf16 {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+            let eight: Vec<Prompt> = (0..8).map(|_| prompt(&mut rng, text, frames)).collect();
+            let batched = secs(|| drop(generate(&model, &eight, batch_steps)));
+            let sequential = secs(|| {
+                for p in &eight {
+                    drop(generate(&model, std::slice::from_ref(p), batch_steps));
+                }
+            });
+            row(
+                format!("{precision}: 8 utterances in one generate, {batch_steps} steps"),
+                batched,
+                format!("{:.0} ms/step", batched / batch_steps as f64 * 1e3),
+            );
+            row(
+                format!("{precision}: 8 utterances one after another, {batch_steps} steps"),
+                sequential,
+                format!(
+                    "{:.0} ms/step; batched/sequential {:.2}",
+                    sequential / batch_steps as f64 * 1e3,
+                    batched / sequential
+                ),
+            );
+        }
+        drop(model);
+    }
+    row(
+        "bf16/f32, one forward".into(),
+        forwards[1] / forwards[0],
+        String::new(),
+    );
+
+    let codec =
+        CodecDecoder::load(CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb()).unwrap();
+    let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
+    let codes = Tensor::from_vec(codes, (8, frames), &Device::Cpu).unwrap();
+    let decode = || {
+        let _c = omnivoice_models::spare::computing();
+        let _l = omnivoice_models::spare::lending();
+        codec.decode(&codes).unwrap()
+    };
+    let samples = decode().dim(0).unwrap();
+    let d = best_of(3, || drop(decode()));
+    row(
+        format!("codec decode, {frames} frames → {samples} samples (f32)"),
+        d,
+        format!("RTF {:.3}", d / audio_secs),
+    );
+    println!("peak RSS (VmHWM): {:.0} MiB", peak_rss_mib());
+}
