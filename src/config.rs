@@ -64,6 +64,20 @@ pub enum Command {
         /// Where to write the `.safetensors` file.
         output: PathBuf,
     },
+    /// Load the OmniVoice checkpoint, speak a known sentence and check that the audio is
+    /// finite, audible, of the expected length and speech-like; exits non-zero otherwise.
+    Selftest {
+        /// The checkpoint directory (config.json, model.safetensors, tokenizer.json,
+        /// audio_tokenizer/).
+        #[arg(long, default_value = "voices/omnivoice")]
+        omnivoice_dir: PathBuf,
+        /// Arithmetic of the model's linear layers on the CPU.
+        #[arg(long, value_enum, default_value_t = PrecisionChoice::Auto)]
+        precision: PrecisionChoice,
+        /// Decoding steps; fewer is quicker and still says whether the model works.
+        #[arg(long, default_value_t = 32)]
+        num_step: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -131,7 +145,7 @@ struct Options {
     /// Compute device for neural engines (cuda and metal need the cargo feature of that name)
     #[arg(long, env = "OMNIVOICE_DEVICE", value_enum, default_value_t = DEFAULTS.device)]
     device: DeviceChoice,
-    /// Arithmetic of the Piper voices and the Kokoro model on the CPU: auto = bf16 where the CPU runs it faster (AMX, or AVX-512 bf16 timed at startup), else f32; only f32 is held to onnxruntime
+    /// Arithmetic of the Piper voices, the Kokoro model and OmniVoice's linear layers on the CPU: auto = bf16 where the CPU runs it faster (AMX, or AVX-512 bf16 timed at startup), else f32; only f32 is held to onnxruntime
     #[arg(long, env = "OMNIVOICE_PRECISION", value_enum, default_value_t = DEFAULTS.precision)]
     precision: PrecisionChoice,
     /// Directory scanned for Piper voices: <name>.onnx + <name>.onnx.json (+ <name>.safetensors)
@@ -140,6 +154,9 @@ struct Options {
     /// Directory of the Kokoro engine: a kokoro-v1.0(.int8|.fp16).onnx and voices/<id>.bin (or .npy, voices-v1.0.bin); unset = <voices_dir>/kokoro
     #[arg(long, env = "OMNIVOICE_KOKORO_DIR")]
     kokoro_dir: Option<PathBuf>,
+    /// Directory of the OmniVoice engine, the checkpoint as downloaded: config.json, model.safetensors, tokenizer.json and audio_tokenizer/; unset = <voices_dir>/omnivoice
+    #[arg(long, env = "OMNIVOICE_OMNIVOICE_DIR")]
+    omnivoice_dir: Option<PathBuf>,
     /// Engine behind OpenAI's model names (tts-1, tts-1-hd, gpt-4o-mini-tts); unset = kokoro when its model is installed, else piper
     #[arg(long, env = "OMNIVOICE_DEFAULT_ENGINE")]
     default_engine: Option<String>,
@@ -293,6 +310,7 @@ impl Default for Options {
             precision: PrecisionChoice::Auto,
             voices_dir: "voices".into(),
             kokoro_dir: None,
+            omnivoice_dir: None,
             default_engine: None,
             default_voice: None,
             max_loaded_voices: 4,
@@ -483,6 +501,8 @@ pub struct Settings {
     pub voices_dir: PathBuf,
     /// Where the Kokoro engine looks for its model and packs.
     pub kokoro_dir: PathBuf,
+    /// Where the OmniVoice engine looks for its checkpoint.
+    pub omnivoice_dir: PathBuf,
     pub default_engine: String,
     pub default_voice: String,
     pub max_input_chars: usize,
@@ -572,6 +592,10 @@ impl Settings {
             .kokoro_dir
             .clone()
             .unwrap_or_else(|| o.voices_dir.join("kokoro"));
+        let omnivoice_dir = o
+            .omnivoice_dir
+            .clone()
+            .unwrap_or_else(|| o.voices_dir.join("omnivoice"));
         // Kokoro, once installed, is the voice people came for: it answers OpenAI's names
         // unless the settings name another engine.
         let default_engine = o.default_engine.clone().unwrap_or_else(|| {
@@ -600,6 +624,7 @@ impl Settings {
             precision: o.precision,
             voices_dir: o.voices_dir,
             kokoro_dir,
+            omnivoice_dir,
             default_engine,
             default_voice,
             max_input_chars: o.max_input_chars,

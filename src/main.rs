@@ -8,6 +8,7 @@ use clap::Parser;
 use omnivoice_server::config::{Cli, Command, DeviceChoice, LogFormat, ServeArgs, Settings};
 use omnivoice_server::engine::espeak::EspeakEngine;
 use omnivoice_server::engine::kokoro::{self, KokoroEngine};
+use omnivoice_server::engine::omnivoice::{self, OmniVoiceEngine};
 use omnivoice_server::engine::piper::PiperEngine;
 use omnivoice_server::engine::Engine;
 use omnivoice_server::server;
@@ -33,6 +34,11 @@ fn main() -> ExitCode {
     match cli.command {
         Some(Command::ConvertVoice { input, output }) => convert_voice(&input, &output),
         Some(Command::Serve(args)) => serve(*args),
+        Some(Command::Selftest {
+            omnivoice_dir,
+            precision,
+            num_step,
+        }) => selftest(&omnivoice_dir, precision.requested(), num_step),
         None => serve(cli.serve),
     }
 }
@@ -61,6 +67,13 @@ fn serve(args: ServeArgs) -> ExitCode {
     let piper = PiperEngine::new(&settings.voices_dir, device.clone())
         .with_precision(settings.precision.requested());
     let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
+    if omnivoice::is_installed(&settings.omnivoice_dir) {
+        let engine = OmniVoiceEngine::new(&settings.omnivoice_dir, device.clone())
+            .with_precision(settings.precision.requested());
+        engines.push(Arc::new(engine));
+    } else {
+        tracing::info!(dir = %settings.omnivoice_dir.display(), "no OmniVoice checkpoint ({}) there; the omnivoice engine is off", omnivoice::CHECKPOINT_FILES.join(", "));
+    }
     if kokoro::model_file(&settings.kokoro_dir).is_some() {
         let kokoro = KokoroEngine::new(&settings.kokoro_dir, device)
             .with_precision(settings.precision.requested());
@@ -213,6 +226,24 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = interrupt => {}
         _ = terminate => {}
+    }
+}
+
+fn selftest(
+    dir: &std::path::Path,
+    precision: Option<omnivoice_models::kernels::Precision>,
+    num_step: u32,
+) -> ExitCode {
+    let engine = OmniVoiceEngine::new(dir, Device::Cpu).with_precision(precision);
+    match omnivoice::selftest::run(&engine, num_step) {
+        Ok(report) => {
+            println!("selftest passed: {report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("selftest failed: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 

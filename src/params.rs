@@ -15,6 +15,24 @@ pub const SPEED: RangeInclusive<f32> = 0.25..=4.0;
 /// Valid VITS sampling-noise overrides (`noise_scale`, `noise_w`).
 pub const NOISE: RangeInclusive<f32> = 0.0..=2.0;
 
+/// OmniVoice's decoding knobs, in the Python omnivoice-server's ranges (its `gt 0` and
+/// unbounded ones bounded here, so that no request can ask for unbounded work).
+pub mod generation {
+    use std::ops::RangeInclusive;
+
+    pub const NUM_STEP: RangeInclusive<f32> = 1.0..=64.0;
+    pub const GUIDANCE_SCALE: RangeInclusive<f32> = 0.0..=10.0;
+    pub const T_SHIFT: RangeInclusive<f32> = 0.0..=2.0;
+    pub const POSITION_TEMPERATURE: RangeInclusive<f32> = 0.0..=10.0;
+    pub const CLASS_TEMPERATURE: RangeInclusive<f32> = 0.0..=2.0;
+    pub const LAYER_PENALTY_FACTOR: RangeInclusive<f32> = 0.0..=100.0;
+    /// Seconds of the whole input.
+    pub const DURATION: RangeInclusive<f32> = 0.1..=60.0;
+    /// Seconds: chunks shorter than a second would cost a generation each for little audio.
+    pub const AUDIO_CHUNK_DURATION: RangeInclusive<f32> = 1.0..=60.0;
+    pub const AUDIO_CHUNK_THRESHOLD: RangeInclusive<f32> = 1.0..=600.0;
+}
+
 /// How an utterance should sound, apart from its text and voice.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct SynthesisParams {
@@ -29,6 +47,69 @@ pub struct SynthesisParams {
     pub noise_scale: Option<f32>,
     /// Override of the voice's duration noise (`None` = the voice's own default).
     pub noise_w: Option<f32>,
+    /// How an OmniVoice utterance is decoded; the other engines have no use for it.
+    pub generation: Generation,
+}
+
+/// OmniVoice's generation fields (those of the Python omnivoice-server's requests); each
+/// `None` means the model's own default.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct Generation {
+    pub num_step: Option<u32>,
+    pub guidance_scale: Option<f32>,
+    pub t_shift: Option<f32>,
+    pub position_temperature: Option<f32>,
+    pub class_temperature: Option<f32>,
+    pub layer_penalty_factor: Option<f32>,
+    pub denoise: Option<bool>,
+    /// Seconds of this utterance (a request's `duration` is shared among its utterances by
+    /// their length).
+    pub duration: Option<f32>,
+    pub preprocess_prompt: Option<bool>,
+    pub postprocess_output: Option<bool>,
+    pub audio_chunk_duration: Option<f32>,
+    pub audio_chunk_threshold: Option<f32>,
+}
+
+impl Generation {
+    /// Checks every ranged field; the first violation wins.
+    pub fn validate(&self) -> Result<(), OutOfRange> {
+        use generation::*;
+        check("num_step", self.num_step.map(|n| n as f32), &NUM_STEP)?;
+        check("guidance_scale", self.guidance_scale, &GUIDANCE_SCALE)?;
+        check("t_shift", self.t_shift, &T_SHIFT)?;
+        check(
+            "position_temperature",
+            self.position_temperature,
+            &POSITION_TEMPERATURE,
+        )?;
+        check(
+            "class_temperature",
+            self.class_temperature,
+            &CLASS_TEMPERATURE,
+        )?;
+        check(
+            "layer_penalty_factor",
+            self.layer_penalty_factor,
+            &LAYER_PENALTY_FACTOR,
+        )?;
+        check("duration", self.duration, &DURATION)?;
+        check(
+            "audio_chunk_duration",
+            self.audio_chunk_duration,
+            &AUDIO_CHUNK_DURATION,
+        )?;
+        check(
+            "audio_chunk_threshold",
+            self.audio_chunk_threshold,
+            &AUDIO_CHUNK_THRESHOLD,
+        )
+    }
+
+    /// Whether any field is set: engines that do not generate this way refuse them.
+    pub fn is_set(&self) -> bool {
+        *self != Self::default()
+    }
 }
 
 impl Default for SynthesisParams {
@@ -39,6 +120,7 @@ impl Default for SynthesisParams {
             speaker: None,
             noise_scale: None,
             noise_w: None,
+            generation: Generation::default(),
         }
     }
 }
@@ -58,7 +140,8 @@ impl SynthesisParams {
     pub fn validate(&self) -> Result<(), OutOfRange> {
         check("speed", Some(self.speed), &SPEED)?;
         check("noise_scale", self.noise_scale, &NOISE)?;
-        check("noise_w", self.noise_w, &NOISE)
+        check("noise_w", self.noise_w, &NOISE)?;
+        self.generation.validate()
     }
 
     /// The parameters of the `index`-th utterance of a synthesis seeded with `base_seed`: every
@@ -108,6 +191,16 @@ mod tests {
         assert!(ok(4.0, Some(2.0)).validate().is_ok());
         assert_eq!(ok(4.01, None).validate().unwrap_err().param, "speed");
         assert_eq!(ok(f32::NAN, None).validate().unwrap_err().param, "speed");
+        let steps = |num_step| SynthesisParams {
+            generation: Generation {
+                num_step: Some(num_step),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        assert!(steps(1).validate().is_ok() && steps(64).validate().is_ok());
+        assert_eq!(steps(65).validate().unwrap_err().param, "num_step");
+        assert_eq!(steps(0).validate().unwrap_err().param, "num_step");
         let err = ok(1.0, Some(2.5)).validate().unwrap_err();
         assert_eq!(err.param, "noise_w");
         assert_eq!(

@@ -105,6 +105,10 @@ pub struct Voice {
     /// Why `supported` is `false`, in a sentence; absent when it is `true`.
     #[serde(skip_serializing_if = "Option::is_none")]
     unsupported_reason: Option<String>,
+    /// The voice design an OmniVoice voice speaks with (its presets: the Python
+    /// omnivoice-server's designs); absent for other engines and for `auto`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    design: Option<String>,
 }
 
 impl From<VoiceListing> for Voice {
@@ -121,6 +125,7 @@ impl From<VoiceListing> for Voice {
             gender: v.info.gender,
             supported: v.info.unsupported.is_none(),
             unsupported_reason: v.info.unsupported,
+            design: v.info.design,
         }
     }
 }
@@ -130,6 +135,11 @@ pub struct VoiceList {
     /// Always `list`.
     object: &'static str,
     voices: Vec<Voice>,
+    /// With OmniVoice: the attributes a design (`voice: "design:…"`, or `instructions`) may
+    /// combine, by category, at most one of each; absent without OmniVoice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>, example = json!({"gender": ["male", "female"], "pitch": ["low pitch", "high pitch"]}))]
+    design_attributes: Option<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 /// List models
@@ -200,5 +210,6 @@ pub async fn list_voices(State(state): State<Arc<AppState>>) -> Json<VoiceList> 
     Json(VoiceList {
         object: "list",
         voices: state.speech.voices().into_iter().map(Voice::from).collect(),
+        design_attributes: state.speech.design_attributes(),
     })
 }

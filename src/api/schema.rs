@@ -159,6 +159,68 @@ pub(super) fn noise_schema() -> Object {
     )
 }
 
+/// OmniVoice's generation fields, each a nullable number in the range the server checks.
+pub(super) mod generation {
+    use super::ranged;
+    use crate::params::generation::*;
+    use utoipa::openapi::schema::Object;
+
+    pub fn num_step() -> Object {
+        let mut o = ranged(&NUM_STEP, "Decoding steps (OmniVoice); 32 when absent.");
+        o.schema_type = [utoipa::openapi::Type::Integer, utoipa::openapi::Type::Null]
+            .into_iter()
+            .collect();
+        o
+    }
+    pub fn guidance_scale() -> Object {
+        ranged(
+            &GUIDANCE_SCALE,
+            "Classifier-free guidance (OmniVoice); 2 when absent.",
+        )
+    }
+    pub fn t_shift() -> Object {
+        ranged(&T_SHIFT, "Time-step shift (OmniVoice); 0.1 when absent.")
+    }
+    pub fn position_temperature() -> Object {
+        ranged(
+            &POSITION_TEMPERATURE,
+            "Noise on which positions are decoded first (OmniVoice); 5 when absent.",
+        )
+    }
+    pub fn class_temperature() -> Object {
+        ranged(
+            &CLASS_TEMPERATURE,
+            "Sampling temperature of the audio tokens (OmniVoice); 0 (greedy) when absent.",
+        )
+    }
+    pub fn layer_penalty_factor() -> Object {
+        ranged(
+            &LAYER_PENALTY_FACTOR,
+            "How much earlier codebooks are decoded first (OmniVoice); 5 when absent.",
+        )
+    }
+    pub fn duration() -> Object {
+        ranged(
+            &DURATION,
+            "Seconds of the whole answer (OmniVoice), shared among its sentences by length; \
+             overrides speed.",
+        )
+    }
+    pub fn audio_chunk_duration() -> Object {
+        ranged(
+            &AUDIO_CHUNK_DURATION,
+            "Seconds of one chunk of a long sentence (OmniVoice); 15 when absent.",
+        )
+    }
+    pub fn audio_chunk_threshold() -> Object {
+        ranged(
+            &AUDIO_CHUNK_THRESHOLD,
+            "Sentences estimated longer than this many seconds are chunked (OmniVoice); 30 \
+             when absent.",
+        )
+    }
+}
+
 /// A nullable number within `range`, from the range the server checks.
 fn ranged(range: &RangeInclusive<f32>, description: &str) -> Object {
     ObjectBuilder::new()

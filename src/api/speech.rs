@@ -44,9 +44,50 @@ pub struct SpeechRequest {
     #[serde(default)]
     #[schema(schema_with = schema::speed_schema)]
     pub speed: Option<f64>,
-    /// Accepted for compatibility; engines here cannot follow style instructions.
+    /// A voice design for OmniVoice (`female, low pitch, british accent`): it then decides
+    /// the voice. Other engines accept it and have no use for it.
     #[serde(default)]
+    #[schema(example = "female, low pitch, british accent")]
     pub instructions: Option<String>,
+    // OmniVoice's generation fields (the Python omnivoice-server's); refused for other
+    // engines. Written out rather than flattened from a struct of their own: serde's flatten
+    // would make the request schema a composition that OpenAPI tools read less well.
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::num_step)]
+    pub num_step: Option<u32>,
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::guidance_scale)]
+    pub guidance_scale: Option<f32>,
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::t_shift)]
+    pub t_shift: Option<f32>,
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::position_temperature)]
+    pub position_temperature: Option<f32>,
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::class_temperature)]
+    pub class_temperature: Option<f32>,
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::layer_penalty_factor)]
+    pub layer_penalty_factor: Option<f32>,
+    /// Whether the model is told to denoise a reference (OmniVoice); true when absent.
+    #[serde(default)]
+    pub denoise: Option<bool>,
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::duration)]
+    pub duration: Option<f32>,
+    /// Whether a reference is preprocessed (OmniVoice); true when absent.
+    #[serde(default)]
+    pub preprocess_prompt: Option<bool>,
+    /// Whether long silences are trimmed and the edges faded (OmniVoice); true when absent.
+    #[serde(default)]
+    pub postprocess_output: Option<bool>,
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::audio_chunk_duration)]
+    pub audio_chunk_duration: Option<f32>,
+    #[serde(default)]
+    #[schema(schema_with = schema::generation::audio_chunk_threshold)]
+    pub audio_chunk_threshold: Option<f32>,
     /// `audio` (the default: audio bytes) or `sse` (server-sent events).
     #[serde(default)]
     pub stream_format: Option<StreamFormat>,
@@ -325,6 +366,21 @@ pub(super) fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Req
         date_order: options.date_order,
         language: request.language,
         input_format: request.input_format,
+        instructions: request.instructions,
+        generation: crate::params::Generation {
+            num_step: request.num_step,
+            guidance_scale: request.guidance_scale,
+            t_shift: request.t_shift,
+            position_temperature: request.position_temperature,
+            class_temperature: request.class_temperature,
+            layer_penalty_factor: request.layer_penalty_factor,
+            denoise: request.denoise,
+            duration: request.duration,
+            preprocess_prompt: request.preprocess_prompt,
+            postprocess_output: request.postprocess_output,
+            audio_chunk_duration: request.audio_chunk_duration,
+            audio_chunk_threshold: request.audio_chunk_threshold,
+        },
     }
 }
 

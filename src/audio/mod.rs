@@ -15,6 +15,7 @@ mod mp3;
 mod ogg_opus;
 mod pcm;
 pub mod resample;
+pub mod speech_like;
 
 use std::fmt;
 

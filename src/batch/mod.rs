@@ -527,6 +527,7 @@ mod tests {
                 speakers: vec![],
                 gender: None,
                 unsupported: None,
+                design: None,
             },
             started: started_tx,
             gate: Mutex::new(gate),

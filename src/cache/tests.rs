@@ -303,6 +303,15 @@ fn keys_differ_by_format_parameters_reading_language_and_lexicon() {
         ..plain
     };
     assert_ne!(key("wav", &plain), key("wav", &speaker));
+    // OmniVoice's generation fields are knobs like any other.
+    let fewer_steps = SynthesisParams {
+        generation: crate::params::Generation {
+            num_step: Some(16),
+            ..Default::default()
+        },
+        ..plain
+    };
+    assert_ne!(key("wav", &plain), key("wav", &fewer_steps));
     assert_ne!(key("wav", &plain), key_read("wav", &plain, "dmy"));
     assert_ne!(key("wav", &plain), key_read("wav", &plain, "verbatim"));
     assert_ne!(key("wav", &plain), key_with("wav", &plain, "mdy", "0a1b"));

@@ -16,8 +16,14 @@ use omnivoice_models::kernels::Precision;
 
 pub mod espeak;
 pub mod kokoro;
+pub mod omnivoice;
 pub mod piper;
 pub mod registry;
+
+/// The language tag of voices that speak whatever language they are given (ISO 639's code
+/// for multiple languages): a request's `language`, or an SSML `<lang>`, is then read by the
+/// same voice instead of choosing another.
+pub const MULTILINGUAL: &str = "mul";
 
 /// The error behind a failure, shared: one failed load is reported to every request that
 /// waited for it, so the failure must be `Clone`.
@@ -122,6 +128,9 @@ pub struct VoiceInfo {
     /// Why the voice is listed but cannot be spoken (a Kokoro pack of a language this server
     /// cannot phonemize); `None` for every voice a request may use.
     pub unsupported: Option<String>,
+    /// The voice design it speaks with (OmniVoice's presets and designs:
+    /// `female, young adult, moderate pitch, american accent`); `None` elsewhere.
+    pub design: Option<String>,
 }
 
 /// One utterance of a batch: usually one sentence of a request.
@@ -302,6 +311,12 @@ pub trait Voice: Send + Sync {
     fn says_given_phonemes(&self, _language: Option<&str>) -> bool {
         true
     }
+
+    /// Whether the voice can tell when each word is spoken ([`Pcm::words`]); requests for
+    /// word timestamps are refused up front for one that cannot.
+    fn times_words(&self) -> bool {
+        true
+    }
 }
 
 /// What an utterance becomes before the model sees it.
@@ -346,6 +361,19 @@ pub trait Engine: Send + Sync {
     /// Identifies the voice's model content, so cached audio never outlives a changed model.
     fn fingerprint(&self, _voice: &str) -> String {
         String::new()
+    }
+
+    /// The voice that follows a request's `instructions` (a voice design), or why they
+    /// cannot be followed, in words for the client; `None` for engines that take no
+    /// instructions (they are then accepted and have no effect, as OpenAI's older models).
+    fn instructed_voice(&self, _instructions: &str) -> Option<Result<String, String>> {
+        None
+    }
+
+    /// Whether the engine decodes with OmniVoice's generation fields (`num_step`, …); a
+    /// request that sets them for another engine is refused rather than heard unchanged.
+    fn takes_generation(&self) -> bool {
+        false
     }
 }
 

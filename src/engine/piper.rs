@@ -291,6 +291,7 @@ fn voice_info(id: &str, config: &serde_json::Value) -> VoiceInfo {
         speakers: speakers.into_iter().map(|(_, name)| name).collect(),
         gender: None,
         unsupported: PhonemeType::of(config).err(),
+        design: None,
     }
 }
 

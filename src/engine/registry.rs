@@ -398,6 +398,29 @@ impl Registry {
         self.config.voice_aliases.contains_key(voice) || OPENAI_VOICES.contains(&voice)
     }
 
+    /// The voice of `voice`'s engine that follows `instructions`; `Ok(None)` when that
+    /// engine takes no instructions, `Err` (words for the client) when they are not valid.
+    pub fn instructed(
+        &self,
+        voice: &ResolvedVoice,
+        instructions: &str,
+    ) -> Result<Option<ResolvedVoice>, String> {
+        let engine = voice.key.engine();
+        match self.engines[engine].instructed_voice(instructions) {
+            None => Ok(None),
+            Some(Err(why)) => Err(why),
+            Some(Ok(id)) => self
+                .resolve(engine, &id)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Whether `voice`'s engine decodes with OmniVoice's generation fields.
+    pub fn takes_generation(&self, voice: &ResolvedVoice) -> bool {
+        self.engines[voice.key.engine()].takes_generation()
+    }
+
     /// A content fingerprint of the voice (changes when its model file changes).
     pub fn fingerprint(&self, voice: &ResolvedVoice) -> String {
         self.engines[voice.key.engine()].fingerprint(voice.key.voice())
@@ -611,6 +634,7 @@ mod tests {
                 speakers: Vec::new(),
                 gender: None,
                 unsupported: None,
+                design: None,
             }
         }
     }

@@ -172,6 +172,16 @@ impl SpeechService {
             .collect()
     }
 
+    /// The attributes an OmniVoice design may combine, by category, when OmniVoice is served.
+    pub fn design_attributes(&self) -> Option<std::collections::BTreeMap<String, Vec<String>>> {
+        let id = crate::engine::omnivoice::ID.to_string();
+        self.inner
+            .registry
+            .engine_ids()
+            .contains(&id)
+            .then(crate::engine::omnivoice::design_attributes)
+    }
+
     /// Every model id a client may send: engines, OpenAI names and configured aliases.
     pub fn models(&self) -> Vec<ModelInfo> {
         self.inner.registry.models()
@@ -329,8 +339,26 @@ impl SpeechService {
         } = utterances;
         let voices = self.load_voices(script.voices).await?;
         check_sayable(&voices, &script.utterances)?;
+        if word_timings {
+            if let Some((resolved, _)) = voices.iter().find(|(_, v)| !v.times_words()) {
+                return Err(SpeechError::invalid(
+                    "model",
+                    InvalidReason::Unsupported,
+                    format!(
+                        "The {} engine does not report word timings.",
+                        resolved.key.engine()
+                    ),
+                ));
+            }
+        }
         let rate = job.voice().sample_rate;
         let params = job.params();
+        // A duration asked for the whole input is shared among its utterances by length.
+        let chars: usize = script
+            .utterances
+            .iter()
+            .map(|u| u.spoken.text.chars().count().max(1))
+            .sum();
         let items = script
             .utterances
             .into_iter()
@@ -341,6 +369,10 @@ impl SpeechService {
                 params.speed = (params.speed * utterance.rate)
                     .clamp(*crate::params::SPEED.start(), *crate::params::SPEED.end());
                 params.speaker = resolved.speaker;
+                if let Some(seconds) = params.generation.duration {
+                    let share = utterance.spoken.text.chars().count().max(1) as f32 / chars as f32;
+                    params.generation.duration = Some(seconds * share);
+                }
                 let item = SynthesisItem {
                     text: utterance.spoken.text,
                     params,
@@ -422,6 +454,16 @@ fn check_sayable(
 ) -> Result<(), SpeechError> {
     for (resolved, voice) in voices {
         if let Some(tag) = resolved.reads_in.as_deref() {
+            if !voice.reads_language(tag) && resolved.language == crate::engine::MULTILINGUAL {
+                return Err(SpeechError::invalid(
+                    "language",
+                    InvalidReason::Unsupported,
+                    format!(
+                        "The {} engine does not know the language '{tag}': send a language id such as 'en' or a name such as 'English'.",
+                        resolved.key.engine()
+                    ),
+                ));
+            }
             if !voice.reads_language(tag) {
                 return Err(SpeechError::invalid(
                     "language",

@@ -7,7 +7,7 @@
 
 use crate::audio::AudioFormat;
 use crate::engine::registry::{Registry, ResolveError, ResolvedVoice};
-use crate::params::SynthesisParams;
+use crate::params::{Generation, SynthesisParams};
 use std::sync::Arc;
 
 use crate::text::english::{DateOrder, ReadingOptions};
@@ -47,6 +47,11 @@ pub struct Request {
     pub language: Option<String>,
     /// `text` or `ssml`; `None`: SSML when the input starts with `<speak>`.
     pub input_format: Option<String>,
+    /// A voice design (`female, low pitch`), for engines that follow one (OmniVoice's: it
+    /// then decides the voice); other engines accept it and have no use for it.
+    pub instructions: Option<String>,
+    /// OmniVoice's generation fields; refused for other engines.
+    pub generation: Generation,
 }
 
 /// A validated request: a known voice, a supported format and parameters in range.
@@ -217,6 +222,7 @@ pub(super) fn validate_settings(
         speaker: None,
         noise_scale: request.noise_scale,
         noise_w: request.noise_w,
+        generation: request.generation,
     };
     params.validate()?;
     let voice = registry
@@ -225,6 +231,26 @@ pub(super) fn validate_settings(
             ResolveError::UnknownModel(message) => SpeechError::UnknownModel(message),
             ResolveError::UnknownVoice(message) => SpeechError::UnknownVoice(message),
         })?;
+    let voice = match request.instructions.as_deref() {
+        None => voice,
+        Some(instructions) => registry
+            .instructed(&voice, instructions)
+            .map_err(|why| {
+                SpeechError::invalid("instructions", InvalidReason::Unsupported, why)
+            })?
+            .unwrap_or(voice),
+    };
+    if params.generation.is_set() && !registry.takes_generation(&voice) {
+        return Err(SpeechError::invalid(
+            "model",
+            InvalidReason::Unsupported,
+            format!(
+                "The generation fields (num_step, guidance_scale, duration, …) are OmniVoice's; \
+                 the {} engine has no use for them.",
+                voice.key.engine()
+            ),
+        ));
+    }
     let reading = reading(&request, limits)?;
     let voice = match request.language.as_deref() {
         None => voice,
@@ -254,6 +280,21 @@ fn voice_of_language(
     registry: &Registry,
     limits: &Limits,
 ) -> Result<ResolvedVoice, SpeechError> {
+    if named.language == crate::engine::MULTILINGUAL {
+        // The model knows languages by id and by name (`en`, `English`); whether it knows
+        // this one is its to say, once it is loaded.
+        if tag.trim().is_empty() || tag.len() > 64 {
+            return Err(SpeechError::invalid(
+                "language",
+                InvalidReason::Unsupported,
+                format!("'{tag}' is no language id or name."),
+            ));
+        }
+        return Ok(ResolvedVoice {
+            reads_in: Some(tag.trim().to_string()),
+            ..named
+        });
+    }
     let tag = kokoro_lang_code(tag).unwrap_or(tag);
     if tag.len() > 35 || !crate::text::ssml::is_language_tag(tag) {
         return Err(SpeechError::invalid(

@@ -280,10 +280,17 @@ impl Voices<'_> {
             .or_else(|| same_language(&self.voice.language, tag).then(|| self.voice.clone()))
     }
 
-    /// The voice that reads text in `tag`: the configured one for the tag, the job's voice
+    /// The voice that reads text in `tag`: the job's voice itself when it speaks every
+    /// language (OmniVoice's), else the configured one for the tag, the job's voice
     /// when it speaks exactly that, the configured one for its language, the job's voice when
     /// it speaks that language, or another voice of the job's engine that does.
     pub fn voice_for(&self, tag: &str) -> Option<ResolvedVoice> {
+        if self.voice.language == crate::engine::MULTILINGUAL {
+            return Some(ResolvedVoice {
+                reads_in: Some(tag.to_string()),
+                ..self.voice.clone()
+            });
+        }
         let wanted = Tag::of(tag);
         if let Some(voice) = self.configured_exactly(&wanted) {
             return Some(voice);

@@ -724,6 +724,7 @@ impl Tone {
             speakers: vec![],
             gender: None,
             unsupported: None,
+            design: None,
         }
     }
 }

@@ -110,6 +110,7 @@ impl FakeEngine {
             speakers: vec![],
             gender: None,
             unsupported: None,
+            design: None,
         }
     }
 }

@@ -77,6 +77,7 @@ fn voice_info(voice: &espeak::EspeakVoice) -> VoiceInfo {
         speakers: Vec::new(),
         gender: None,
         unsupported: None,
+        design: None,
     }
 }
 

@@ -169,6 +169,7 @@ impl KokoroEngine {
             speakers: Vec::new(),
             gender: gender.map(|g| g.as_str().to_string()),
             unsupported: language.unsupported_reason().map(str::to_string),
+            design: None,
         }
     }
 

@@ -19,6 +19,8 @@ use serde_json::Value;
 
 use super::instruct::{resolve_instruct, resolve_language, InstructError, LanguageError};
 use super::text::{chunk_text, combine_text, cross_fade, is_cjk, py_strip, split_nonverbal};
+use crate::kernels::Precision;
+
 use super::{
     target_frames, CodecConfig, CodecDecoder, Config, Decoding, OmniVoice, PostProcess, Prompt,
 };
@@ -152,6 +154,24 @@ fn decimal(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(f64::from(x))
 }
 
+/// The sample rate as the official code takes it (`audio_tokenizer/preprocessor_config.json`,
+/// the codec's own when that file is absent) and the official `frame_rate`: ceil(the codec's
+/// sample rate / hop), a whole number.
+fn rates(dir: &Path, codec: &CodecConfig) -> std::result::Result<(u32, u32), LoadError> {
+    let frame_rate = codec.sample_rate.div_ceil(codec.hop_length as u32);
+    let file = dir.join("audio_tokenizer").join("preprocessor_config.json");
+    if !file.exists() {
+        return Ok((codec.sample_rate, frame_rate));
+    }
+    let json: Value = serde_json::from_str(&read(&file)?).map_err(|e| load_error(&file, e))?;
+    let sample_rate = json
+        .get("sampling_rate")
+        .and_then(Value::as_u64)
+        .filter(|&r| r > 0)
+        .ok_or_else(|| load_error(&file, "no sampling_rate"))? as u32;
+    Ok((sample_rate, frame_rate))
+}
+
 impl Tts {
     /// Loads `dir`: `config.json`, `model.safetensors` (computed in `dtype`), `tokenizer.json`
     /// and `audio_tokenizer/{config.json, model.safetensors}` (the codec, always in f32: it
@@ -198,21 +218,7 @@ impl Tts {
                 ),
             ));
         }
-        // The official `frame_rate`: ceil(sample rate / hop), a whole number.
-        let frame_rate = codec_config
-            .sample_rate
-            .div_ceil(codec_config.hop_length as u32);
-        let mut sample_rate = codec_config.sample_rate;
-        let file = codec_dir.join("preprocessor_config.json");
-        if file.exists() {
-            let json: Value =
-                serde_json::from_str(&read(&file)?).map_err(|e| load_error(&file, e))?;
-            sample_rate =
-                json.get("sampling_rate")
-                    .and_then(Value::as_u64)
-                    .filter(|&r| r > 0)
-                    .ok_or_else(|| load_error(&file, "no sampling_rate"))? as u32;
-        }
+        let (sample_rate, frame_rate) = rates(dir, &codec_config)?;
         let file = codec_dir.join("model.safetensors");
         // SAFETY: the file is mapped read-only and not changed while the codec lives, as for
         // every checkpoint loader.
@@ -228,6 +234,28 @@ impl Tts {
             sample_rate,
             frame_rate,
         })
+    }
+
+    /// The same model with the body's linear layers in `precision` (bf16 on CPUs that run
+    /// it; anything else stays f32).
+    pub fn with_precision(self, precision: Precision) -> Result<Self> {
+        Ok(Self {
+            model: self.model.with_precision(precision)?,
+            ..self
+        })
+    }
+
+    /// The precision the body's linear layers run in.
+    pub fn precision(&self) -> Precision {
+        self.model.precision()
+    }
+
+    /// The output's samples per second and the codec's frames per second of the checkpoint
+    /// in `dir`, read from its small files alone (the model need not be loaded).
+    pub fn rates_of(dir: &Path) -> std::result::Result<(u32, u32), LoadError> {
+        let file = dir.join("audio_tokenizer").join("config.json");
+        let codec = CodecConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        rates(dir, &codec)
     }
 
     /// Samples per second of the output.

@@ -1,0 +1,290 @@
+//! The OmniVoice engine: the checkpoint directory users download, loaded once and shared by
+//! every voice, and the voices its requests name (`auto`, presets, designs; [`voices`]).
+//!
+//! A voice here is only an instruct: all of them run the one model, and a batch of one
+//! voice's sentences is one batched generation ([`Tts::synthesize`]). OmniVoice predicts no
+//! durations per token, so its audio comes without word timings, and the timestamp routes
+//! refuse it.
+
+pub mod selftest;
+mod voices;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use candle_core::{DType, Device};
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+
+use super::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, MULTILINGUAL};
+use crate::params::Generation;
+use omnivoice_models::kernels::Precision;
+use omnivoice_models::omnivoice::{self as model, Tts};
+use omnivoice_models::spare;
+pub use voices::{Choice, AUTO, DESIGN, PRESETS};
+
+/// The engine's id, as clients send it in `model`.
+pub const ID: &str = "omnivoice";
+
+/// The files a checkpoint directory must hold to be loaded.
+pub const CHECKPOINT_FILES: [&str; 5] = [
+    "config.json",
+    "model.safetensors",
+    "tokenizer.json",
+    "audio_tokenizer/config.json",
+    "audio_tokenizer/model.safetensors",
+];
+
+/// Whether `dir` holds an OmniVoice checkpoint (its files, not yet whether they load).
+pub fn is_installed(dir: &Path) -> bool {
+    CHECKPOINT_FILES.iter().all(|f| dir.join(f).is_file())
+}
+
+pub struct OmniVoiceEngine {
+    dir: PathBuf,
+    device: Device,
+    /// The codec's output rate and frames per second, read from its config before the model
+    /// loads, so that voices can be listed without it.
+    sample_rate: u32,
+    frame_rate: f64,
+    precision: Precision,
+    /// Loaded with the first voice (on a loader thread) and kept: every voice shares it.
+    model: Mutex<Option<Arc<Tts>>>,
+    fingerprint: OnceLock<String>,
+}
+
+impl OmniVoiceEngine {
+    pub fn new(dir: impl Into<PathBuf>, device: Device) -> Self {
+        let dir = dir.into();
+        // An unreadable config is reported when the model loads; until then, the release's.
+        let (sample_rate, frame_rate) = Tts::rates_of(&dir).unwrap_or((24_000, 25));
+        Self {
+            dir,
+            device,
+            sample_rate,
+            frame_rate: f64::from(frame_rate),
+            precision: Precision::F32,
+            model: Mutex::new(None),
+            fingerprint: OnceLock::new(),
+        }
+    }
+
+    /// Runs the body's linear layers in `requested` (`None`: what this CPU runs fastest).
+    pub fn with_precision(self, requested: Option<Precision>) -> Self {
+        let precision = super::cpu_precision(&self.device, requested, "OmniVoice model");
+        Self { precision, ..self }
+    }
+
+    /// The shared model, loaded on the first call; every error names the file.
+    pub fn model(&self) -> Result<Arc<Tts>, Box<dyn std::error::Error + Send + Sync>> {
+        let mut model = self.model.lock();
+        if let Some(loaded) = model.as_ref() {
+            return Ok(loaded.clone());
+        }
+        let started = std::time::Instant::now();
+        let loaded = Tts::load(&self.dir, DType::F32, &self.device)?.with_precision(self.precision)?;
+        let loaded = Arc::new(loaded);
+        tracing::info!(dir = %self.dir.display(), precision = %loaded.precision().describe(), seconds = started.elapsed().as_secs_f64(), "OmniVoice model loaded");
+        *model = Some(loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Audio frames per second of the codec (25 for the release).
+    pub fn frame_rate(&self) -> f64 {
+        self.frame_rate
+    }
+
+    fn info(&self, choice: &Choice) -> VoiceInfo {
+        VoiceInfo {
+            id: choice.id(),
+            engine: ID.into(),
+            language: MULTILINGUAL.into(),
+            sample_rate: self.sample_rate,
+            speakers: Vec::new(),
+            gender: choice.gender().map(str::to_string),
+            unsupported: None,
+            design: choice.instruct().map(str::to_string),
+        }
+    }
+}
+
+impl Engine for OmniVoiceEngine {
+    fn id(&self) -> &str {
+        ID
+    }
+
+    /// Auto and the presets; designs are voices too, but too many to list
+    /// (`GET /v1/voices` lists their attributes).
+    fn voices(&self) -> Vec<VoiceInfo> {
+        std::iter::once(Choice::Auto)
+            .chain(PRESETS.iter().map(|&(name, design)| Choice::Preset(name, design)))
+            .map(|choice| self.info(&choice))
+            .collect()
+    }
+
+    fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
+        voices::parse(voice).ok().map(|choice| self.info(&choice))
+    }
+
+    fn why_unknown(&self, voice: &str) -> Option<String> {
+        match voices::parse(voice) {
+            Err(voices::NameError::Design(message)) => Some(message),
+            _ => Some(format!(
+                "OmniVoice's voices are '{AUTO}', OpenAI's names and designs such as \
+                 '{DESIGN}female, low pitch, british accent'."
+            )),
+        }
+    }
+
+    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
+        let choice = voices::parse(voice).map_err(|_| EngineError::UnknownVoice(voice.into()))?;
+        let tts = self.model().map_err(|e| EngineError::load(voice, e))?;
+        Ok(Arc::new(OmniVoiceVoice {
+            info: self.info(&choice),
+            sample_rate: self.sample_rate,
+            instruct: choice.instruct().map(str::to_string),
+            tts,
+        }))
+    }
+
+    /// The files' sizes and times and the small files' contents: hashing gigabytes of
+    /// weights at every start would cost seconds.
+    fn fingerprint(&self, _voice: &str) -> String {
+        self.fingerprint
+            .get_or_init(|| {
+                let mut hasher = Sha256::new();
+                for file in CHECKPOINT_FILES {
+                    let path = self.dir.join(file);
+                    hasher.update(file.as_bytes());
+                    if file.ends_with(".json") {
+                        hasher.update(std::fs::read(&path).unwrap_or_default());
+                    } else if let Ok(meta) = std::fs::metadata(&path) {
+                        hasher.update(meta.len().to_le_bytes());
+                        hasher.update(format!("{:?}", meta.modified().ok()).as_bytes());
+                    }
+                }
+                hasher.update(super::precision_suffix(self.precision).as_bytes());
+                format!("{:x}", hasher.finalize())
+            })
+            .clone()
+    }
+
+    fn instructed_voice(&self, instructions: &str) -> Option<Result<String, String>> {
+        Some(match voices::design_of(instructions) {
+            Ok(Some(design)) => Ok(Choice::Design(design).id()),
+            Ok(None) => Ok(AUTO.to_string()),
+            Err(e) => Err(e.to_string()),
+        })
+    }
+
+    fn takes_generation(&self) -> bool {
+        true
+    }
+}
+
+/// One voice of OmniVoice: the shared model and the instruct it is asked for.
+struct OmniVoiceVoice {
+    info: VoiceInfo,
+    sample_rate: u32,
+    instruct: Option<String>,
+    tts: Arc<Tts>,
+}
+
+impl OmniVoiceVoice {
+    fn request(&self, item: &SynthesisItem) -> model::Request {
+        model::Request {
+            text: item.text.clone(),
+            language: item.language.clone(),
+            instruct: self.instruct.clone(),
+            speed: item.params.speed,
+            duration: item.params.generation.duration,
+            generation: generation(&item.params.generation),
+        }
+    }
+}
+
+/// The model's generation settings: the request's fields where given, its defaults elsewhere.
+fn generation(fields: &Generation) -> model::Generation {
+    let mut g = model::Generation::default();
+    let d = &mut g.decoding;
+    if let Some(n) = fields.num_step {
+        d.num_step = n as usize;
+    }
+    d.guidance_scale = fields.guidance_scale.unwrap_or(d.guidance_scale);
+    d.t_shift = fields.t_shift.unwrap_or(d.t_shift);
+    d.position_temperature = fields.position_temperature.unwrap_or(d.position_temperature);
+    d.class_temperature = fields.class_temperature.unwrap_or(d.class_temperature);
+    d.layer_penalty_factor = fields.layer_penalty_factor.unwrap_or(d.layer_penalty_factor);
+    g.denoise = fields.denoise.unwrap_or(g.denoise);
+    g.preprocess_prompt = fields.preprocess_prompt.unwrap_or(g.preprocess_prompt);
+    g.postprocess_output = fields.postprocess_output.unwrap_or(g.postprocess_output);
+    g.audio_chunk_duration = fields.audio_chunk_duration.unwrap_or(g.audio_chunk_duration);
+    g.audio_chunk_threshold = fields
+        .audio_chunk_threshold
+        .unwrap_or(g.audio_chunk_threshold);
+    g
+}
+
+impl Voice for OmniVoiceVoice {
+    fn info(&self) -> &VoiceInfo {
+        &self.info
+    }
+
+    /// The whole batch in one generation: one forward per step for all its sentences.
+    fn synthesize_each(
+        &self,
+        batch: &[SynthesisItem],
+        done: &mut dyn FnMut(usize, Pcm),
+    ) -> Result<(), EngineError> {
+        let _computing = spare::computing();
+        // The request layer checked designs and languages; what fails here fails the batch.
+        let prepared = batch
+            .iter()
+            .map(|item| self.tts.check(&self.request(item)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(EngineError::synthesis)?;
+        let seeds: Vec<u64> = batch.iter().map(|i| i.params.item_seed()).collect();
+        let audio = self
+            .tts
+            .synthesize(&prepared, &seeds)
+            .map_err(EngineError::synthesis)?;
+        for (index, samples) in audio.into_iter().enumerate() {
+            done(index, Pcm::new(samples, self.sample_rate));
+        }
+        Ok(())
+    }
+
+    fn computes_batches_at_once(&self) -> bool {
+        true
+    }
+
+    /// Every language the model knows, by its id or its name (`en`, `English`).
+    fn reads_language(&self, language: &str) -> bool {
+        model::resolve_language(language).is_ok()
+    }
+
+    /// The model reads text, never phonemes.
+    fn says_given_phonemes(&self, _language: Option<&str>) -> bool {
+        false
+    }
+
+    fn times_words(&self) -> bool {
+        false
+    }
+}
+
+/// The attributes a design may combine, by category (the model's own table; the Chinese
+/// forms under `<category>_zh`).
+pub fn design_attributes() -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut table = std::collections::BTreeMap::new();
+    for category in model::instruct_categories() {
+        let list = |items: &[&str]| items.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        if !category.english.is_empty() {
+            table.insert(category.name.to_string(), list(&category.english));
+        }
+        if !category.chinese.is_empty() {
+            table.insert(format!("{}_zh", category.name), list(&category.chinese));
+        }
+    }
+    table
+}
