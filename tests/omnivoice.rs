@@ -52,7 +52,10 @@ async fn voices_designs_instructions_and_languages() {
         .filter(|v| v["engine"] == "omnivoice")
         .collect();
     let ids: Vec<&str> = ours.iter().map(|v| v["id"].as_str().unwrap()).collect();
-    assert!(ids.contains(&"auto") && ids.contains(&"alloy") && ids.contains(&"onyx"), "{ids:?}");
+    assert!(
+        ids.contains(&"auto") && ids.contains(&"alloy") && ids.contains(&"onyx"),
+        "{ids:?}"
+    );
     assert_eq!(ours.len(), 14, "auto and the 13 presets: {ids:?}");
     let alloy = ours.iter().find(|v| v["id"] == "alloy").unwrap();
     assert_eq!(alloy["language"], "mul");
@@ -63,8 +66,15 @@ async fn voices_designs_instructions_and_languages() {
     // A preset speaks, as WAV at the codec's rate.
     let (headers, wav) = audio(url, &speech(json!({}))).await;
     let (rate, samples) = read_wav(&wav);
-    assert_eq!(rate.to_string(), headers["x-audio-sample-rate"].to_str().unwrap());
-    assert!(samples.len() > rate as usize / 10, "{} samples", samples.len());
+    assert_eq!(
+        rate.to_string(),
+        headers["x-audio-sample-rate"].to_str().unwrap()
+    );
+    assert!(
+        samples.len() > rate as usize / 10,
+        "{} samples",
+        samples.len()
+    );
 
     // `instructions` decide the voice: the same audio as the design named as the voice,
     // however it is spelt; other voices and seeds give other audio.
@@ -96,13 +106,20 @@ async fn voices_designs_instructions_and_languages() {
 
     // Bad designs: a 400 that names the item and the nearest valid one.
     let error = openai_error(
-        post_speech(url, &speech(json!({"instructions": "femal, british accent"}))).await,
+        post_speech(
+            url,
+            &speech(json!({"instructions": "femal, british accent"})),
+        )
+        .await,
         400,
     )
     .await;
     assert_eq!(error["param"], "instructions");
     let message = error["message"].as_str().unwrap();
-    assert!(message.contains("femal") && message.contains("'female'"), "{message}");
+    assert!(
+        message.contains("femal") && message.contains("'female'"),
+        "{message}"
+    );
     let error = openai_error(
         post_speech(url, &speech(json!({"instructions": "male, female"}))).await,
         400,
@@ -115,7 +132,10 @@ async fn voices_designs_instructions_and_languages() {
     )
     .await;
     assert_eq!(error["param"], "voice");
-    assert!(error["message"].as_str().unwrap().contains("cheerful"), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("cheerful"),
+        "{error}"
+    );
 
     // Languages by id and by name go to the model; an unknown one is refused.
     for language in ["en", "English", "zh"] {
@@ -206,7 +226,11 @@ async fn generation_fields_ranges_cache_formats_streams_and_timestamps() {
                 &speech(json!({"response_format": format, "stream": stream, "seed": 3})),
             )
             .await;
-            assert!(bytes.len() > 100, "{format} stream={stream}: {} bytes", bytes.len());
+            assert!(
+                bytes.len() > 100,
+                "{format} stream={stream}: {} bytes",
+                bytes.len()
+            );
         }
     }
 
@@ -260,7 +284,8 @@ async fn concurrent_requests_share_generations() {
         .map(|i| {
             let url = url.clone();
             tokio::spawn(async move {
-                let body = speech(json!({"input": format!("Sentence number {i} is here."), "seed": i}));
+                let body =
+                    speech(json!({"input": format!("Sentence number {i} is here."), "seed": i}));
                 audio(&url, &body).await.1
             })
         })
@@ -309,5 +334,8 @@ fn selftest_runs_the_checks_and_refuses_noise() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(!missing.status.success());
-    assert!(stderr.contains("loading failed") && stderr.contains("/nonexistent"), "{stderr}");
+    assert!(
+        stderr.contains("loading failed") && stderr.contains("/nonexistent"),
+        "{stderr}"
+    );
 }

@@ -202,7 +202,10 @@ mod tests {
             })
             .collect();
         let m = measure(&noise, rate);
-        assert!(m.speech_windows > 0.9, "it crosses zero as speech does: {m:?}");
+        assert!(
+            m.speech_windows > 0.9,
+            "it crosses zero as speech does: {m:?}"
+        );
         assert!(m.flatness > 0.3 && m.syllabic < MIN_SYLLABIC, "{m:?}");
         assert!(!m.is_speech());
 

@@ -235,9 +235,7 @@ pub(super) fn validate_settings(
         None => voice,
         Some(instructions) => registry
             .instructed(&voice, instructions)
-            .map_err(|why| {
-                SpeechError::invalid("instructions", InvalidReason::Unsupported, why)
-            })?
+            .map_err(|why| SpeechError::invalid("instructions", InvalidReason::Unsupported, why))?
             .unwrap_or(voice),
     };
     if params.generation.is_set() && !registry.takes_generation(&voice) {

@@ -82,7 +82,8 @@ impl OmniVoiceEngine {
             return Ok(loaded.clone());
         }
         let started = std::time::Instant::now();
-        let loaded = Tts::load(&self.dir, DType::F32, &self.device)?.with_precision(self.precision)?;
+        let loaded =
+            Tts::load(&self.dir, DType::F32, &self.device)?.with_precision(self.precision)?;
         let loaded = Arc::new(loaded);
         tracing::info!(dir = %self.dir.display(), precision = %loaded.precision().describe(), seconds = started.elapsed().as_secs_f64(), "OmniVoice model loaded");
         *model = Some(loaded.clone());
@@ -117,7 +118,11 @@ impl Engine for OmniVoiceEngine {
     /// (`GET /v1/voices` lists their attributes).
     fn voices(&self) -> Vec<VoiceInfo> {
         std::iter::once(Choice::Auto)
-            .chain(PRESETS.iter().map(|&(name, design)| Choice::Preset(name, design)))
+            .chain(
+                PRESETS
+                    .iter()
+                    .map(|&(name, design)| Choice::Preset(name, design)),
+            )
             .map(|choice| self.info(&choice))
             .collect()
     }
@@ -212,13 +217,19 @@ fn generation(fields: &Generation) -> model::Generation {
     }
     d.guidance_scale = fields.guidance_scale.unwrap_or(d.guidance_scale);
     d.t_shift = fields.t_shift.unwrap_or(d.t_shift);
-    d.position_temperature = fields.position_temperature.unwrap_or(d.position_temperature);
+    d.position_temperature = fields
+        .position_temperature
+        .unwrap_or(d.position_temperature);
     d.class_temperature = fields.class_temperature.unwrap_or(d.class_temperature);
-    d.layer_penalty_factor = fields.layer_penalty_factor.unwrap_or(d.layer_penalty_factor);
+    d.layer_penalty_factor = fields
+        .layer_penalty_factor
+        .unwrap_or(d.layer_penalty_factor);
     g.denoise = fields.denoise.unwrap_or(g.denoise);
     g.preprocess_prompt = fields.preprocess_prompt.unwrap_or(g.preprocess_prompt);
     g.postprocess_output = fields.postprocess_output.unwrap_or(g.postprocess_output);
-    g.audio_chunk_duration = fields.audio_chunk_duration.unwrap_or(g.audio_chunk_duration);
+    g.audio_chunk_duration = fields
+        .audio_chunk_duration
+        .unwrap_or(g.audio_chunk_duration);
     g.audio_chunk_threshold = fields
         .audio_chunk_threshold
         .unwrap_or(g.audio_chunk_threshold);

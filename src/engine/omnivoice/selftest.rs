@@ -66,9 +66,7 @@ pub fn run(engine: &OmniVoiceEngine, num_step: u32) -> Result<Report, String> {
     let started = Instant::now();
     let mut audio = None;
     voice
-        .synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| {
-            audio = Some(pcm)
-        })
+        .synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| audio = Some(pcm))
         .map_err(|e| e.to_string())?;
     let synthesis_s = started.elapsed().as_secs_f64();
     let pcm = audio.ok_or("the engine returned no audio")?;

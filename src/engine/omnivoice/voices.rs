@@ -27,10 +27,7 @@ pub const PRESETS: [(&str, &str); 13] = [
         "coral",
         "female, young adult, high pitch, australian accent",
     ),
-    (
-        "echo",
-        "male, middle-aged, moderate pitch, canadian accent",
-    ),
+    ("echo", "male, middle-aged, moderate pitch, canadian accent"),
     (
         "fable",
         "female, middle-aged, moderate pitch, british accent",
@@ -40,19 +37,13 @@ pub const PRESETS: [(&str, &str); 13] = [
         "female, middle-aged, moderate pitch, canadian accent",
     ),
     ("nova", "female, young adult, high pitch, american accent"),
-    (
-        "onyx",
-        "male, middle-aged, very low pitch, british accent",
-    ),
+    ("onyx", "male, middle-aged, very low pitch, british accent"),
     ("sage", "female, elderly, low pitch, british accent"),
     (
         "shimmer",
         "female, young adult, very high pitch, american accent",
     ),
-    (
-        "verse",
-        "male, young adult, moderate pitch, british accent",
-    ),
+    ("verse", "male, young adult, moderate pitch, british accent"),
 ];
 
 /// What a voice id asks the model for.
