@@ -68,11 +68,18 @@ fn serve(args: ServeArgs) -> ExitCode {
         .with_precision(settings.precision.requested());
     let mut engines: Vec<Arc<dyn Engine>> = vec![Arc::new(piper), Arc::new(EspeakEngine::new())];
     if omnivoice::is_installed(&settings.omnivoice_dir) {
+        // Every tensor's name and shape, from the headers alone: a wrong or truncated
+        // checkpoint is refused now, not at its first request.
+        if let Err(e) = omnivoice::check_checkpoint(&settings.omnivoice_dir) {
+            eprintln!("error: invalid setting 'omnivoice-dir': {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
         let engine = OmniVoiceEngine::new(&settings.omnivoice_dir, device.clone())
             .with_precision(settings.precision.requested());
         engines.push(Arc::new(engine));
     } else {
-        tracing::info!(dir = %settings.omnivoice_dir.display(), "no OmniVoice checkpoint ({}) there; the omnivoice engine is off", omnivoice::CHECKPOINT_FILES.join(", "));
+        // The usual case (the checkpoint is a download of its own): not worth a line at info.
+        tracing::debug!(dir = %settings.omnivoice_dir.display(), "no OmniVoice checkpoint ({}) there; the omnivoice engine is off", omnivoice::CHECKPOINT_FILES.join(", "));
     }
     if kokoro::model_file(&settings.kokoro_dir).is_some() {
         let kokoro = KokoroEngine::new(&settings.kokoro_dir, device)

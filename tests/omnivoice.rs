@@ -339,3 +339,40 @@ fn selftest_runs_the_checks_and_refuses_noise() {
         "{stderr}"
     );
 }
+
+#[tokio::test]
+async fn a_wrong_checkpoint_is_refused_at_startup_naming_the_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(CHECKPOINT);
+    for file in [
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "audio_tokenizer/config.json",
+        "audio_tokenizer/preprocessor_config.json",
+        "audio_tokenizer/model.safetensors",
+    ] {
+        let to = dir.path().join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(root.join(file), to).unwrap();
+    }
+    // The weights without the final norm.
+    let mut tensors =
+        candle_core::safetensors::load(root.join("model.safetensors"), &candle_core::Device::Cpu)
+            .unwrap();
+    assert!(tensors.remove("llm.norm.weight").is_some());
+    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let output = common::server_command()
+        .args(["--port", "0", "--omnivoice-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("omnivoice-dir")
+            && stderr.contains("model.safetensors")
+            && stderr.contains("llm.norm.weight"),
+        "{stderr}"
+    );
+}

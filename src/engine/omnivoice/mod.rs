@@ -40,6 +40,12 @@ pub fn is_installed(dir: &Path) -> bool {
     CHECKPOINT_FILES.iter().all(|f| dir.join(f).is_file())
 }
 
+/// Checks the checkpoint in `dir` as loading would read it (configs, every tensor's name and
+/// shape, tokenizer, codec) without reading the weights; the error names the file and tensor.
+pub fn check_checkpoint(dir: &Path) -> Result<(), model::LoadError> {
+    Tts::check_dir(dir)
+}
+
 pub struct OmniVoiceEngine {
     dir: PathBuf,
     device: Device,

@@ -228,25 +228,14 @@ mod tests {
                 }
             };
             let xt = Tensor::from_vec(x.clone(), (n, k), &Device::Cpu).unwrap();
-            check(
-                linear
-                    .forward(&xt)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1()
-                    .unwrap(),
-            );
+            let forward = || -> Vec<f32> {
+                let y = linear.forward(&xt).unwrap();
+                y.flatten_all().unwrap().to_vec1().unwrap()
+            };
+            check(forward());
+            // And with the spare core taking a share of the features.
             let _lending = crate::spare::lending_always();
-            check(
-                linear
-                    .forward(&xt)
-                    .unwrap()
-                    .flatten_all()
-                    .unwrap()
-                    .to_vec1()
-                    .unwrap(),
-            );
+            check(forward());
         }
     }
 }

@@ -26,6 +26,7 @@ mod config;
 mod duration;
 mod generate;
 mod instruct;
+mod manifest;
 mod model;
 mod post;
 #[cfg(test)]

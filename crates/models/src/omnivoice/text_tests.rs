@@ -175,17 +175,8 @@ fn prompts_are_the_official_ids() {
         let instruct = case["instruct"]
             .as_str()
             .and_then(|i| resolve_instruct(i, use_zh).unwrap());
-        let reference: Option<Tensor> = case["ref_frames"].as_array().map(|rows| {
-            let rows: Vec<Vec<u32>> = rows
-                .iter()
-                .map(|r| {
-                    r.as_array()
-                        .unwrap()
-                        .iter()
-                        .map(|x| x.as_u64().unwrap() as u32)
-                        .collect()
-                })
-                .collect();
+        let reference: Option<Tensor> = case["ref_frames"].as_array().map(|_| {
+            let rows = id_rows(&case["ref_frames"]);
             let width = rows[0].len();
             Tensor::from_vec(rows.concat(), (rows.len(), width), &Device::Cpu).unwrap()
         });
@@ -201,19 +192,7 @@ fn prompts_are_the_official_ids() {
             )
             .unwrap();
         let ids: Vec<Vec<u32>> = prompt.ids.to_vec2().unwrap();
-        let official: Vec<Vec<u32>> = case["ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                r.as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| x.as_u64().unwrap() as u32)
-                    .collect()
-            })
-            .collect();
-        assert_eq!(ids, official, "{text:?}");
+        assert_eq!(ids, id_rows(&case["ids"]), "{text:?}");
         let audio: Vec<u8> = prompt.audio.to_vec1().unwrap();
         let official: Vec<u8> = case["audio"]
             .as_array()
@@ -373,15 +352,25 @@ fn copy_dir(from: &Path, to: &Path) {
 fn load_errors_name_the_file_and_the_tensor() {
     let dir = tempfile::tempdir().unwrap();
     copy_dir(&fixtures().join("e2e"), dir.path());
+    assert!(Tts::check_dir(dir.path()).is_ok());
+    // The load and the startup check (which reads no weights) fail at the same file and
+    // tensor; the checks below hold for both messages (their first lines: candle appends a
+    // backtrace when RUST_BACKTRACE is set).
     let load = || {
-        Tts::load(dir.path(), DType::F32, &Device::Cpu)
+        let loaded = Tts::load(dir.path(), DType::F32, &Device::Cpu)
             .err()
             .unwrap()
-            .to_string()
+            .to_string();
+        let checked = Tts::check_dir(dir.path()).unwrap_err().to_string();
+        let first = |m: &str| m.lines().next().unwrap_or_default().to_string();
+        format!("{}\n{}", first(&loaded), first(&checked))
     };
     std::fs::remove_file(dir.path().join("tokenizer.json")).unwrap();
     let error = load();
-    assert!(error.contains("tokenizer.json"), "{error}");
+    assert!(
+        error.lines().all(|e| e.contains("tokenizer.json")),
+        "{error}"
+    );
 
     std::fs::copy(
         fixtures().join("e2e/tokenizer.json"),
@@ -394,15 +383,45 @@ fn load_errors_name_the_file_and_the_tensor() {
     std::fs::write(&config, json.to_string()).unwrap();
     let error = load();
     assert!(
-        error.contains("model.safetensors") && error.contains("gate_proj"),
+        error
+            .lines()
+            .all(|e| e.contains("model.safetensors") && e.contains("gate_proj")),
         "{error}"
     );
 
     std::fs::copy(fixtures().join("e2e/config.json"), &config).unwrap();
+    // A download cut short: the header promises more data than there is.
+    let weights = dir.path().join("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() - 1000]).unwrap();
+    let error = Tts::check_dir(dir.path()).unwrap_err().to_string();
+    assert!(
+        error.contains("model.safetensors") && error.contains("truncated"),
+        "{error}"
+    );
+    std::fs::write(&weights, &bytes).unwrap();
+
     std::fs::remove_file(dir.path().join("audio_tokenizer/model.safetensors")).unwrap();
     let error = load();
     assert!(
-        error.contains("audio_tokenizer/model.safetensors"),
+        error
+            .lines()
+            .all(|e| e.contains("audio_tokenizer/model.safetensors")),
         "{error}"
     );
+}
+
+/// A JSON array of arrays of ids, as the fixture script writes [C, L] id tensors.
+fn id_rows(rows: &Value) -> Vec<Vec<u32>> {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect()
+        })
+        .collect()
 }

@@ -18,6 +18,7 @@ use rand::SeedableRng;
 use serde_json::Value;
 
 use super::instruct::{resolve_instruct, resolve_language, InstructError, LanguageError};
+use super::manifest::Manifest;
 use super::text::{chunk_text, combine_text, cross_fade, is_cjk, py_strip, split_nonverbal};
 use crate::kernels::Precision;
 
@@ -154,6 +155,46 @@ fn decimal(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(f64::from(x))
 }
 
+/// A tokenizer whose ids all fit the model's text vocabulary.
+fn check_tokenizer(
+    tokenizer: &tokenizers::Tokenizer,
+    model: &OmniVoice,
+    file: &Path,
+) -> std::result::Result<(), LoadError> {
+    let text_vocab = model.config().backbone.vocab_size;
+    if tokenizer.get_vocab_size(true) > text_vocab {
+        return Err(load_error(
+            file,
+            format!(
+                "{} ids, more than the model's text vocabulary of {text_vocab}",
+                tokenizer.get_vocab_size(true)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A codec with a quantizer for every codebook and an entry for every id.
+fn check_codec(
+    codec: &CodecConfig,
+    model: &OmniVoice,
+    file: &Path,
+) -> std::result::Result<(), LoadError> {
+    let c = model.config();
+    if codec.num_quantizers != c.num_audio_codebook
+        || codec.codebook_size < c.audio_mask_id as usize
+    {
+        return Err(load_error(
+            file,
+            format!(
+                "{} quantizers of {} entries cannot decode {} codebooks of {} ids",
+                codec.num_quantizers, codec.codebook_size, c.num_audio_codebook, c.audio_mask_id
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The sample rate as the official code takes it (`audio_tokenizer/preprocessor_config.json`,
 /// the codec's own when that file is absent) and the official `frame_rate`: ceil(the codec's
 /// sample rate / hop), a whole number.
@@ -188,36 +229,13 @@ impl Tts {
         let file = dir.join("tokenizer.json");
         let tokenizer =
             tokenizers::Tokenizer::from_file(&file).map_err(|e| load_error(&file, e))?;
-        let text_vocab = model.config().backbone.vocab_size;
-        if tokenizer.get_vocab_size(true) > text_vocab {
-            return Err(load_error(
-                &file,
-                format!(
-                    "{} ids, more than the model's text vocabulary of {text_vocab}",
-                    tokenizer.get_vocab_size(true)
-                ),
-            ));
-        }
+        check_tokenizer(&tokenizer, &model, &file)?;
 
         let codec_dir = dir.join("audio_tokenizer");
         let file = codec_dir.join("config.json");
         let codec_config =
             CodecConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
-        let c = model.config();
-        if codec_config.num_quantizers != c.num_audio_codebook
-            || codec_config.codebook_size < c.audio_mask_id as usize
-        {
-            return Err(load_error(
-                &file,
-                format!(
-                    "{} quantizers of {} entries cannot decode {} codebooks of {} ids",
-                    codec_config.num_quantizers,
-                    codec_config.codebook_size,
-                    c.num_audio_codebook,
-                    c.audio_mask_id
-                ),
-            ));
-        }
+        check_codec(&codec_config, &model, &file)?;
         let (sample_rate, frame_rate) = rates(dir, &codec_config)?;
         let file = codec_dir.join("model.safetensors");
         // SAFETY: the file is mapped read-only and not changed while the codec lives, as for
@@ -234,6 +252,36 @@ impl Tts {
             sample_rate,
             frame_rate,
         })
+    }
+
+    /// Checks the checkpoint in `dir` as [`Tts::load`] reads it (the configs, every tensor's
+    /// name and shape, the tokenizer against the text vocabulary, the codec against the
+    /// codebooks) without reading the weights: a server refuses a wrong or truncated
+    /// checkpoint at startup, naming the file and the tensor, in a fraction of a load.
+    pub fn check_dir(dir: &Path) -> std::result::Result<(), LoadError> {
+        let file = dir.join("config.json");
+        let config = Config::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        let file = dir.join("model.safetensors");
+        let vb = Manifest::read(&file)
+            .map_err(|e| load_error(&file, e))?
+            .var_builder();
+        let model = OmniVoice::from_var_builder(config, vb).map_err(|e| load_error(&file, e))?;
+        let file = dir.join("tokenizer.json");
+        let tokenizer =
+            tokenizers::Tokenizer::from_file(&file).map_err(|e| load_error(&file, e))?;
+        check_tokenizer(&tokenizer, &model, &file)?;
+        let codec_dir = dir.join("audio_tokenizer");
+        let file = codec_dir.join("config.json");
+        let codec_config =
+            CodecConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        check_codec(&codec_config, &model, &file)?;
+        rates(dir, &codec_config)?;
+        let file = codec_dir.join("model.safetensors");
+        let vb = Manifest::read(&file)
+            .map_err(|e| load_error(&file, e))?
+            .var_builder();
+        CodecDecoder::load(codec_config, vb).map_err(|e| load_error(&file, e))?;
+        Ok(())
     }
 
     /// The same model with the body's linear layers in `precision` (bf16 on CPUs that run
