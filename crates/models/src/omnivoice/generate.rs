@@ -6,11 +6,44 @@
 //! settled first), and the scheduled number of best-scored positions keep their prediction.
 //! The schedule follows a shifted time grid (`t ↦ s·t / (1 + (s − 1)·t)`, s = 0.1): few
 //! positions early, many late.
+//!
+//! With temperatures above 0, ids and positions are Gumbel-sampled. The uniforms come from a
+//! [`Noise`] source (a generator when serving), so that the tests can replay the official
+//! run's own uniforms and compare sampled frames exactly.
 
 use candle_core::{Result, Tensor};
 use rand::Rng;
 
 use super::model::OmniVoice;
+
+/// Where decoding's uniforms (for its Gumbel noise) come from. Every [`Rng`] is one, drawing in
+/// turn and ignoring where the draw is for; a source that is not a generator (the official
+/// run's recorded uniforms, in the tests) reads the uniform at that coordinate instead, since
+/// the official loop draws whole tensors per step and item where ours draws per candidate.
+pub trait Noise {
+    /// A uniform in [0, 1).
+    fn uniform(&mut self, at: Draw) -> f32;
+}
+
+impl<R: Rng + ?Sized> Noise for R {
+    #[inline]
+    fn uniform(&mut self, _at: Draw) -> f32 {
+        self.random()
+    }
+}
+
+/// What a uniform is drawn for: the official tensor's coordinate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Draw {
+    pub step: usize,
+    /// The prompt's index in the batch.
+    pub item: usize,
+    pub codebook: usize,
+    /// Index among the prompt's target frames.
+    pub frame: usize,
+    /// The id whose log probability the noise is added to; `None` for the position's score.
+    pub class: Option<usize>,
+}
 
 /// How frames are decoded; the defaults are the official ones.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,14 +129,14 @@ impl OmniVoice {
         &self,
         prompts: &[Prompt],
         decoding: &Decoding,
-        rng: &mut impl Rng,
+        rng: &mut impl Noise,
     ) -> Result<Vec<Tensor>> {
         self.decode_frames(prompts, decoding, Rngs::Shared(rng))
     }
 
     /// [`OmniVoice::generate`] with one generator per prompt (`rngs[i]` for `prompts[i]`), so
     /// that each prompt's frames are what it would get alone, whatever else is batched with it.
-    pub fn generate_each<R: Rng>(
+    pub fn generate_each<R: Noise>(
         &self,
         prompts: &[Prompt],
         decoding: &Decoding,
@@ -115,7 +148,7 @@ impl OmniVoice {
         self.decode_frames(prompts, decoding, Rngs::Each(rngs))
     }
 
-    fn decode_frames<R: Rng>(
+    fn decode_frames<R: Noise>(
         &self,
         prompts: &[Prompt],
         decoding: &Decoding,
@@ -151,7 +184,7 @@ impl OmniVoice {
         let steps: Vec<Vec<usize>> = (0..decoding.num_step)
             .map(|step| schedules.iter().map(|s| s[step]).collect())
             .collect();
-        for counts in &steps {
+        for (step, counts) in steps.iter().enumerate() {
             // Packed: conditional rows, then each target alone.
             let mut segments = Vec::with_capacity(2 * prompts.len());
             let mut ids: Vec<Vec<u32>> = vec![Vec::new(); codebooks];
@@ -195,7 +228,12 @@ impl OmniVoice {
                         mask,
                     };
                     let row = &mut rows[i];
-                    frames.fix(row, len - p.frames, count, decoding, rngs.get(i));
+                    let mut noise = Located {
+                        noise: rngs.get(i),
+                        step,
+                        item: i,
+                    };
+                    frames.fix(row, len - p.frames, count, decoding, &mut noise);
                 }
                 cond_start += len;
                 uncond_start += p.frames;
@@ -221,12 +259,34 @@ enum Rngs<'a, R> {
     Each(&'a mut [R]),
 }
 
-impl<R: Rng> Rngs<'_, R> {
+impl<R: Noise> Rngs<'_, R> {
     fn get(&mut self, prompt: usize) -> &mut R {
         match self {
             Rngs::Shared(rng) => rng,
             Rngs::Each(rngs) => &mut rngs[prompt],
         }
+    }
+}
+
+/// One prompt's noise at one step, which completes each draw's coordinate.
+struct Located<'a, R: ?Sized> {
+    noise: &'a mut R,
+    step: usize,
+    item: usize,
+}
+
+impl<R: Noise + ?Sized> Located<'_, R> {
+    /// −log(−log(u + 1e-10) + 1e-10), u uniform in [0, 1), as the official sampler draws it.
+    #[inline]
+    fn gumbel(&mut self, codebook: usize, frame: usize, class: Option<usize>) -> f32 {
+        let u = self.noise.uniform(Draw {
+            step: self.step,
+            item: self.item,
+            codebook,
+            frame,
+            class,
+        });
+        -(-(u + 1e-10).ln() + 1e-10).ln()
     }
 }
 
@@ -251,7 +311,7 @@ impl Frames<'_> {
         start: usize,
         count: usize,
         d: &Decoding,
-        rng: &mut impl Rng,
+        noise: &mut Located<'_, impl Noise + ?Sized>,
     ) {
         // (score, codebook, frame, prediction) of every still-masked position.
         let mut candidates: Vec<(f32, usize, usize, u32)> = Vec::new();
@@ -260,10 +320,10 @@ impl Frames<'_> {
                 if ids[start + t] != self.mask {
                     continue;
                 }
-                let (prediction, confidence) = self.predict(codebook, t, d, rng);
+                let (prediction, confidence) = self.predict(codebook, t, d, noise);
                 let mut score = confidence - codebook as f32 * d.layer_penalty_factor;
                 if d.position_temperature > 0.0 {
-                    score = score / d.position_temperature + gumbel(rng);
+                    score = score / d.position_temperature + noise.gumbel(codebook, t, None);
                 }
                 candidates.push((score, codebook, t, prediction));
             }
@@ -278,7 +338,13 @@ impl Frames<'_> {
 
     /// The id to place at (codebook, frame) and its confidence: the guided log probability of
     /// the most likely id (the mask id excluded).
-    fn predict(&self, codebook: usize, t: usize, d: &Decoding, rng: &mut impl Rng) -> (u32, f32) {
+    fn predict(
+        &self,
+        codebook: usize,
+        t: usize,
+        d: &Decoding,
+        noise: &mut Located<'_, impl Noise + ?Sized>,
+    ) -> (u32, f32) {
         let cond = log_softmax(&self.logits[codebook][self.cond + t]);
         let mut guided = if d.guidance_scale != 0.0 {
             let uncond = log_softmax(&self.logits[codebook][self.uncond + t]);
@@ -294,13 +360,18 @@ impl Frames<'_> {
         guided[self.mask as usize] = f32::NEG_INFINITY;
         let (best, confidence) = argmax(&guided);
         let prediction = if d.class_temperature > 0.0 {
-            // Gumbel sampling among the top 10 % of ids.
+            // Gumbel sampling among the top 10 % of ids: the official filter sets the others
+            // to −inf before adding noise to every id, so only the kept ids' uniforms matter,
+            // each the one drawn at its own id.
             let keep = (0.1 * self.vocab as f64).ceil() as usize;
             let mut order: Vec<usize> = (0..guided.len()).collect();
             order.sort_by(|&a, &b| guided[b].total_cmp(&guided[a]));
             let noisy: Vec<(usize, f32)> = order[..keep]
                 .iter()
-                .map(|&id| (id, guided[id] / d.class_temperature + gumbel(rng)))
+                .map(|&id| {
+                    let g = noise.gumbel(codebook, t, Some(id));
+                    (id, guided[id] / d.class_temperature + g)
+                })
                 .collect();
             noisy
                 .iter()
@@ -329,12 +400,6 @@ fn argmax(x: &[f32]) -> (usize, f32) {
         }
     }
     best
-}
-
-/// −log(−log(u + 1e-10) + 1e-10), u uniform in [0, 1), as the official sampler draws it.
-fn gumbel(rng: &mut impl Rng) -> f32 {
-    let u: f32 = rng.random();
-    -(-(u + 1e-10).ln() + 1e-10).ln()
 }
 
 #[cfg(test)]

@@ -2,6 +2,8 @@
 //! checkpoint with seeded random weights, saved by the official `save_pretrained`, and one
 //! classifier-free-guidance batch with the logits the official `OmniVoice.forward` gives for
 //! it (`scripts/omnivoice_fixtures.py`, omnivoice 0.2.1 on torch 2.15, f32, SDPA).
+//! The decoding loop is checked greedy (`generate.safetensors`) and sampled, with the official
+//! run's uniforms replayed (`generate_noise.safetensors`, `scripts/omnivoice_noise_fixture.py`).
 
 use std::path::PathBuf;
 
@@ -340,6 +342,108 @@ fn sampled_decoding_fills_every_frame_and_repeats_with_its_seed() {
     };
     assert_eq!(ids(&a), ids(&b));
     assert_ne!(ids(&a), ids(&other));
+}
+
+/// The official run's uniforms (`generate_noise.safetensors`), each read at the coordinate of
+/// the draw it was made for: the official loop draws whole [C, T, V] and [C, T] tensors per step
+/// and item, ours one uniform per masked candidate and kept id.
+struct Replay {
+    /// Per item: [steps, C, T, V] and [steps, C, T], flattened, and (C, T, V).
+    classes: Vec<Vec<f32>>,
+    positions: Vec<Vec<f32>>,
+    dims: Vec<(usize, usize, usize)>,
+    /// Moves every frame (and, for ids, every id) by this much, so that the test is seen to
+    /// fail when the uniforms are replayed at the wrong coordinates.
+    shift: usize,
+}
+
+impl Replay {
+    fn official(shift: usize) -> Self {
+        let f = candle_core::safetensors::load(
+            fixtures().join("generate_noise.safetensors"),
+            &Device::Cpu,
+        )
+        .unwrap();
+        let flat =
+            |name: String| -> Vec<f32> { f[&name].flatten_all().unwrap().to_vec1().unwrap() };
+        let mut replay = Replay {
+            classes: Vec::new(),
+            positions: Vec::new(),
+            dims: Vec::new(),
+            shift,
+        };
+        for i in 0..2 {
+            let (_, c, t, v) = f[&format!("class_uniforms_{i}")].dims4().unwrap();
+            replay.dims.push((c, t, v));
+            replay.classes.push(flat(format!("class_uniforms_{i}")));
+            replay
+                .positions
+                .push(flat(format!("position_uniforms_{i}")));
+        }
+        replay
+    }
+}
+
+impl super::Noise for Replay {
+    fn uniform(&mut self, at: super::Draw) -> f32 {
+        let (c, t, v) = self.dims[at.item];
+        let frame = (at.frame + self.shift) % t;
+        let position = (at.step * c + at.codebook) * t + frame;
+        match at.class {
+            Some(id) => self.classes[at.item][position * v + (id + self.shift) % v],
+            None => self.positions[at.item][position],
+        }
+    }
+}
+
+#[test]
+fn decoding_with_the_official_noise_replayed_gives_the_official_frames() {
+    // Both temperatures on, so every step samples ids among the top 10 % and perturbs the
+    // positions' scores: with the official uniforms at the same coordinates, every id of the
+    // 72 must agree, each step's choice of positions included.
+    let model = load(Config::from_json(&config_text()).unwrap(), DType::F32).unwrap();
+    let (prompts, greedy) = prompts();
+    let f =
+        candle_core::safetensors::load(fixtures().join("generate_noise.safetensors"), &Device::Cpu)
+            .unwrap();
+    let official: Vec<Vec<Vec<u32>>> = (0..2)
+        .map(|i| {
+            let frames = f[&format!("frames_{i}")].to_dtype(DType::U32).unwrap();
+            frames.to_vec2().unwrap()
+        })
+        .collect();
+    let decoding = super::Decoding {
+        num_step: 6,
+        guidance_scale: 2.0,
+        t_shift: 0.1,
+        layer_penalty_factor: 5.0,
+        position_temperature: 5.0,
+        class_temperature: 0.7,
+    };
+    let decode = |decoding: &super::Decoding, shift: usize| -> Vec<Vec<Vec<u32>>> {
+        let mut replay = Replay::official(shift);
+        let frames = model.generate(&prompts, decoding, &mut replay).unwrap();
+        frames.iter().map(|f| f.to_vec2().unwrap()).collect()
+    };
+    assert_eq!(decode(&decoding, 0), official);
+
+    // What the comparison would miss otherwise: the noise matters (the greedy frames differ),
+    // and replaying it one frame and id off, or dropping either temperature, changes ids.
+    let greedy: Vec<Vec<Vec<u32>>> = greedy.iter().map(|f| f.to_vec2().unwrap()).collect();
+    assert_ne!(greedy, official);
+    assert_ne!(decode(&decoding, 1), official);
+    for decoding in [
+        super::Decoding {
+            class_temperature: 0.0,
+            ..decoding.clone()
+        },
+        super::Decoding {
+            position_temperature: 0.0,
+            ..decoding.clone()
+        },
+    ] {
+        assert_ne!(decode(&decoding, 0), official, "{decoding:?}");
+    }
 }
 
 #[test]
