@@ -27,7 +27,7 @@ use omnivoice_models::omnivoice::{
 };
 use rand::{Rng, SeedableRng};
 
-/// The released model's sizes (docs in /work/shared/notes/omnivoice.md).
+/// The released model's sizes (those of its `config.json`, docs/performance.md §13).
 fn real_config() -> Config {
     Config {
         audio_vocab_size: 1025,
