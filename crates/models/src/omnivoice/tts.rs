@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Result, Tensor};
+use candle_nn::VarBuilder;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde_json::Value;
@@ -220,11 +221,38 @@ impl Tts {
     /// from `audio_tokenizer/preprocessor_config.json` as the official code takes it (the
     /// codec's own when that file is absent).
     pub fn load(dir: &Path, dtype: DType, device: &Device) -> std::result::Result<Self, LoadError> {
+        Self::open(dir, dtype, |file, dtype| {
+            // SAFETY: the file is mapped read-only and not changed while the model lives, as
+            // for every checkpoint loader.
+            unsafe { VarBuilder::from_mmaped_safetensors(&[file], dtype, device) }
+        })
+    }
+
+    /// Checks the checkpoint in `dir` as [`Tts::load`] reads it (the configs, every tensor's
+    /// name and shape, the tokenizer against the text vocabulary, the codec against the
+    /// codebooks) without reading the weights: a server refuses a wrong or truncated
+    /// checkpoint at startup, naming the file and the tensor, in a fraction of a load.
+    pub fn check_dir(dir: &Path) -> std::result::Result<(), LoadError> {
+        Self::open(dir, DType::F32, |file, _| {
+            let manifest = Manifest::read(file).map_err(candle_core::Error::Msg)?;
+            Ok(manifest.var_builder())
+        })
+        .map(drop)
+    }
+
+    /// [`Tts::load`] with the safetensors files read by `weights` (a file, the dtype to
+    /// compute in): mapped to load, or from their headers alone to check.
+    fn open<'a>(
+        dir: &Path,
+        dtype: DType,
+        weights: impl Fn(&Path, DType) -> Result<VarBuilder<'a>>,
+    ) -> std::result::Result<Self, LoadError> {
         let file = dir.join("config.json");
         let config = Config::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
         let file = dir.join("model.safetensors");
-        let model =
-            OmniVoice::load(config, &file, dtype, device).map_err(|e| load_error(&file, e))?;
+        let model = weights(&file, dtype)
+            .and_then(|vb| OmniVoice::from_var_builder(config, vb))
+            .map_err(|e| load_error(&file, e))?;
 
         let file = dir.join("tokenizer.json");
         let tokenizer =
@@ -238,13 +266,9 @@ impl Tts {
         check_codec(&codec_config, &model, &file)?;
         let (sample_rate, frame_rate) = rates(dir, &codec_config)?;
         let file = codec_dir.join("model.safetensors");
-        // SAFETY: the file is mapped read-only and not changed while the codec lives, as for
-        // every checkpoint loader.
-        let vb = unsafe {
-            candle_nn::VarBuilder::from_mmaped_safetensors(&[&file], DType::F32, device)
-                .map_err(|e| load_error(&file, e))?
-        };
-        let codec = CodecDecoder::load(codec_config, vb).map_err(|e| load_error(&file, e))?;
+        let codec = weights(&file, DType::F32)
+            .and_then(|vb| CodecDecoder::load(codec_config, vb))
+            .map_err(|e| load_error(&file, e))?;
         Ok(Self {
             model,
             codec,
@@ -252,36 +276,6 @@ impl Tts {
             sample_rate,
             frame_rate,
         })
-    }
-
-    /// Checks the checkpoint in `dir` as [`Tts::load`] reads it (the configs, every tensor's
-    /// name and shape, the tokenizer against the text vocabulary, the codec against the
-    /// codebooks) without reading the weights: a server refuses a wrong or truncated
-    /// checkpoint at startup, naming the file and the tensor, in a fraction of a load.
-    pub fn check_dir(dir: &Path) -> std::result::Result<(), LoadError> {
-        let file = dir.join("config.json");
-        let config = Config::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
-        let file = dir.join("model.safetensors");
-        let vb = Manifest::read(&file)
-            .map_err(|e| load_error(&file, e))?
-            .var_builder();
-        let model = OmniVoice::from_var_builder(config, vb).map_err(|e| load_error(&file, e))?;
-        let file = dir.join("tokenizer.json");
-        let tokenizer =
-            tokenizers::Tokenizer::from_file(&file).map_err(|e| load_error(&file, e))?;
-        check_tokenizer(&tokenizer, &model, &file)?;
-        let codec_dir = dir.join("audio_tokenizer");
-        let file = codec_dir.join("config.json");
-        let codec_config =
-            CodecConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
-        check_codec(&codec_config, &model, &file)?;
-        rates(dir, &codec_config)?;
-        let file = codec_dir.join("model.safetensors");
-        let vb = Manifest::read(&file)
-            .map_err(|e| load_error(&file, e))?
-            .var_builder();
-        CodecDecoder::load(codec_config, vb).map_err(|e| load_error(&file, e))?;
-        Ok(())
     }
 
     /// The same model with the body's linear layers in `precision` (bf16 on CPUs that run
