@@ -406,3 +406,15 @@ fn load_errors_name_the_file_and_the_tensor() {
         "{error}"
     );
 }
+
+#[test]
+fn a_server_can_share_one_tts_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Tts>();
+    let tts = std::sync::Arc::new(tts());
+    let worker = {
+        let tts = tts.clone();
+        std::thread::spawn(move || tts.check(&request("Hi.", None, None)).unwrap().frames())
+    };
+    assert!(worker.join().unwrap() >= 1);
+}
