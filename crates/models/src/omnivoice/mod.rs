@@ -3,7 +3,8 @@
 //! codec's decoder ([`CodecDecoder`], the Higgs-Audio-v2 tokenizer's ids to 24 kHz audio).
 //!
 //! [`Tts`] is the whole official `generate` (voice design and auto voice) over a checkpoint
-//! directory: the text handling ([`text`]), the instruct and language rules ([`instruct`]), the
+//! directory: the text handling ([`combine_text`], [`chunk_text`], [`cross_fade`]), the instruct
+//! and language rules ([`resolve_instruct`], [`resolve_language`]), the
 //! tokenizer's prompt, chunking of long texts, decoding and post-processing.
 //!
 //! Generation ([`OmniVoice::generate`], [`generate`]) fills T masked audio frames × 8 codebooks

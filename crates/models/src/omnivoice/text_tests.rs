@@ -411,6 +411,18 @@ fn load_errors_name_the_file_and_the_tensor() {
     );
 }
 
+#[test]
+fn a_server_can_share_one_tts_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Tts>();
+    let tts = std::sync::Arc::new(tts());
+    let worker = {
+        let tts = tts.clone();
+        std::thread::spawn(move || tts.check(&request("Hi.", None, None)).unwrap().frames())
+    };
+    assert!(worker.join().unwrap() >= 1);
+}
+
 /// A JSON array of arrays of ids, as the fixture script writes [C, L] id tensors.
 fn id_rows(rows: &Value) -> Vec<Vec<u32>> {
     rows.as_array()
