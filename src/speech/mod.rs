@@ -341,14 +341,7 @@ impl SpeechService {
         check_sayable(&voices, &script.utterances)?;
         if word_timings {
             if let Some((resolved, _)) = voices.iter().find(|(_, v)| !v.times_words()) {
-                return Err(SpeechError::invalid(
-                    "model",
-                    InvalidReason::Unsupported,
-                    format!(
-                        "The {} engine does not report word timings.",
-                        resolved.key.engine()
-                    ),
-                ));
+                return Err(no_word_timings(resolved.key.engine()));
             }
         }
         let rate = job.voice().sample_rate;
@@ -445,6 +438,15 @@ fn sentences(input: &str) -> Vec<String> {
     crate::text::split_sentences(&crate::text::normalize(input), MAX_UTTERANCE_CHARS)
 }
 
+/// The refusal of a request for word timings from an engine that cannot tell them.
+fn no_word_timings(engine: &str) -> SpeechError {
+    SpeechError::invalid(
+        "model",
+        InvalidReason::Unsupported,
+        format!("The {engine} engine does not report word timings."),
+    )
+}
+
 /// Refuses a voice asked to read a language it cannot, and utterances whose given phonemes
 /// hold a symbol their voice cannot say, naming it: heard wrong, they would be worse than
 /// refused.
@@ -454,25 +456,25 @@ fn check_sayable(
 ) -> Result<(), SpeechError> {
     for (resolved, voice) in voices {
         if let Some(tag) = resolved.reads_in.as_deref() {
-            if !voice.reads_language(tag) && resolved.language == crate::engine::MULTILINGUAL {
-                return Err(SpeechError::invalid(
-                    "language",
-                    InvalidReason::Unsupported,
+            if !voice.reads_language(tag) {
+                // A voice that speaks every language it knows (OmniVoice) does not know this
+                // one at all; any other voice could be swapped for one that speaks it.
+                let message = if resolved.language == crate::engine::MULTILINGUAL {
                     format!(
                         "The {} engine does not know the language '{tag}': send a language id such as 'en' or a name such as 'English'.",
                         resolved.key.engine()
-                    ),
-                ));
-            }
-            if !voice.reads_language(tag) {
-                return Err(SpeechError::invalid(
-                    "language",
-                    InvalidReason::Unsupported,
+                    )
+                } else {
                     format!(
                         "The voice '{}' speaks {} and cannot read '{tag}': name a voice that speaks it, or send a voice alias (such as an OpenAI voice name) to have one chosen.",
                         voice.info().id,
                         resolved.language
-                    ),
+                    )
+                };
+                return Err(SpeechError::invalid(
+                    "language",
+                    InvalidReason::Unsupported,
+                    message,
                 ));
             }
         }

@@ -14,9 +14,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use super::{
-    encode_joined, join, InvalidReason, Job, SpeechError, SpeechService, Utterance, Utterances,
-};
+use super::{encode_joined, join, Job, SpeechError, SpeechService, Utterance, Utterances};
 use crate::engine::{Pcm, WordTiming};
 use crate::metrics as m;
 
@@ -74,15 +72,10 @@ impl SpeechService {
             .await?
             .collect()
             .await?;
+        // Engines say up front whether they time words (`Voice::times_words`); one that
+        // said so and still gave none is refused the same way.
         if pieces.iter().any(|piece| piece.words.is_none()) {
-            return Err(SpeechError::invalid(
-                "model",
-                InvalidReason::Unsupported,
-                format!(
-                    "The {} engine does not report word timings.",
-                    job.voice().key.engine()
-                ),
-            ));
+            return Err(super::no_word_timings(job.voice().key.engine()));
         }
         let rate = job.voice().sample_rate;
         let (starts, end) = join::sentence_starts(&pieces, &pauses, rate);
