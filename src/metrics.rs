@@ -41,6 +41,7 @@ pub const UTTERANCE_PHONEME_IDS: &str = "omnivoice_utterance_phoneme_ids";
 pub const UTTERANCES_SPLIT: &str = "omnivoice_utterances_split_total";
 pub const KOKORO_PASS_TOKENS: &str = "omnivoice_kokoro_pass_tokens";
 pub const PANICS: &str = "omnivoice_panics_total";
+pub const REFERENCE_ENCODES: &str = "omnivoice_reference_encodes_total";
 
 const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
@@ -196,6 +197,10 @@ fn describe() {
         "Speech syntheses started (one per cache miss)."
     );
     describe_gauge!(VOICES_LOADED, "Voices currently loaded.");
+    describe_counter!(
+        REFERENCE_ENCODES,
+        "Clips to clone a voice from, by result: encoded, or cached (codes kept from an earlier request)."
+    );
     describe_counter!(VOICE_LOADS, "Voice loads by engine and voice.");
     describe_counter!(VOICE_UNLOADS, "Voice unloads by engine and voice.");
     describe_histogram!(VOICE_LOAD_SECONDS, Unit::Seconds, "Time to load a voice.");

@@ -12,3 +12,7 @@ pub(super) const X_CACHE_LAYER: HeaderName = HeaderName::from_static("x-cache-la
 pub(super) const X_DURATION: HeaderName = HeaderName::from_static("x-audio-duration-s");
 pub(super) const X_LATENCY: HeaderName = HeaderName::from_static("x-synthesis-latency-s");
 pub(super) const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sample-rate");
+/// Bracketed tags in the input that OmniVoice reads as words though they look like sound cues
+/// (the Python omnivoice-server's header, comma-separated).
+pub(super) const X_UNKNOWN_NONVERBAL_TAGS: HeaderName =
+    HeaderName::from_static("x-unknown-nonverbal-tags");

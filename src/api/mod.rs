@@ -13,6 +13,7 @@
 
 mod admin;
 mod auth;
+mod clone;
 mod discovery;
 mod error;
 mod extract;
@@ -169,8 +170,15 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// [`guarded`], which also writes it into the document, so the two cannot disagree.
 fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
     // New speech is refused once shutdown has begun; everything else answers to the end.
+    // A clip to clone is larger than any JSON body; its own limit is checked as it arrives.
+    let uploads = OpenApiRouter::default()
+        .routes(routes!(clone::create_cloned_speech))
+        .route_layer(DefaultBodyLimit::max(
+            state.settings.max_upload_bytes + MAX_BODY_BYTES,
+        ));
     let speech = OpenApiRouter::default()
         .routes(routes!(speech::create_speech))
+        .merge(uploads)
         .routes(routes!(stream::open))
         .routes(routes!(timestamps::create_timestamped_speech))
         .routes(routes!(timestamps::create_captioned_speech))

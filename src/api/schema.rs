@@ -26,7 +26,9 @@ use utoipa::openapi::{Components, Ref, RefOr, ResponseBuilder, Schema, Type};
 use utoipa::{IntoResponses, ToSchema};
 
 use super::error::ErrorBody;
-use super::headers::{X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE};
+use super::headers::{
+    X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE, X_UNKNOWN_NONVERBAL_TAGS,
+};
 use super::sse::{SpeechAudioDelta, SpeechAudioDone, SpeechAudioTimestamps};
 use crate::audio::AudioFormat;
 use crate::cache::CacheStatus;
@@ -333,6 +335,17 @@ impl IntoResponses for SpeechResponses {
                     .description(Some(
                         "Length of the audio in seconds; on whole bodies (`\"stream\": false`) \
                          only.",
+                    ))
+                    .build(),
+            )
+            .header(
+                X_UNKNOWN_NONVERBAL_TAGS.as_str(),
+                Header::builder()
+                    .schema(Some(Object::with_type(Type::String)))
+                    .description(Some(
+                        "OmniVoice: bracketed tags in the input that look like sound cues but \
+                         that it reads as words (`[laugh]` for `[laughter]`), comma-separated; \
+                         absent when there are none.",
                     ))
                     .build(),
             )

@@ -14,7 +14,9 @@ use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::extract::ApiJson;
-use super::headers::{X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE};
+use super::headers::{
+    X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE, X_UNKNOWN_NONVERBAL_TAGS,
+};
 use super::schema::{self, SpeechResponses};
 use super::sse::sse;
 use super::{ApiError, AppState};
@@ -28,14 +30,24 @@ use crate::speech::{Request, SpeechError, SpeechStream, TimedChunk};
 #[derive(Debug, Deserialize, ToSchema)]
 #[schema(example = json!({"model": "tts-1", "voice": "alloy", "input": "Hello from my own server!", "response_format": "mp3"}))]
 pub struct SpeechRequest {
-    /// An engine (`piper`, `espeak`), an OpenAI model name (`tts-1`, `tts-1-hd`,
-    /// `gpt-4o-mini-tts`: the default engine) or a configured alias. `GET /v1/models` lists them.
+    /// An engine (`piper`, `espeak`, `kokoro`, `omnivoice`), an OpenAI model name (`tts-1`,
+    /// `tts-1-hd`, `gpt-4o-mini-tts`: the default engine) or a configured alias.
+    /// `GET /v1/models` lists them. The default engine when absent (OpenAI requires it; the
+    /// Python omnivoice-server does not).
+    #[serde(default = "default_model")]
     #[schema(example = "tts-1")]
     pub model: String,
     /// The text to speak.
     #[schema(schema_with = schema::input_schema)]
     pub input: String,
+    /// `alloy` when absent (OpenAI requires it; the Python omnivoice-server does not).
+    #[serde(default = "default_voice")]
     pub voice: VoiceField,
+    /// The Python omnivoice-server's other name for `voice` (a preset or `clone:<profile>`);
+    /// it wins over `voice`, and naming two different voices is refused.
+    #[serde(default)]
+    #[schema(example = "clone:my-voice")]
+    pub speaker: Option<String>,
     /// Audio format of the answer; `mp3` when absent.
     #[serde(default)]
     #[schema(schema_with = schema::response_format_schema)]
@@ -131,6 +143,16 @@ pub struct SpeechRequest {
     #[schema(example = "ssml")]
     pub input_format: Option<String>,
 }
+
+fn default_model() -> String {
+    "tts-1".into()
+}
+
+fn default_voice() -> VoiceField {
+    VoiceField(DEFAULT_VOICE.into())
+}
+
+const DEFAULT_VOICE: &str = "alloy";
 
 /// Kokoro-FastAPI's `normalization_options`; its other fields are accepted and ignored.
 // Through a JSON object: serde alone would also take a struct from an array (`[null, null]`).
@@ -232,7 +254,18 @@ pub async fn create_speech(
     headers: HeaderMap,
     ApiJson(request): ApiJson<SpeechRequest>,
 ) -> Result<Response, ApiError> {
-    let started = Instant::now();
+    answer(&state, &headers, request, Instant::now()).await
+}
+
+/// Speaks a validated speech request and frames the answer as it asks; shared with the clone
+/// route, whose request becomes one of these once its clip is a voice.
+pub(super) async fn answer(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    request: SpeechRequest,
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let state = state.clone();
     let delivery = delivery(&state, &request);
     let with_words = request.timestamps == Some(true);
     if with_words && delivery != Delivery::Sse {
@@ -242,11 +275,12 @@ pub async fn create_speech(
              use POST /v1/audio/speech/timestamps.",
         ));
     }
-    let job = state.speech.prepare(domain_request(&headers, request))?;
+    let job = state.speech.prepare(domain_request(headers, request)?)?;
     let timeout = Duration::from_secs(state.settings.request_timeout_s);
     let speech = state.speech.clone();
     let format = job.format();
     let languages = job.languages().join(", ");
+    let unknown_cues = job.unknown_cues().join(",");
     match delivery {
         Delivery::Whole => {
             let spoken = tokio::time::timeout(timeout, speech.speak(job))
@@ -267,6 +301,7 @@ pub async fn create_speech(
             );
             set(headers, X_DURATION, format!("{:.3}", audio.duration_s));
             set(headers, header::CONTENT_LANGUAGE, languages);
+            set_unknown_cues(headers, unknown_cues);
             set(
                 headers,
                 X_LATENCY,
@@ -317,6 +352,7 @@ pub async fn create_speech(
                 set(headers, X_CACHE_LAYER, layer.as_str().to_string());
             }
             set(headers, header::CONTENT_LANGUAGE, languages);
+            set_unknown_cues(headers, unknown_cues);
             set(
                 headers,
                 X_LATENCY,
@@ -342,7 +378,11 @@ fn delivery(state: &AppState, request: &SpeechRequest) -> Delivery {
 }
 
 /// The pipeline's request: OpenAI's fields, plus `Cache-Control: no-cache` as a cache bypass.
-pub(super) fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Request {
+pub(super) fn domain_request(
+    headers: &HeaderMap,
+    request: SpeechRequest,
+) -> Result<Request, ApiError> {
+    let voice = voice_of(request.voice.0, request.speaker)?;
     let no_cache_header = headers
         .get(header::CACHE_CONTROL)
         .and_then(|v| v.to_str().ok())
@@ -351,9 +391,9 @@ pub(super) fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Req
                 .any(|d| matches!(d.trim(), "no-cache" | "no-store"))
         });
     let options = request.normalization_options.unwrap_or_default();
-    Request {
+    Ok(Request {
         model: request.model,
-        voice: request.voice.0,
+        voice,
         input: request.input,
         response_format: request.response_format,
         speed: request.speed,
@@ -381,6 +421,23 @@ pub(super) fn domain_request(headers: &HeaderMap, request: SpeechRequest) -> Req
             audio_chunk_duration: request.audio_chunk_duration,
             audio_chunk_threshold: request.audio_chunk_threshold,
         },
+    })
+}
+
+/// The voice a request names: `speaker` when given (the Python omnivoice-server's field),
+/// unless `voice` names another one.
+fn voice_of(voice: String, speaker: Option<String>) -> Result<String, ApiError> {
+    let Some(speaker) = speaker.filter(|s| !s.trim().is_empty()) else {
+        return Ok(voice);
+    };
+    let same = |a: &str, b: &str| a.trim().eq_ignore_ascii_case(b.trim());
+    if same(&voice, &speaker) || same(&voice, DEFAULT_VOICE) || same(&voice, "auto") {
+        Ok(speaker)
+    } else {
+        Err(ApiError::invalid(
+            "speaker",
+            format!("'speaker' ('{speaker}') and 'voice' ('{voice}') name different voices: send one of them."),
+        ))
     }
 }
 
@@ -392,6 +449,13 @@ pub(super) fn timed_out(seconds: u64) -> ApiError {
 fn set(headers: &mut HeaderMap, name: HeaderName, value: String) {
     if let Ok(value) = HeaderValue::from_str(&value) {
         headers.insert(name, value);
+    }
+}
+
+/// The Python omnivoice-server's warning that bracketed tags will be read as words.
+fn set_unknown_cues(headers: &mut HeaderMap, cues: String) {
+    if !cues.is_empty() {
+        set(headers, X_UNKNOWN_NONVERBAL_TAGS, cues);
     }
 }
 

@@ -375,6 +375,30 @@ pub trait Engine: Send + Sync {
     fn takes_generation(&self) -> bool {
         false
     }
+
+    /// The bracketed tags in `text` that look like sound cues (`[laughter]`) but that the
+    /// engine will read as words, for a warning to the client; empty for engines without cues.
+    fn unknown_cues(&self, _text: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The voice cloned from `reference`, or why this clip cannot be cloned, in words for the
+    /// client; `None` for engines that cannot clone. Called off the async runtime: preparing
+    /// a clip (resampling, trimming) is real work.
+    fn cloned_voice(&self, _reference: &Reference) -> Option<Result<String, String>> {
+        None
+    }
+}
+
+/// A voice to clone, as a client uploaded it: mono samples at their own rate, what is said
+/// in them, and whether to clean the clip up first (trim silences, as the official code
+/// does) or use it as it is.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub samples: Vec<f32>,
+    pub sample_rate: u32,
+    pub text: Option<String>,
+    pub preprocess: bool,
 }
 
 #[cfg(test)]

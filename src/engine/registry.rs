@@ -18,7 +18,7 @@ use tokio::sync::OnceCell;
 // paused clock in tests).
 use tokio::time::Instant;
 
-use super::{Engine, EngineError, Voice, VoiceInfo, VoiceKey};
+use super::{Engine, EngineError, Reference, Voice, VoiceInfo, VoiceKey};
 use crate::metrics as m;
 
 /// OpenAI's model names; they all mean the default engine unless the config says otherwise.
@@ -58,6 +58,10 @@ pub enum ResolveError {
     UnknownModel(String),
     #[error("{0}")]
     UnknownVoice(String),
+    /// A clip to clone that cannot be used (silent, too short once trimmed); the message says
+    /// why.
+    #[error("{0}")]
+    UnusableReference(String),
 }
 
 /// A setting that names something no engine offers. Found at startup, so a typo never turns
@@ -414,6 +418,32 @@ impl Registry {
                 .map(Some)
                 .map_err(|e| e.to_string()),
         }
+    }
+
+    /// The voice of `model`'s engine cloned from `reference`; `Ok(None)` when that engine
+    /// cannot clone, `Err` (words for the client) when the clip cannot be used.
+    pub fn cloned(
+        &self,
+        model: &str,
+        reference: &Reference,
+    ) -> Result<Option<ResolvedVoice>, ResolveError> {
+        let engine_id = self.engine_for_model(model).ok_or_else(|| {
+            let valid: Vec<String> = self.models().into_iter().map(|m| m.id).collect();
+            ResolveError::UnknownModel(format!(
+                "Unknown model '{model}'. Valid models: {}.",
+                valid.join(", ")
+            ))
+        })?;
+        match self.engines[&engine_id].cloned_voice(reference) {
+            None => Ok(None),
+            Some(Err(why)) => Err(ResolveError::UnusableReference(why)),
+            Some(Ok(id)) => self.resolve(&engine_id, &id).map(Some),
+        }
+    }
+
+    /// Tags in `text` that look like sound cues but that `voice`'s engine reads as words.
+    pub fn unknown_cues(&self, voice: &ResolvedVoice, text: &str) -> Vec<String> {
+        self.engines[voice.key.engine()].unknown_cues(text)
     }
 
     /// Whether `voice`'s engine decodes with OmniVoice's generation fields.

@@ -26,8 +26,8 @@ use crate::batch::{Batcher, SubmitError};
 use crate::cache::{
     AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
 };
-use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolvedVoice};
-use crate::engine::{Pcm, SynthesisItem, Voice, VoiceInfo};
+use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolveError, ResolvedVoice};
+use crate::engine::{Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
 use crate::text::lexicon::Entry;
 
@@ -127,6 +127,30 @@ impl SpeechService {
             &self.inner.limits,
             self.inner.lexicon.current(),
         )
+    }
+
+    /// The voice id of `model`'s engine that speaks like `reference`; a request then names it
+    /// as its `voice`. The clip is prepared (resampled, trimmed) on a blocking thread; its
+    /// encoding waits for the first sentence, in the batch.
+    pub async fn clone_voice(&self, model: &str, reference: Reference) -> Result<String, SpeechError> {
+        let registry = self.inner.registry.clone();
+        let model_name = model.to_string();
+        let cloned = tokio::task::spawn_blocking(move || registry.cloned(&model_name, &reference))
+            .await
+            .map_err(|e| SpeechError::Engine(Failure::new("preparing the reference clip", e)))?;
+        match cloned {
+            Ok(Some(voice)) => Ok(voice.key.voice().to_string()),
+            Ok(None) => Err(SpeechError::invalid(
+                "model",
+                InvalidReason::Unsupported,
+                format!("Model '{model}' cannot clone a voice; OmniVoice can (\"model\": \"omnivoice\")."),
+            )),
+            Err(ResolveError::UnknownModel(message)) => Err(SpeechError::UnknownModel(message)),
+            Err(ResolveError::UnknownVoice(message)) => Err(SpeechError::UnknownVoice(message)),
+            Err(ResolveError::UnusableReference(why)) => {
+                Err(SpeechError::invalid("ref_audio", InvalidReason::Unsupported, why))
+            }
+        }
     }
 
     /// The pronunciation dictionary.

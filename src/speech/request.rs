@@ -69,6 +69,8 @@ pub struct Job {
     lexicon: Arc<Lexicon>,
     /// The input as it will be read: empty for text that arrives later.
     script: Arc<Script>,
+    /// Bracketed tags the voice will read as words though they look like sound cues.
+    unknown_cues: Vec<String>,
 }
 
 impl Job {
@@ -82,6 +84,12 @@ impl Job {
 
     pub fn format(&self) -> AudioFormat {
         self.format
+    }
+
+    /// Bracketed tags in the input that look like sound cues (`[laughter]`) but that the
+    /// voice reads as words: a likely typo, worth telling the client.
+    pub fn unknown_cues(&self) -> &[String] {
+        &self.unknown_cues
     }
 
     pub fn params(&self) -> &SynthesisParams {
@@ -229,7 +237,9 @@ pub(super) fn validate_settings(
         .resolve(&request.model, &request.voice)
         .map_err(|e| match e {
             ResolveError::UnknownModel(message) => SpeechError::UnknownModel(message),
-            ResolveError::UnknownVoice(message) => SpeechError::UnknownVoice(message),
+            ResolveError::UnknownVoice(message) | ResolveError::UnusableReference(message) => {
+                SpeechError::UnknownVoice(message)
+            }
         })?;
     let voice = match request.instructions.as_deref() {
         None => voice,
@@ -256,8 +266,10 @@ pub(super) fn validate_settings(
     };
     params.speaker = voice.speaker;
     let script = Arc::new(Script::of(voice.clone(), Vec::new()));
+    let unknown_cues = registry.unknown_cues(&voice, &request.input);
     Ok(Job {
         voice,
+        unknown_cues,
         input: request.input,
         format,
         params,

@@ -1,11 +1,12 @@
 //! The OmniVoice engine: the checkpoint directory users download, loaded once and shared by
 //! every voice, and the voices its requests name (`auto`, presets, designs; [`voices`]).
 //!
-//! A voice here is only an instruct: all of them run the one model, and a batch of one
-//! voice's sentences is one batched generation ([`Tts::synthesize`]). OmniVoice predicts no
+//! A voice here is only an instruct or a clip to clone ([`cloning`]): all of them run the one
+//! model, and a batch of one voice's sentences is one batched generation ([`Tts::synthesize`]). OmniVoice predicts no
 //! durations per token, so its audio comes without word timings, and the timestamp routes
 //! refuse it.
 
+mod cloning;
 pub mod selftest;
 mod voices;
 
@@ -16,7 +17,10 @@ use candle_core::{DType, Device};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use super::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo, MULTILINGUAL};
+use super::{
+    Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo, MULTILINGUAL,
+};
+use cloning::{Clip, Cloning};
 use crate::params::Generation;
 use omnivoice_models::kernels::Precision;
 use omnivoice_models::omnivoice::{self as model, Tts};
@@ -57,6 +61,7 @@ pub struct OmniVoiceEngine {
     /// Loaded with the first voice (on a loader thread) and kept: every voice shares it.
     model: Mutex<Option<Arc<Tts>>>,
     fingerprint: OnceLock<String>,
+    cloning: Arc<Cloning>,
 }
 
 impl OmniVoiceEngine {
@@ -72,6 +77,7 @@ impl OmniVoiceEngine {
             precision: Precision::F32,
             model: Mutex::new(None),
             fingerprint: OnceLock::new(),
+            cloning: Arc::default(),
         }
     }
 
@@ -113,6 +119,32 @@ impl OmniVoiceEngine {
             design: choice.instruct().map(str::to_string),
         }
     }
+
+    fn clone_info(&self, id: String) -> VoiceInfo {
+        VoiceInfo {
+            id,
+            engine: ID.into(),
+            language: MULTILINGUAL.into(),
+            sample_rate: self.sample_rate,
+            speakers: Vec::new(),
+            gender: None,
+            unsupported: None,
+            design: None,
+        }
+    }
+
+    fn voice(&self, info: VoiceInfo, instruct: Option<String>, clip: Option<Arc<Clip>>) -> Result<Arc<dyn Voice>, EngineError> {
+        let tts = self.model().map_err(|e| EngineError::load(&info.id, e))?;
+        Ok(Arc::new(OmniVoiceVoice {
+            info,
+            sample_rate: self.sample_rate,
+            instruct,
+            clip,
+            reference: Mutex::new(None),
+            cloning: self.cloning.clone(),
+            tts,
+        }))
+    }
 }
 
 impl Engine for OmniVoiceEngine {
@@ -134,6 +166,9 @@ impl Engine for OmniVoiceEngine {
     }
 
     fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
+        if let Some(clip) = self.cloning.upload(voice) {
+            return Some(self.clone_info(format!("{}{}", cloning::UPLOAD, clip.hash)));
+        }
         voices::parse(voice).ok().map(|choice| self.info(&choice))
     }
 
@@ -148,14 +183,12 @@ impl Engine for OmniVoiceEngine {
     }
 
     fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
+        if let Some(clip) = self.cloning.upload(voice) {
+            let info = self.clone_info(voice.to_string());
+            return self.voice(info, None, Some(clip));
+        }
         let choice = voices::parse(voice).map_err(|_| EngineError::UnknownVoice(voice.into()))?;
-        let tts = self.model().map_err(|e| EngineError::load(voice, e))?;
-        Ok(Arc::new(OmniVoiceVoice {
-            info: self.info(&choice),
-            sample_rate: self.sample_rate,
-            instruct: choice.instruct().map(str::to_string),
-            tts,
-        }))
+        self.voice(self.info(&choice), choice.instruct().map(str::to_string), None)
     }
 
     /// The files' sizes and times and the small files' contents: hashing gigabytes of
@@ -191,18 +224,38 @@ impl Engine for OmniVoiceEngine {
     fn takes_generation(&self) -> bool {
         true
     }
+
+    fn unknown_cues(&self, text: &str) -> Vec<String> {
+        model::unknown_nonverbal_tags(text)
+    }
+
+    fn cloned_voice(&self, reference: &Reference) -> Option<Result<String, String>> {
+        let Some(text) = reference.text.as_deref() else {
+            return Some(Err("OmniVoice needs the transcript of the clip to clone.".into()));
+        };
+        let prepared = self.model().map_err(|e| e.to_string()).and_then(|tts| {
+            tts.prepare_reference(&reference.samples, reference.sample_rate, text, reference.preprocess)
+                .map_err(|e| e.to_string())
+        });
+        Some(prepared.map(|prepared| self.cloning.hold(Clip::new(prepared))))
+    }
 }
 
-/// One voice of OmniVoice: the shared model and the instruct it is asked for.
+/// One voice of OmniVoice: the shared model and what it is asked to sound like: an instruct,
+/// or a clip to clone.
 struct OmniVoiceVoice {
     info: VoiceInfo,
     sample_rate: u32,
     instruct: Option<String>,
+    clip: Option<Arc<Clip>>,
+    /// The clip as the model reads it, once encoded.
+    reference: Mutex<Option<Arc<model::Reference>>>,
+    cloning: Arc<Cloning>,
     tts: Arc<Tts>,
 }
 
 impl OmniVoiceVoice {
-    fn request(&self, item: &SynthesisItem) -> model::Request {
+    fn request(&self, item: &SynthesisItem, reference: Option<Arc<model::Reference>>) -> model::Request {
         model::Request {
             text: item.text.clone(),
             language: item.language.clone(),
@@ -210,7 +263,21 @@ impl OmniVoiceVoice {
             speed: item.params.speed,
             duration: item.params.generation.duration,
             generation: generation(&item.params.generation),
+            reference,
         }
+    }
+
+    /// The clip to clone, encoded on the first batch that needs it.
+    fn reference(&self) -> candle_core::Result<Option<Arc<model::Reference>>> {
+        let Some(clip) = &self.clip else {
+            return Ok(None);
+        };
+        let mut reference = self.reference.lock();
+        if reference.is_none() {
+            let codes = self.cloning.codes(&self.tts, clip)?;
+            *reference = Some(Arc::new(clip.reference(codes)));
+        }
+        Ok(reference.clone())
     }
 }
 
@@ -254,10 +321,11 @@ impl Voice for OmniVoiceVoice {
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
         let _computing = spare::computing();
+        let reference = self.reference().map_err(EngineError::synthesis)?;
         // The request layer checked designs and languages; what fails here fails the batch.
         let prepared = batch
             .iter()
-            .map(|item| self.tts.check(&self.request(item)))
+            .map(|item| self.tts.check(&self.request(item, reference.clone())))
             .collect::<Result<Vec<_>, _>>()
             .map_err(EngineError::synthesis)?;
         let seeds: Vec<u64> = batch.iter().map(|i| i.params.item_seed()).collect();

@@ -1,0 +1,209 @@
+//! Cloning through the real binary on a real port: a client's clip uploaded to
+//! `/v1/audio/speech/clone` as the Python omnivoice-server's clients send it, against what the
+//! official `OmniVoice.generate(text, ref_audio=…, ref_text=…)` says with the same clip
+//! (`scripts/omnivoice_clone_fixture.py`, greedy decoding, a tiny checkpoint with the release's
+//! codec geometry). The whole chain is compared: decoding the upload, resampling, the RMS and
+//! silence rules, the codec's encoder, generation with the reference, post-processing.
+
+mod common;
+
+use common::{get_text, metric, openai_error, read_wav, Binary};
+use reqwest::multipart::{Form, Part};
+use serde_json::Value;
+
+const CHECKPOINT: &str = "crates/models/tests/fixtures/omnivoice/clone";
+const FIXTURE: &str = "tests/fixtures/omnivoice_clone";
+
+fn cases() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURE}/cases.json")).unwrap())
+        .unwrap()
+}
+
+fn official(name: &str) -> Vec<f32> {
+    let tensors = candle_core::safetensors::load(
+        format!("{FIXTURE}/expected.safetensors"),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    tensors[&format!("audio_{name}")].to_vec1().unwrap()
+}
+
+fn clip() -> Vec<u8> {
+    std::fs::read(format!("{FIXTURE}/reference.wav")).unwrap()
+}
+
+/// The form as the Python server's clients send it: the clip as an octet stream named
+/// `audio`, with no extension to tell its format.
+fn form(text: &str, ref_text: Option<&str>, clip: Vec<u8>, extra: &[(&str, String)]) -> Form {
+    let mut form = Form::new()
+        .text("text", text.to_string())
+        .part(
+            "ref_audio",
+            Part::bytes(clip)
+                .file_name("audio")
+                .mime_str("application/octet-stream")
+                .unwrap(),
+        )
+        .text("response_format", "wav")
+        .text("stream", "false")
+        .text("position_temperature", "0")
+        .text("class_temperature", "0");
+    if let Some(ref_text) = ref_text {
+        form = form.text("ref_text", ref_text.to_string());
+    }
+    for (name, value) in extra {
+        form = form.text(name.to_string(), value.clone());
+    }
+    form
+}
+
+async fn clone(url: &str, form: Form) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(format!("{url}/v1/audio/speech/clone"))
+        .multipart(form)
+        .send()
+        .await
+        .expect("POST")
+}
+
+async fn server() -> Binary {
+    Binary::ready(&["--omnivoice-dir", CHECKPOINT, "--preload", "none", "--no-cache"]).await
+}
+
+/// Each case as the official code speaks it. 16-bit WAV quantizes by 3e-5; the models crate
+/// holds generation to 5e-5 of the official audio (float reduction order), and encoding
+/// adds no error where the codes agree, which they must for the audio to agree at all.
+#[tokio::test]
+async fn a_clone_request_says_what_the_official_code_says() {
+    let server = server().await;
+    let url = server.url.as_str();
+    let cases = cases();
+    let ref_text = cases["ref_text"].as_str().unwrap();
+    for case in cases["cases"].as_array().unwrap() {
+        let mut extra = vec![("num_step", case["num_step"].to_string())];
+        for field in ["speed", "language"] {
+            if let Some(value) = case.get(field) {
+                let value = value.as_str().map_or(value.to_string(), str::to_string);
+                extra.push((field, value));
+            }
+        }
+        let text = case["text"].as_str().unwrap();
+        let response = clone(url, form(text, Some(ref_text), clip(), &extra)).await;
+        let status = response.status();
+        let bytes = response.bytes().await.unwrap();
+        assert_eq!(status, 200, "{case}: {}", String::from_utf8_lossy(&bytes));
+        let (rate, samples) = read_wav(&bytes);
+        assert_eq!(rate, cases["sample_rate"].as_u64().unwrap() as u32);
+        let expected = official(case["name"].as_str().unwrap());
+        assert_eq!(samples.len(), expected.len(), "{case}");
+        let worst = samples
+            .iter()
+            .zip(&expected)
+            .map(|(&ours, &theirs)| (f32::from(ours) / 32768.0 - theirs).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 2e-4, "{case}: worst difference {worst}");
+    }
+}
+
+/// The clip is encoded once: a repeat, and the same clip with another transcript, reuse its
+/// codes; another clip is encoded anew.
+#[tokio::test]
+async fn a_repeated_clip_is_not_encoded_again() {
+    let server = server().await;
+    let url = server.url.as_str();
+    let encoded = || async {
+        let text = get_text(format!("{url}/metrics")).await;
+        metric(
+            &text,
+            "omnivoice_reference_encodes_total{result=\"encoded\"}",
+        )
+    };
+    let steps = [("num_step", "2".to_string())];
+    let say = |ref_text: &'static str, clip: Vec<u8>| {
+        let steps = steps.clone();
+        async move {
+            let response = clone(url, form("Hello there", Some(ref_text), clip, &steps)).await;
+            assert_eq!(response.status(), 200);
+            response.bytes().await.unwrap()
+        }
+    };
+    let first = say("This is my own voice", clip()).await;
+    assert_eq!(encoded().await, 1.0);
+    let again = say("This is my own voice", clip()).await;
+    assert_eq!(first, again, "the same clip, text and seedless greedy decoding");
+    say("This is my voice", clip()).await;
+    assert_eq!(encoded().await, 1.0, "another transcript of the same clip");
+
+    // Another clip: the same one with its second half softer (not all of it: the RMS rule
+    // would level that out again).
+    let mut other = clip();
+    let half = 44 + (other.len() - 44) / 4 * 2;
+    for pair in other[half..].chunks_exact_mut(2) {
+        let sample = i16::from_le_bytes([pair[0], pair[1]]);
+        pair.copy_from_slice(&(sample / 2).to_le_bytes());
+    }
+    say("This is my own voice", other).await;
+    assert_eq!(encoded().await, 2.0);
+}
+
+/// Every bad form is a 4xx naming its field, never a 5xx.
+#[tokio::test]
+async fn bad_clone_requests_are_refused_with_the_field_named() {
+    let server = Binary::ready(&[
+        "--omnivoice-dir",
+        CHECKPOINT,
+        "--preload",
+        "none",
+        "--max-upload-bytes",
+        "200000",
+    ])
+    .await;
+    let url = server.url.as_str();
+    let refused = |form: Form, status: u16| async move {
+        let error = openai_error(clone(url, form).await, status).await;
+        error["param"].as_str().unwrap_or_default().to_string()
+    };
+    let text = "Hello there";
+    assert_eq!(refused(form(text, None, clip(), &[]), 400).await, "ref_text");
+    assert_eq!(
+        refused(form(text, Some("Hi"), b"not audio at all".to_vec(), &[]), 400).await,
+        "ref_audio"
+    );
+    let mut truncated = clip();
+    truncated.truncate(60);
+    assert_eq!(
+        refused(form(text, Some("Hi"), truncated, &[]), 400).await,
+        "ref_audio"
+    );
+    assert_eq!(
+        refused(form(text, Some("Hi"), vec![0; 300_000], &[]), 413).await,
+        "ref_audio"
+    );
+    let no_clip = Form::new()
+        .text("text", text)
+        .text("ref_text", "Hi");
+    assert_eq!(refused(no_clip, 400).await, "ref_audio");
+    let no_text = Form::new()
+        .text("ref_text", "Hi")
+        .part("ref_audio", Part::bytes(clip()).file_name("audio"));
+    assert_eq!(refused(no_text, 400).await, "text");
+    assert_eq!(
+        refused(form(text, Some("Hi"), clip(), &[("num_step", "900".into())]), 400).await,
+        "num_step"
+    );
+    assert_eq!(
+        refused(form(text, Some("Hi"), clip(), &[("speed", "fast".into())]), 400).await,
+        "speed"
+    );
+    // A silent clip has nothing to clone once its silence is trimmed.
+    let mut silent = clip();
+    silent[44..].fill(0);
+    assert_eq!(
+        refused(form(text, Some("Hi"), silent, &[]), 400).await,
+        "ref_audio"
+    );
+    assert_eq!(
+        refused(form(text, Some("Hi"), clip(), &[("model", "espeak".into())]), 400).await,
+        "model"
+    );
+}
