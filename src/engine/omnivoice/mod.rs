@@ -210,6 +210,7 @@ impl OmniVoiceVoice {
             speed: item.params.speed,
             duration: item.params.generation.duration,
             generation: generation(&item.params.generation),
+            reference: None,
         }
     }
 }
