@@ -190,13 +190,15 @@ fn official_reference(
     })
 }
 
+/// The script's `CLONE_ITEMS`: text, language, instruct, reference clip, its transcript.
+type CloneItem = (String, Option<String>, Option<String>, String, String);
+
 #[test]
 fn cloning_is_the_official_generate() {
     let tts = tts();
     let (f, metadata) = load("clone.safetensors");
     let texts: serde_json::Value = serde_json::from_str(&metadata["ref_texts"]).unwrap();
-    let items: Vec<(String, Option<String>, Option<String>, String, String)> =
-        serde_json::from_str(&metadata["items"]).unwrap();
+    let items: Vec<CloneItem> = serde_json::from_str(&metadata["items"]).unwrap();
 
     // Each reference as the official code prepared it, before its codec.
     for name in ["speech", "loud", "quiet"] {
@@ -226,7 +228,7 @@ fn cloning_is_the_official_generate() {
         Some("English"),
         Some("female, british accent"),
     );
-    let mut requests = vec![Tts::check(&tts, &design).unwrap()];
+    let mut requests = vec![tts.check(&design).unwrap()];
     for (text, language, instruct, clip, _) in &items {
         let mut r = request(text, language.as_deref(), instruct.as_deref());
         r.generation = clone_generation();
