@@ -2,10 +2,12 @@
 //! Models") in candle: so far its network, the forward of masked iterative decoding, and its
 //! codec's decoder ([`CodecDecoder`], the Higgs-Audio-v2 tokenizer's ids to 24 kHz audio).
 //!
-//! [`Tts`] is the whole official `generate` (voice design and auto voice) over a checkpoint
-//! directory: the text handling ([`combine_text`], [`chunk_text`], [`cross_fade`]), the instruct
-//! and language rules ([`resolve_instruct`], [`resolve_language`]), the
-//! tokenizer's prompt, chunking of long texts, decoding and post-processing.
+//! [`Tts`] is the whole official `generate` (voice design, auto voice, and cloning from a
+//! [`Reference`]) over a checkpoint directory: the text handling ([`combine_text`],
+//! [`chunk_text`], [`cross_fade`]), the instruct and language rules ([`resolve_instruct`],
+//! [`resolve_language`]), the tokenizer's prompt, chunking of long texts, decoding and
+//! post-processing. [`prepare_reference`] readies a clip for the codec's encoder as the
+//! official `create_voice_clone_prompt` does.
 //!
 //! Generation ([`OmniVoice::generate`], [`generate`]) fills T masked audio frames × 8 codebooks
 //! over 32 steps; each step is one [`OmniVoice::forward`] over a batch of conditional rows
@@ -30,6 +32,9 @@ mod instruct;
 mod manifest;
 mod model;
 mod post;
+mod reference;
+#[cfg(test)]
+mod reference_tests;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -47,5 +52,6 @@ pub use instruct::{
 };
 pub use model::OmniVoice;
 pub use post::PostProcess;
+pub use reference::{prepare_reference, PreparedReference, ReferenceError};
 pub use text::{chunk_text, combine_text, cross_fade, unknown_nonverbal_tags, NONVERBAL_TAGS};
-pub use tts::{Generation, LoadError, Prepared, Request, RequestError, Tts};
+pub use tts::{Generation, LoadError, Prepared, Reference, Request, RequestError, Tts};

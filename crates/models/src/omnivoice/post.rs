@@ -5,7 +5,8 @@
 //!
 //! pydub's arithmetic is followed to the sample, traps included: a segment's length is its
 //! duration rounded (half to even) to whole milliseconds, and a slice that reaches past the
-//! samples is filled with silence, so trimming can add up to 2 ms of zeros at an end.
+//! samples is filled with silence, so trimming can add up to 2 ms of zeros at an end. The
+//! same silence rules prepare a cloning reference (`reference.rs`), with other lengths.
 
 /// The official post-processing's settings (`OmniVoiceGenerationConfig`).
 #[derive(Debug, Clone, PartialEq)]
@@ -26,15 +27,15 @@ impl Default for PostProcess {
     }
 }
 
-/// pydub's silence threshold in these calls, dBFS.
-const SILENCE_DBFS: f64 = -50.0;
+/// pydub's silence threshold in the official silence removal, dBFS.
+pub(super) const SILENCE_DBFS: f64 = -50.0;
 
 impl PostProcess {
     /// `audio` as the official `_post_process_audio` returns it. `reference_rms`: the RMS of
     /// a cloning reference (a quiet one scales the output down); `None` peak-normalizes to 0.5.
     pub fn apply(&self, audio: &[f32], sample_rate: u32, reference_rms: Option<f32>) -> Vec<f32> {
         let mut audio = if self.trim_silence {
-            remove_silence(audio, sample_rate)
+            remove_silence(audio, sample_rate, 500, 100, 100)
         } else {
             audio.to_vec()
         };
@@ -56,34 +57,41 @@ impl PostProcess {
     }
 }
 
-/// `remove_silence(audio, rate, mid_sil=500, lead_sil=100, trail_sil=100)`.
-fn remove_silence(audio: &[f32], rate: u32) -> Vec<f32> {
-    let wave = Segment::from_f32(audio, rate);
-    let mut joined = Segment {
-        samples: Vec::new(),
-        rate,
-    };
-    for piece in split_on_silence(&wave, 500, 500, 10) {
-        joined.samples.extend_from_slice(&piece.samples);
+/// The official `remove_silence(audio, rate, mid_sil, lead_sil, trail_sil)`: pauses over
+/// `mid` ms cut to `mid` ms on each side of the sound (none cut when `mid` is 0), then the
+/// edges trimmed to `lead` and `trail` ms of silence. Pieces are joined as they are, which is
+/// pydub's join at 11025 samples/s and above (below, pydub would resample them).
+pub(super) fn remove_silence(
+    audio: &[f32],
+    rate: u32,
+    mid: i64,
+    lead: i64,
+    trail: i64,
+) -> Vec<f32> {
+    let mut wave = Segment::from_f32(audio, rate);
+    if mid > 0 {
+        let mut joined = Segment {
+            samples: Vec::new(),
+            rate,
+        };
+        for piece in split_on_silence(&wave, mid, mid, 10) {
+            joined.samples.extend_from_slice(&piece.samples);
+        }
+        wave = joined;
     }
-    let trimmed = remove_silence_edges(&joined, 100, 100);
-    trimmed
-        .samples
-        .iter()
-        .map(|&s| f32::from(s) / 32768.0)
-        .collect()
+    remove_silence_edges(&wave, lead, trail).to_f32()
 }
 
 /// A pydub `AudioSegment`: 16-bit mono samples, addressed in milliseconds.
 #[derive(Debug, Clone)]
-struct Segment {
+pub(super) struct Segment {
     samples: Vec<i16>,
     rate: u32,
 }
 
 impl Segment {
     /// numpy's `(audio · 32768).clip(−32768, 32767).astype(int16)`: truncated toward zero.
-    fn from_f32(audio: &[f32], rate: u32) -> Self {
+    pub(super) fn from_f32(audio: &[f32], rate: u32) -> Self {
         let samples = audio
             .iter()
             .map(|&x| (x * 32768.0).clamp(-32768.0, 32767.0) as i16)
@@ -91,8 +99,16 @@ impl Segment {
         Self { samples, rate }
     }
 
+    /// The official `audiosegment_to_numpy`: each sample over 32768.
+    pub(super) fn to_f32(&self) -> Vec<f32> {
+        self.samples
+            .iter()
+            .map(|&s| f32::from(s) / 32768.0)
+            .collect()
+    }
+
     /// Its duration in whole milliseconds, rounded half to even as Python's `round`.
-    fn len_ms(&self) -> i64 {
+    pub(super) fn len_ms(&self) -> i64 {
         (1000.0 * (self.samples.len() as f64 / self.rate as f64)).round_ties_even() as i64
     }
 
@@ -103,7 +119,7 @@ impl Segment {
 
     /// `segment[start:end]` in milliseconds, clamped to its length; samples missing at the
     /// end (its length was rounded up) are filled with silence, as pydub fills them.
-    fn slice(&self, start: i64, end: i64) -> Segment {
+    pub(super) fn slice(&self, start: i64, end: i64) -> Segment {
         let len = self.len_ms();
         let (start, end) = (start.min(len), end.min(len));
         let (from, to) = (self.frame(start), self.frame(end));
@@ -153,13 +169,13 @@ impl Segment {
 }
 
 /// pydub's `detect_silence`: [start, end] ms ranges at least `min_len` long whose windows are
-/// all at or under the threshold.
-fn detect_silence(seg: &Segment, min_len: i64, step: i64) -> Vec<[i64; 2]> {
+/// all at or under `threshold_dbfs`.
+fn detect_silence(seg: &Segment, min_len: i64, threshold_dbfs: f64, step: i64) -> Vec<[i64; 2]> {
     let len = seg.len_ms();
     if len < min_len {
         return Vec::new();
     }
-    let threshold = 10f64.powf(SILENCE_DBFS / 20.0) * 32768.0;
+    let threshold = 10f64.powf(threshold_dbfs / 20.0) * 32768.0;
     let last = len - min_len;
     let mut starts: Vec<i64> = (0..=last).step_by(step as usize).collect();
     if last % step != 0 {
@@ -187,9 +203,14 @@ fn detect_silence(seg: &Segment, min_len: i64, step: i64) -> Vec<[i64; 2]> {
     ranges
 }
 
-/// pydub's `detect_nonsilent`.
-fn detect_nonsilent(seg: &Segment, min_len: i64, step: i64) -> Vec<[i64; 2]> {
-    let silent = detect_silence(seg, min_len, step);
+/// pydub's `detect_nonsilent`: [start, end] ms ranges between silences of `min_len` ms.
+pub(super) fn detect_nonsilent(
+    seg: &Segment,
+    min_len: i64,
+    threshold_dbfs: f64,
+    step: i64,
+) -> Vec<[i64; 2]> {
+    let silent = detect_silence(seg, min_len, threshold_dbfs, step);
     let len = seg.len_ms();
     if silent.is_empty() {
         return vec![[0, len]];
@@ -215,7 +236,7 @@ fn detect_nonsilent(seg: &Segment, min_len: i64, step: i64) -> Vec<[i64; 2]> {
 /// pydub's `split_on_silence`, keeping `keep` ms of silence around each piece (split evenly
 /// where two pieces' margins overlap).
 fn split_on_silence(seg: &Segment, min_len: i64, keep: i64, step: i64) -> Vec<Segment> {
-    let mut ranges: Vec<[i64; 2]> = detect_nonsilent(seg, min_len, step)
+    let mut ranges: Vec<[i64; 2]> = detect_nonsilent(seg, min_len, SILENCE_DBFS, step)
         .into_iter()
         .map(|[s, e]| [s - keep, e + keep])
         .collect();

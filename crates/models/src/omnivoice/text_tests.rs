@@ -204,7 +204,7 @@ fn prompts_are_the_official_ids() {
     }
 }
 
-fn official_generation() -> Generation {
+pub(super) fn official_generation() -> Generation {
     // scripts/omnivoice_text_fixtures.py's E2E_CONFIG.
     Generation {
         decoding: Decoding {
@@ -219,7 +219,7 @@ fn official_generation() -> Generation {
     }
 }
 
-fn request(text: &str, language: Option<&str>, instruct: Option<&str>) -> Request {
+pub(super) fn request(text: &str, language: Option<&str>, instruct: Option<&str>) -> Request {
     Request {
         text: text.to_string(),
         language: language.map(str::to_string),
@@ -227,6 +227,7 @@ fn request(text: &str, language: Option<&str>, instruct: Option<&str>) -> Reques
         speed: 1.0,
         duration: None,
         generation: official_generation(),
+        reference: None,
     }
 }
 
@@ -235,7 +236,7 @@ fn request(text: &str, language: Option<&str>, instruct: Option<&str>) -> Reques
 /// bits, which is below every greedy choice here (the frames agree), and the decoded audio by
 /// ~1e-6 of its peak, which can move a sample across an int16 step (1/32768 ≈ 3e-5, scaled by
 /// 0.5/peak). 1e-4 allows a few such steps.
-fn assert_close(ours: &[f32], official: &[f32], what: &str) {
+pub(super) fn assert_close(ours: &[f32], official: &[f32], what: &str) {
     assert_eq!(ours.len(), official.len(), "{what}: length");
     let worst = ours
         .iter()

@@ -1,16 +1,23 @@
-//! The whole of the official `OmniVoice.generate` for voice design and auto voice (no
-//! cloning yet), as one value a server holds: a checkpoint directory loaded once, requests
-//! checked up front (so that a bad one is refused before any model work), and batches
-//! synthesized as the official code does them.
+//! The whole of the official `OmniVoice.generate` for voice design, auto voice and voice
+//! cloning, as one value a server holds: a checkpoint directory loaded once, requests checked
+//! up front (so that a bad one is refused before any model work), and batches synthesized as
+//! the official code does them.
+//!
+//! A voice to clone comes as a [`Reference`]: the codes the codec made of a clip prepared by
+//! [`super::prepare_reference`], its transcript and its RMS, as the official
+//! `VoiceClonePrompt`. Its text goes before the item's, its frames before the generated ones,
+//! it sets the length estimate, and a quiet one scales the output down.
 //!
 //! A batch runs as the official one: items whose estimate fits `audio_chunk_threshold` are
-//! generated whole; longer ones are cut into chunks at punctuation, the first chunk generated
-//! alone and every later one with the first's text and frames as its reference, and their
-//! audio cross-faded. Short items and first chunks share one batched decoding, and each later
-//! chunk index one more. Every item draws its noise from a generator of its own seed, so its
-//! audio does not depend on what else is in the batch.
+//! generated whole; longer ones are cut into chunks at punctuation and their audio
+//! cross-faded. With a reference every chunk is generated with it; without one the first chunk
+//! is generated alone and every later one with the first's text and frames as its reference.
+//! Each round (whole items and first chunks, then each later chunk index) is one batched
+//! decoding, whatever each item's reference. Every item draws its noise from a generator of
+//! its own seed, so its audio does not depend on what else is in the batch.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
@@ -36,8 +43,20 @@ pub struct Tts {
     frame_rate: u32,
 }
 
+/// A voice to clone: the reference's codes, its transcript and its loudness (the official
+/// `VoiceClonePrompt`).
+#[derive(Debug, Clone)]
+pub struct Reference {
+    /// [C, R] integer codes of the codec, C the model's codebooks.
+    pub codes: Tensor,
+    /// What the reference says, as prepared ([`super::prepare_reference`]).
+    pub text: String,
+    /// The RMS of the clip before preparation.
+    pub rms: f32,
+}
+
 /// One utterance to synthesize.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Request {
     pub text: String,
     /// A language id (`en`) or name (`English`); `None` or the literal `None`: no language.
@@ -49,6 +68,8 @@ pub struct Request {
     /// The length of the speech in seconds, instead of the estimate.
     pub duration: Option<f32>,
     pub generation: Generation,
+    /// A voice to clone; `None`: the instruct's voice, or an auto one.
+    pub reference: Option<Arc<Reference>>,
 }
 
 /// How an utterance is generated; the defaults are the official ones.
@@ -57,7 +78,8 @@ pub struct Generation {
     pub decoding: Decoding,
     /// `<|denoise|>` before a reference (here: before the first chunk, for later chunks).
     pub denoise: bool,
-    /// What the official code does to a cloning reference; unused until cloning is.
+    /// What the official code does to a cloning reference ([`super::prepare_reference`]'s
+    /// `preprocess`: for whoever prepares the reference; synthesis takes it prepared).
     pub preprocess_prompt: bool,
     /// Shorten long pauses and trim the edges of the output.
     pub postprocess_output: bool,
@@ -87,11 +109,12 @@ impl Default for Generation {
 }
 
 /// A checked request, ready to synthesize.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct Prepared {
     text: String,
     language: Option<&'static str>,
     instruct: Option<String>,
+    reference: Option<Arc<Reference>>,
     /// Target frames of the whole text.
     frames: usize,
     /// The speed later chunks are estimated at (the official `speed_list`).
@@ -129,6 +152,16 @@ pub enum RequestError {
     Speed(f32),
     #[error("duration must be a positive number of seconds, not {0}")]
     Duration(f32),
+    #[error("the reference's codes must be integers shaped [{codebooks}, frames], not {found}")]
+    ReferenceShape { codebooks: usize, found: String },
+    #[error("the reference has no frames")]
+    ReferenceEmpty,
+    #[error("the reference has code {code}, outside the codebook of {size}")]
+    ReferenceCode { code: i64, size: u32 },
+    #[error("the reference's transcript is empty")]
+    ReferenceText,
+    #[error("the reference's RMS must be a positive number, not {0}")]
+    ReferenceRms(f32),
 }
 
 /// Why a checkpoint directory cannot be loaded: the file, and what is wrong with it (a
@@ -329,25 +362,68 @@ impl Tts {
             Some(i) => resolve_instruct(i, use_zh)?,
             None => None,
         };
+        let reference = match &request.reference {
+            Some(r) => Some((r.text.as_str(), self.check_reference(r)?)),
+            None => None,
+        };
         let speed = decimal(request.speed);
         let (frames, chunk_speed) = match request.duration {
             Some(d) if !(d.is_finite() && d > 0.0) => return Err(RequestError::Duration(d)),
             Some(d) => {
                 // The estimate at speed 1 sets the later chunks' pace.
-                let estimate = target_frames(&request.text, None, 1.0);
+                let estimate = target_frames(&request.text, reference, 1.0);
                 let frames = ((decimal(d) * f64::from(self.frame_rate)) as usize).max(1);
                 (frames, estimate as f64 / frames as f64)
             }
-            None => (target_frames(&request.text, None, speed), speed),
+            None => (target_frames(&request.text, reference, speed), speed),
         };
         Ok(Prepared {
             text: request.text.clone(),
             language,
             instruct,
+            reference: request.reference.clone(),
             frames,
             chunk_speed,
             generation: request.generation.clone(),
         })
+    }
+
+    /// A reference the model can read (its codebooks, ids below the mask id, a frame, a
+    /// transcript, a level): its frame count.
+    fn check_reference(&self, reference: &Reference) -> std::result::Result<usize, RequestError> {
+        let c = self.model.config();
+        let codes = &reference.codes;
+        let shape = || RequestError::ReferenceShape {
+            codebooks: c.num_audio_codebook,
+            found: format!("{:?} {:?}", codes.dims(), codes.dtype()),
+        };
+        if codes.dtype().is_float() {
+            return Err(shape());
+        }
+        let (codebooks, frames) = codes.dims2().map_err(|_| shape())?;
+        if codebooks != c.num_audio_codebook {
+            return Err(shape());
+        }
+        if frames == 0 {
+            return Err(RequestError::ReferenceEmpty);
+        }
+        let size = c.audio_mask_id;
+        let bad = codes
+            .to_dtype(DType::I64)
+            .and_then(|t| t.flatten_all()?.to_vec1::<i64>())
+            .map_err(|_| shape())?
+            .into_iter()
+            .find(|&code| !(0..i64::from(size)).contains(&code));
+        if let Some(code) = bad {
+            return Err(RequestError::ReferenceCode { code, size });
+        }
+        if py_strip(&reference.text).is_empty() {
+            return Err(RequestError::ReferenceText);
+        }
+        if !(reference.rms.is_finite() && reference.rms > 0.0) {
+            return Err(RequestError::ReferenceRms(reference.rms));
+        }
+        Ok(frames)
     }
 
     /// The prompt `_prepare_inference_inputs` builds: the style tokens (`<|denoise|>` before a
@@ -481,34 +557,30 @@ impl Tts {
                 let Some(text) = chunks[i].get(round) else {
                     continue;
                 };
-                let prompt = if round == 0 {
-                    let target = if long[i] {
-                        target_frames(text, None, item.chunk_speed)
-                    } else {
-                        item.frames
-                    };
-                    self.prompt(
-                        text,
-                        None,
-                        item.language,
-                        item.instruct(),
-                        g.denoise,
-                        target,
-                    )?
-                } else {
-                    let first = &chunks[i][0];
-                    let reference = &frames[i][0];
-                    let target =
-                        target_frames(text, Some((first, reference.dim(1)?)), item.chunk_speed);
-                    self.prompt(
-                        text,
-                        Some((first, reference)),
-                        item.language,
-                        item.instruct(),
-                        g.denoise,
-                        target,
-                    )?
+                // The user's reference for every chunk; without one, later chunks take the
+                // first's text and frames.
+                let reference = match &item.reference {
+                    Some(r) => Some((r.text.as_str(), &r.codes)),
+                    None if round > 0 => Some((chunks[i][0].as_str(), &frames[i][0])),
+                    None => None,
                 };
+                let target = if long[i] {
+                    let reference = match reference {
+                        Some((text, codes)) => Some((text, codes.dim(1)?)),
+                        None => None,
+                    };
+                    target_frames(text, reference, item.chunk_speed)
+                } else {
+                    item.frames
+                };
+                let prompt = self.prompt(
+                    text,
+                    reference,
+                    item.language,
+                    item.instruct(),
+                    g.denoise,
+                    target,
+                )?;
                 prompts.push(prompt);
                 members.push(i);
             }
@@ -530,13 +602,15 @@ impl Tts {
         };
         frames
             .iter()
-            .map(|item| {
-                let audio = item
+            .zip(items)
+            .map(|(chunks, item)| {
+                let audio = chunks
                     .iter()
                     .map(|f| self.codec.decode(f)?.to_dtype(DType::F32)?.to_vec1::<f32>())
                     .collect::<Result<Vec<_>>>()?;
                 let joined = cross_fade(&audio, self.sample_rate);
-                Ok(post.apply(&joined, self.sample_rate, None))
+                let rms = item.reference.as_ref().map(|r| r.rms);
+                Ok(post.apply(&joined, self.sample_rate, rms))
             })
             .collect()
     }
