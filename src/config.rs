@@ -205,6 +205,9 @@ struct Options {
     /// Seconds before an unfinished speech request is answered 504
     #[arg(long, env = "OMNIVOICE_REQUEST_TIMEOUT_S", default_value_t = DEFAULTS.request_timeout_s)]
     request_timeout_s: u64,
+    /// Largest clip a client may upload to clone a voice, in bytes (413 above it; the Python omnivoice-server's 25 MiB)
+    #[arg(long, env = "OMNIVOICE_MAX_UPLOAD_BYTES", default_value_t = DEFAULTS.max_upload_bytes)]
+    max_upload_bytes: usize,
     /// Accepted API key, sent as "Authorization: Bearer <key>"; none = no auth
     #[arg(long = "api-key", env = "OMNIVOICE_API_KEYS", value_delimiter = ',')]
     api_keys: Vec<String>,
@@ -324,6 +327,7 @@ impl Default for Options {
             lexicon: None,
             language_detect: false,
             request_timeout_s: 120,
+            max_upload_bytes: 25 * 1024 * 1024,
             api_keys: Vec::new(),
             public_discovery: false,
             cors_origins: Vec::new(),
@@ -515,6 +519,8 @@ pub struct Settings {
     /// Whether each sentence is read in the language it is detected to be in.
     pub language_detect: bool,
     pub request_timeout_s: u64,
+    /// Largest clip to clone a voice from, in bytes.
+    pub max_upload_bytes: usize,
     pub max_concurrent: usize,
     #[serde(skip)]
     pub api_keys: Vec<String>,
@@ -633,6 +639,7 @@ impl Settings {
             lexicon: o.lexicon,
             language_detect: o.language_detect,
             request_timeout_s: o.request_timeout_s,
+            max_upload_bytes: o.max_upload_bytes,
             max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),
             api_keys: o.api_keys,
             cors_origins: o.cors_origins,
@@ -682,6 +689,7 @@ impl Settings {
         let positive = [
             ("max-input-chars", self.max_input_chars as u64),
             ("request-timeout-s", self.request_timeout_s),
+            ("max-upload-bytes", self.max_upload_bytes as u64),
             ("max-concurrent", self.max_concurrent as u64),
             ("batch-max-size", self.batch.max_size as u64),
             ("batch-queue-size", self.batch.queue_size as u64),
