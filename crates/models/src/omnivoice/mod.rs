@@ -30,6 +30,7 @@ mod instruct;
 mod manifest;
 mod model;
 mod post;
+mod resample;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -47,5 +48,6 @@ pub use instruct::{
 };
 pub use model::OmniVoice;
 pub use post::PostProcess;
+pub use resample::resample;
 pub use text::{chunk_text, combine_text, cross_fade, unknown_nonverbal_tags, NONVERBAL_TAGS};
 pub use tts::{Generation, LoadError, Prepared, Request, RequestError, Tts};
