@@ -1,0 +1,1 @@
+//! HuBERT against the official code.
