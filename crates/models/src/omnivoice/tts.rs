@@ -31,7 +31,8 @@ use super::text::{chunk_text, combine_text, cross_fade, is_cjk, py_strip, split_
 use crate::kernels::Precision;
 
 use super::{
-    target_frames, CodecConfig, CodecDecoder, Config, Decoding, OmniVoice, PostProcess, Prompt,
+    prepare_reference, resample, target_frames, CodecConfig, CodecDecoder, CodecEncoder, Config,
+    Decoding, OmniVoice, PostProcess, PreparedReference, Prompt, ReferenceError,
 };
 
 /// The network, its codec and its tokenizer, from one checkpoint directory.
@@ -41,6 +42,10 @@ pub struct Tts {
     tokenizer: tokenizers::Tokenizer,
     sample_rate: u32,
     frame_rate: u32,
+    /// The codec's weights file and device, for its encoder: loaded with the first clip to
+    /// clone (HuBERT alone is 95 M parameters a server without clones never needs).
+    encoder_source: Option<(PathBuf, Device)>,
+    encoder: std::sync::Mutex<Option<std::sync::Arc<CodecEncoder>>>,
 }
 
 /// A voice to clone: the reference's codes, its transcript and its loudness (the official
@@ -254,11 +259,55 @@ impl Tts {
     /// from `audio_tokenizer/preprocessor_config.json` as the official code takes it (the
     /// codec's own when that file is absent).
     pub fn load(dir: &Path, dtype: DType, device: &Device) -> std::result::Result<Self, LoadError> {
-        Self::open(dir, dtype, |file, dtype| {
+        let mut tts = Self::open(dir, dtype, |file, dtype| {
             // SAFETY: the file is mapped read-only and not changed while the model lives, as
             // for every checkpoint loader.
             unsafe { VarBuilder::from_mmaped_safetensors(&[file], dtype, device) }
-        })
+        })?;
+        let codec_weights = dir.join("audio_tokenizer").join("model.safetensors");
+        tts.encoder_source = Some((codec_weights, device.clone()));
+        Ok(tts)
+    }
+
+    /// A clip to clone, prepared as the official `create_voice_clone_prompt` prepares it:
+    /// resampled to the codec's rate as torchaudio does, then the loudness, silence and
+    /// length rules ([`prepare_reference`]).
+    pub fn prepare_reference(
+        &self,
+        samples: &[f32],
+        sample_rate: u32,
+        text: &str,
+        preprocess: bool,
+    ) -> std::result::Result<PreparedReference, ReferenceError> {
+        let wave = resample(samples, sample_rate, self.sample_rate);
+        prepare_reference(
+            &wave,
+            self.sample_rate,
+            self.codec.config().hop_length,
+            text,
+            preprocess,
+        )
+    }
+
+    /// The codes of a prepared clip ([codebooks, frames] u32), by the codec's encoder.
+    pub fn encode_reference(&self, prepared: &PreparedReference) -> Result<Tensor> {
+        self.encoder()?.encode(&prepared.wave)
+    }
+
+    fn encoder(&self) -> Result<std::sync::Arc<CodecEncoder>> {
+        let mut encoder = self.encoder.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(loaded) = encoder.as_ref() {
+            return Ok(loaded.clone());
+        }
+        let (file, device) = self
+            .encoder_source
+            .as_ref()
+            .ok_or_else(|| candle_core::Error::Msg("a checked checkpoint has no weights".into()))?;
+        // SAFETY: as in `load`.
+        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[file], DType::F32, device)? };
+        let loaded = std::sync::Arc::new(CodecEncoder::load(self.codec.config(), vb)?);
+        *encoder = Some(loaded.clone());
+        Ok(loaded)
     }
 
     /// Checks the checkpoint in `dir` as [`Tts::load`] reads it (the configs, every tensor's
@@ -308,6 +357,8 @@ impl Tts {
             tokenizer,
             sample_rate,
             frame_rate,
+            encoder_source: None,
+            encoder: std::sync::Mutex::new(None),
         })
     }
 
