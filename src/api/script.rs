@@ -2,6 +2,7 @@
 //! shape, answered as one audio file (`single_track`) or as JSON with one base64 track per
 //! speaker (`multi_track`), with that server's headers and field names.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,15 +13,20 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
+use utoipa::openapi::schema::{KnownFormat, Object, ObjectBuilder, SchemaFormat, SchemaType};
+use utoipa::openapi::{Content, RefOr, Response as ApiResponse, ResponseBuilder, Type};
+use utoipa::{IntoResponses, PartialSchema, ToSchema};
 
 use super::extract::ApiJson;
 use super::headers::{X_DURATION, X_LATENCY, X_SAMPLE_RATE};
-use super::schema::SpeechErrors;
+use super::schema::{self, required_header, SpeechErrors};
 use super::speech::timed_out;
 use super::{ApiError, AppState};
+use crate::audio::AudioFormat;
 use crate::metrics as m;
-use crate::speech::{Dialogue, DialogueAudio, Line, Reading, LINES_IN_FLIGHT};
+use crate::speech::{
+    Dialogue, DialogueAudio, Line, Reading, DEFAULT_PAUSE_S, LINES_IN_FLIGHT, PAUSE_S,
+};
 
 const X_SPEAKERS: HeaderName = HeaderName::from_static("x-speakers-unique");
 const X_SEGMENTS: HeaderName = HeaderName::from_static("x-segment-count");
@@ -43,31 +49,29 @@ pub struct ScriptRequest {
     /// The lines in order (`segments` is taken too); at most 100, 50,000 characters in all,
     /// 10 distinct speakers.
     #[serde(alias = "segments")]
+    #[schema(min_items = 1, max_items = 100)]
     pub script: Vec<ScriptSegment>,
     /// The voice of speakers whose first line names none; the server's default otherwise.
     #[serde(default)]
     pub default_voice: Option<String>,
-    /// Speed of lines that state none (0.25 to 4); 1.0 when absent.
+    /// Speed of lines that state none; 1.0 when absent.
     #[serde(default)]
+    #[schema(schema_with = schema::speed_schema)]
     pub speed: Option<f64>,
-    /// `wav` when absent (every track's format with `multi_track`).
     #[serde(default)]
-    #[schema(example = "wav")]
+    #[schema(schema_with = response_format_schema)]
     pub response_format: Option<String>,
-    /// `single_track` (one file, the default) or `multi_track` (JSON, a track per speaker).
     #[serde(default)]
-    #[schema(example = "single_track")]
+    #[schema(schema_with = output_format_schema)]
     pub output_format: Option<String>,
-    /// Seconds of silence where the speaker changes (0 to 5); 0.5 when absent.
     #[serde(default)]
+    #[schema(schema_with = pause_schema)]
     pub pause_between_speakers: Option<f64>,
-    /// `abort` (the default: the first failed line fails the request, naming it) or `skip`
-    /// (failed lines are left out and listed).
     #[serde(default)]
-    #[schema(example = "abort")]
+    #[schema(schema_with = on_error_schema)]
     pub on_error: Option<String>,
-    /// Fixed seed: the same script gives the same audio.
     #[serde(default)]
+    #[schema(schema_with = schema::seed_schema)]
     pub seed: Option<u64>,
     /// `false` bypasses the audio cache for every line.
     #[serde(default)]
@@ -78,14 +82,127 @@ pub struct ScriptRequest {
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct ScriptSegment {
     /// 1 to 64 ASCII letters, digits, `_` or `-`.
-    #[schema(example = "host")]
+    #[schema(example = "host", pattern = "^[a-zA-Z0-9_-]{1,64}$")]
     pub speaker: String,
+    /// The line: up to 10,000 characters (or the server's `max_input_chars`), not only
+    /// whitespace.
+    #[schema(min_length = 1, max_length = 10000, pattern = r"\S")]
     pub text: String,
     /// The speaker's voice, read from the speaker's first line (later lines keep it).
     #[serde(default)]
     pub voice: Option<String>,
     #[serde(default)]
+    #[schema(schema_with = schema::speed_schema)]
     pub speed: Option<f64>,
+}
+
+/// The success answer: audio, or JSON for `multi_track`.
+struct ScriptResponses;
+
+impl IntoResponses for ScriptResponses {
+    fn responses() -> BTreeMap<String, RefOr<ApiResponse>> {
+        let binary = || {
+            Content::new(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .format(Some(SchemaFormat::KnownFormat(KnownFormat::Binary))),
+            ))
+        };
+        let mut ok = ResponseBuilder::new().description(
+            "`single_track`: the audio in `response_format`, with `X-Audio-Duration-S`. \
+             `multi_track`: JSON, a base64 track per speaker and where each line sits.",
+        );
+        for format in AudioFormat::ALL {
+            ok = ok.content(format.content_type(), binary());
+        }
+        let count = |description: &str| {
+            required_header(Object::with_type(Type::Integer), description)
+        };
+        let ok = ok
+            .content(
+                "application/json",
+                Content::new(Some(MultiTrackResponse::schema())),
+            )
+            .header(
+                X_SPEAKERS.as_str(),
+                count("Distinct speakers among the lines spoken."),
+            )
+            .header(X_SEGMENTS.as_str(), count("Lines spoken."))
+            .header(
+                X_SKIPPED.as_str(),
+                required_header(
+                    Object::with_type(Type::String),
+                    "Indices of the lines left out (`on_error: skip`), comma-separated; empty \
+                     when none.",
+                ),
+            )
+            .header(
+                X_SAMPLE_RATE.as_str(),
+                count("Sample rate of the audio (every track's) in Hz."),
+            )
+            .header(
+                X_LATENCY.as_str(),
+                required_header(
+                    Object::with_type(Type::Number),
+                    "Seconds from the request to the answer.",
+                ),
+            )
+            .build();
+        BTreeMap::from([("200".to_string(), ok.into())])
+    }
+}
+
+fn nullable(kind: Type) -> SchemaType {
+    [kind, Type::Null].into_iter().collect()
+}
+
+fn choice_schema(names: &[&str], default: &str, description: &str) -> Object {
+    let mut values: Vec<serde_json::Value> = names.iter().map(|&n| n.into()).collect();
+    values.push(serde_json::Value::Null);
+    ObjectBuilder::new()
+        .schema_type(nullable(Type::String))
+        .enum_values(Some(values))
+        .default(Some(default.into()))
+        .description(Some(description))
+        .build()
+}
+
+fn response_format_schema() -> Object {
+    let names: Vec<&str> = AudioFormat::ALL.iter().map(|f| f.as_str()).collect();
+    choice_schema(
+        &names,
+        "wav",
+        "Audio format of the answer (of every track with `multi_track`); `wav` when absent.",
+    )
+}
+
+fn output_format_schema() -> Object {
+    choice_schema(
+        &["single_track", "multi_track"],
+        "single_track",
+        "`single_track`: one file. `multi_track`: JSON with a track per speaker.",
+    )
+}
+
+fn on_error_schema() -> Object {
+    choice_schema(
+        &["abort", "skip"],
+        "abort",
+        "`abort`: the first failed line fails the request, naming it. `skip`: failed lines \
+         are left out and listed.",
+    )
+}
+
+fn pause_schema() -> Object {
+    ObjectBuilder::new()
+        .schema_type(nullable(Type::Number))
+        .minimum(Some(*PAUSE_S.start()))
+        .maximum(Some(*PAUSE_S.end()))
+        .default(Some(DEFAULT_PAUSE_S.into()))
+        .description(Some(
+            "Seconds of silence where the speaker changes; none between lines of one speaker.",
+        ))
+        .build()
 }
 
 /// `multi_track`'s answer (the Python server's fields, plus ours in `metadata`).
@@ -93,7 +210,9 @@ pub struct ScriptSegment {
 pub struct MultiTrackResponse {
     /// Speaker id → base64 audio in `response_format`; every track lasts the whole script,
     /// silent where others speak.
+    #[schema(value_type = BTreeMap<String, String>)]
     tracks: serde_json::Map<String, serde_json::Value>,
+    #[schema(inline)]
     metadata: ScriptMetadata,
 }
 
@@ -104,10 +223,12 @@ struct ScriptMetadata {
     segment_count: usize,
     /// The indices of the lines left out (`on_error: skip`).
     skipped_segments: Vec<usize>,
+    #[schema(inline)]
     segments: Vec<SegmentPlacement>,
     /// Rate of every track.
     sample_rate: u32,
     /// Why each line was left out.
+    #[schema(inline)]
     skipped_errors: Vec<SkippedError>,
 }
 
@@ -141,10 +262,7 @@ struct SkippedError {
 #[utoipa::path(post, path = "/v1/audio/script", tag = "speech",
     request_body = ScriptRequest,
     responses(
-        (status = 200, description = "`single_track`: the audio, with `X-Audio-Duration-S`, \
-            `X-Speakers-Unique`, `X-Segment-Count` and `X-Skipped-Segments` (comma-separated \
-            indices). `multi_track`: JSON.", body = MultiTrackResponse),
-        SpeechErrors))]
+        ScriptResponses, SpeechErrors))]
 pub async fn create_script(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,

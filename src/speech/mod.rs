@@ -34,7 +34,7 @@ use crate::text::lexicon::Entry;
 
 pub use dialogue::{
     Audio as DialogueAudio, Dialogue, DialogueError, Dialogues, Layout, Line, Placed, Reading,
-    Skipped, LINES_IN_FLIGHT,
+    Skipped, DEFAULT_PAUSE_S, LINES_IN_FLIGHT, PAUSE_S,
 };
 pub use error::{Failure, InvalidReason, SpeechError};
 pub use lexicon::{LexiconStore, LexiconView};
