@@ -94,9 +94,10 @@ async fn a_script_of_three_engines_as_one_track_and_as_tracks() {
     let segments = metadata["segments"].as_array().unwrap();
     let at = |i: usize, key: &str| segments[i][key].as_u64().unwrap() as usize;
     let pause = 7_200; // 0.3 s at 24 kHz
-    for i in 0..5 {
-        assert_eq!(segments[i]["index"], i);
-        let seconds = segments[i]["offset_s"].as_f64().unwrap();
+    assert_eq!(segments.len(), 5);
+    for (i, segment) in segments.iter().enumerate() {
+        assert_eq!(segment["index"], i);
+        let seconds = segment["offset_s"].as_f64().unwrap();
         // Microseconds: finer than a sample.
         assert!((seconds * rate as f64 - at(i, "offset_samples") as f64).abs() < 0.05);
         assert!(at(i, "duration_samples") > rate / 20, "segment {i} speaks");
@@ -108,7 +109,9 @@ async fn a_script_of_three_engines_as_one_track_and_as_tracks() {
     assert_eq!(at(3, "offset_samples"), end(2) + pause, "narrator → host");
     assert_eq!(at(4, "offset_samples"), end(3), "host → host: no pause");
     let total = end(4);
-    assert!((metadata["total_duration_s"].as_f64().unwrap() - total as f64 / rate as f64).abs() < 1e-5);
+    assert!(
+        (metadata["total_duration_s"].as_f64().unwrap() - total as f64 / rate as f64).abs() < 1e-5
+    );
 
     // Every track lasts the whole script and is silent (exactly) outside its speaker's lines.
     let tracks = answer["tracks"].as_object().unwrap();
@@ -123,7 +126,10 @@ async fn a_script_of_three_engines_as_one_track_and_as_tracks() {
             let from = s["offset_samples"].as_u64().unwrap() as usize;
             let to = from + s["duration_samples"].as_u64().unwrap() as usize;
             own[from..to].iter_mut().for_each(|o| *o = true);
-            assert!(samples[from..to].iter().any(|&v| v != 0), "{speaker} speaks");
+            assert!(
+                samples[from..to].iter().any(|&v| v != 0),
+                "{speaker} speaks"
+            );
         }
         for (i, &v) in samples.iter().enumerate() {
             assert!(own[i] || v == 0, "{speaker} is heard at {i}");
@@ -185,7 +191,10 @@ async fn a_bad_segment_aborts_the_script_or_is_skipped_and_listed() {
     assert_eq!(error["param"], "script[1].voice");
     assert_eq!(error["code"], "voice_not_found");
     assert!(
-        error["message"].as_str().unwrap().starts_with("Segment 1 failed"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Segment 1 failed"),
         "{error}"
     );
 
@@ -232,7 +241,10 @@ async fn a_bad_segment_aborts_the_script_or_is_skipped_and_listed() {
         "script": [{"speaker": "a", "text": "One.", "voice": "klingon"}]});
     let error = openai_error(script(url, &none).await, 400).await;
     assert_eq!(error["param"], "script[0].voice");
-    assert!(error["message"].as_str().unwrap().starts_with("Every segment failed"));
+    assert!(error["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Every segment failed"));
 }
 
 #[tokio::test]
@@ -251,18 +263,48 @@ async fn every_limit_is_a_400_naming_its_field() {
         (body(vec![]), "script"),
         (body((0..101).map(|_| line("a", "Hi.")).collect()), "script"),
         (body((0..6).map(|_| line("a", &long)).collect()), "script"),
-        (body((0..11).map(|i| line(&format!("s{i}"), "Hi.")).collect()), "script"),
+        (
+            body((0..11).map(|i| line(&format!("s{i}"), "Hi.")).collect()),
+            "script",
+        ),
         (body(vec![line("a", &"a".repeat(10_001))]), "script[0].text"),
         // About 640 s of speech, by the estimate.
-        (body(vec![line("a", &long[..4000]), line("a", &long[..4000])]), "script"),
-        (body(vec![line("a", "Hi."), line("bad id", "Hi.")]), "script[1].speaker"),
-        (body(vec![line(&"x".repeat(65), "Hi.")]), "script[0].speaker"),
-        (body(vec![line("a", "Hi."), line("a", "  ")]), "script[1].text"),
-        (body(vec![json!({"speaker": "a", "text": "Hi.", "voice": " "})]), "script[0].voice"),
-        (body(vec![line("a", "Hi."), json!({"speaker": "a", "text": "Hi.", "speed": 5})]), "script[1].speed"),
+        (
+            body(vec![line("a", &long[..4000]), line("a", &long[..4000])]),
+            "script",
+        ),
+        (
+            body(vec![line("a", "Hi."), line("bad id", "Hi.")]),
+            "script[1].speaker",
+        ),
+        (
+            body(vec![line(&"x".repeat(65), "Hi.")]),
+            "script[0].speaker",
+        ),
+        (
+            body(vec![line("a", "Hi."), line("a", "  ")]),
+            "script[1].text",
+        ),
+        (
+            body(vec![json!({"speaker": "a", "text": "Hi.", "voice": " "})]),
+            "script[0].voice",
+        ),
+        (
+            body(vec![
+                line("a", "Hi."),
+                json!({"speaker": "a", "text": "Hi.", "speed": 5}),
+            ]),
+            "script[1].speed",
+        ),
         (with("speed", json!(0.1)), "speed"),
-        (with("pause_between_speakers", json!(5.5)), "pause_between_speakers"),
-        (with("pause_between_speakers", json!(-1)), "pause_between_speakers"),
+        (
+            with("pause_between_speakers", json!(5.5)),
+            "pause_between_speakers",
+        ),
+        (
+            with("pause_between_speakers", json!(-1)),
+            "pause_between_speakers",
+        ),
         (with("output_format", json!("stereo")), "output_format"),
         (with("on_error", json!("retry")), "on_error"),
         (with("response_format", json!("ogg")), "response_format"),
@@ -279,7 +321,10 @@ async fn every_limit_is_a_400_naming_its_field() {
         400,
     )
     .await;
-    assert!(error["param"].as_str().unwrap().starts_with("script[0]"), "{error}");
+    assert!(
+        error["param"].as_str().unwrap().starts_with("script[0]"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -429,7 +474,10 @@ async fn a_full_script_cap_answers_429_with_retry_after() {
     let error = openai_error(refused, 429).await;
     assert_eq!(error["type"], "rate_limit_error");
     assert!(
-        error["message"].as_str().unwrap().contains("limit of 1 script"),
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("limit of 1 script"),
         "{error}"
     );
 
@@ -468,12 +516,19 @@ async fn a_client_that_goes_away_stops_its_script() {
     // The script's slot comes free once its handler is gone.
     let started = Instant::now();
     loop {
-        let response = script(&url, &json!({"script": [{"speaker": "z", "text": "Next."}]})).await;
+        let response = script(
+            &url,
+            &json!({"script": [{"speaker": "z", "text": "Next."}]}),
+        )
+        .await;
         if response.status() == 200 {
             break;
         }
         assert_eq!(response.status(), 429);
-        assert!(started.elapsed() < Duration::from_secs(20), "the slot never came free");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the slot never came free"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let texts = gate.texts.lock().unwrap().clone();

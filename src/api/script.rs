@@ -115,9 +115,8 @@ impl IntoResponses for ScriptResponses {
         for format in AudioFormat::ALL {
             ok = ok.content(format.content_type(), binary());
         }
-        let count = |description: &str| {
-            required_header(Object::with_type(Type::Integer), description)
-        };
+        let count =
+            |description: &str| required_header(Object::with_type(Type::Integer), description);
         let ok = ok
             .content(
                 "application/json",
@@ -300,12 +299,10 @@ pub async fn create_script(
         seed: request.seed,
         use_cache: request.cache != Some(false) && !no_cache_header,
     };
-    let reading = tokio::time::timeout(
-        Duration::from_secs(seconds),
-        state.dialogues.read(dialogue),
-    )
-    .await
-    .map_err(|_| timed_out(seconds))??;
+    let reading =
+        tokio::time::timeout(Duration::from_secs(seconds), state.dialogues.read(dialogue))
+            .await
+            .map_err(|_| timed_out(seconds))??;
     m::add_audio_seconds(reading.duration_s);
     let latency = format!("{:.3}", started.elapsed().as_secs_f64());
     let mut response = answer(reading);
@@ -398,4 +395,3 @@ fn set(headers: &mut HeaderMap, name: HeaderName, value: String) {
         headers.insert(name, value);
     }
 }
-

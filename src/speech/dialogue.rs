@@ -220,11 +220,6 @@ impl Dialogues {
         }
     }
 
-    /// Scripts being read now.
-    pub fn in_flight(&self) -> usize {
-        self.limit - self.slots.available_permits()
-    }
-
     /// Reads `dialogue`. Dropping the future stops it: lines not yet spoken are never
     /// computed.
     pub async fn read(&self, dialogue: Dialogue) -> Result<Reading, DialogueError> {
@@ -243,7 +238,10 @@ impl Dialogues {
                 }
             }
         }
-        let Some(native) = jobs.iter().map(|(_, _, job, ..)| job.voice().sample_rate).max()
+        let Some(native) = jobs
+            .iter()
+            .map(|(_, _, job, ..)| job.voice().sample_rate)
+            .max()
         else {
             return Err(every_line_failed(skipped));
         };
@@ -252,10 +250,12 @@ impl Dialogues {
         let rate = shape.format.output_sample_rate(native);
         let speech = &self.speech;
         let mut spoken_lines = stream::iter(jobs)
-            .map(|(index, speaker, job, voice_param, speed_param)| async move {
-                let spoken = speak_at(speech, job, rate).await;
-                (index, speaker, voice_param, speed_param, spoken)
-            })
+            .map(
+                |(index, speaker, job, voice_param, speed_param)| async move {
+                    let spoken = speak_at(speech, job, rate).await;
+                    (index, speaker, voice_param, speed_param, spoken)
+                },
+            )
             .buffered(LINES_IN_FLIGHT);
         let mut spoken = Vec::new();
         while let Some((index, speaker, voice_param, speed_param, result)) =
@@ -322,8 +322,8 @@ impl Dialogues {
                 ),
             ));
         }
-        let speed_range = f64::from(*crate::params::SPEED.start())
-            ..=f64::from(*crate::params::SPEED.end());
+        let speed_range =
+            f64::from(*crate::params::SPEED.start())..=f64::from(*crate::params::SPEED.end());
         let check_speed = |param: &str, speed: Option<f64>| match speed {
             Some(s) if !speed_range.contains(&s) => Err(DialogueError::invalid(
                 param,
@@ -623,7 +623,11 @@ fn every_line_failed(mut skipped: Vec<Skipped>) -> DialogueError {
 }
 
 /// A line's samples at `rate`.
-async fn speak_at(speech: &SpeechService, job: super::Job, rate: u32) -> Result<Vec<f32>, SpeechError> {
+async fn speak_at(
+    speech: &SpeechService,
+    job: super::Job,
+    rate: u32,
+) -> Result<Vec<f32>, SpeechError> {
     let spoken = speech.speak(job).await?;
     let audio = &spoken.audio;
     // Native PCM: 16-bit little-endian samples at the voice's rate.
@@ -634,7 +638,10 @@ async fn speak_at(speech: &SpeechService, job: super::Job, rate: u32) -> Result<
         .collect();
     audio::resample::resample(&samples, audio.sample_rate, rate).map_err(|e| {
         SpeechError::Engine(Failure::new(
-            format_args!("resampling {} Hz audio to {rate} Hz failed", audio.sample_rate),
+            format_args!(
+                "resampling {} Hz audio to {rate} Hz failed",
+                audio.sample_rate
+            ),
             e,
         ))
     })
@@ -665,12 +672,14 @@ fn assemble(
     }
     let length = at;
     let encode = |samples: &[f32]| {
-        audio::encode(format, samples, rate).map(Bytes::from).map_err(|e| {
-            SpeechError::Encoding(Failure::new(
-                format_args!("encoding {} failed", format.as_str()),
-                e,
-            ))
-        })
+        audio::encode(format, samples, rate)
+            .map(Bytes::from)
+            .map_err(|e| {
+                SpeechError::Encoding(Failure::new(
+                    format_args!("encoding {} failed", format.as_str()),
+                    e,
+                ))
+            })
     };
     let audio = match layout {
         Layout::SingleTrack => {
@@ -731,8 +740,7 @@ mod tests {
     #[test]
     fn every_track_lasts_the_whole_script() {
         let spoken = vec![line("a", 10), line("b", 7), line("a", 3)];
-        let (_, audio) =
-            assemble(spoken, 2, 24_000, AudioFormat::Pcm, Layout::MultiTrack).unwrap();
+        let (_, audio) = assemble(spoken, 2, 24_000, AudioFormat::Pcm, Layout::MultiTrack).unwrap();
         let Audio::Tracks(tracks) = audio else {
             panic!("tracks")
         };
