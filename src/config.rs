@@ -240,6 +240,9 @@ struct Options {
     /// Seconds a WebSocket text stream may send nothing while nothing is left to speak; then it is closed
     #[arg(long, env = "OMNIVOICE_WS_IDLE_TIMEOUT_S", default_value_t = DEFAULTS.ws_idle_timeout_s)]
     ws_idle_timeout_s: u64,
+    /// Most multi-speaker scripts (POST /v1/audio/script) read at once; one more is a 429 with Retry-After
+    #[arg(long, env = "OMNIVOICE_MAX_SCRIPTS", default_value_t = DEFAULTS.max_scripts)]
+    max_scripts: usize,
     /// Inference workers running batches in parallel; unset = one per physical core
     #[arg(long, env = "OMNIVOICE_MAX_CONCURRENT")]
     max_concurrent: Option<usize>,
@@ -336,6 +339,7 @@ impl Default for Options {
             wyoming_port: None,
             ws_max_connections: 64,
             ws_idle_timeout_s: 60,
+            max_scripts: 4,
             max_concurrent: None,
             batch_enabled: true,
             batch_max_size: 8,
@@ -540,6 +544,8 @@ pub struct Settings {
     pub ws_max_connections: usize,
     /// Seconds a WebSocket text stream may wait for its client with nothing left to speak.
     pub ws_idle_timeout_s: u64,
+    /// Multi-speaker scripts read at once.
+    pub max_scripts: usize,
     /// Whether the model and voice lists are served without an API key.
     pub public_discovery: bool,
     /// Extra `model` names → engine ids, from `[models.aliases]`.
@@ -673,6 +679,7 @@ impl Settings {
             wyoming_port: o.wyoming_port,
             ws_max_connections: o.ws_max_connections,
             ws_idle_timeout_s: o.ws_idle_timeout_s,
+            max_scripts: o.max_scripts,
             public_discovery: o.public_discovery,
             model_aliases: o.models.aliases,
             voice_aliases: o.voices.aliases,
@@ -696,6 +703,7 @@ impl Settings {
             ("max-loaded-voices", self.max_loaded_voices as u64),
             ("ws-max-connections", self.ws_max_connections as u64),
             ("ws-idle-timeout-s", self.ws_idle_timeout_s),
+            ("max-scripts", self.max_scripts as u64),
         ];
         for (name, value) in positive {
             if value == 0 {

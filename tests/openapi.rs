@@ -89,8 +89,9 @@ const DISCOVERY: [(&str, &str); 4] = [
     ("get", "/v1/audio/models"),
     ("get", "/v1/audio/voices"),
 ];
-const GUARDED: [(&str, &str); 12] = [
+const GUARDED: [(&str, &str); 13] = [
     ("post", "/v1/audio/speech"),
+    ("post", "/v1/audio/script"),
     ("post", "/v1/audio/phonemize"),
     ("post", "/dev/phonemize"),
     ("get", "/v1/audio/speech/stream"),

@@ -13,7 +13,7 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::speech::{InvalidReason, SpeechError};
+use crate::speech::{DialogueError, InvalidReason, SpeechError};
 
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -188,6 +188,27 @@ impl From<SpeechError> for ApiError {
                 tracing::error!(error = %message, "speech failed");
                 Self::internal(message)
             }
+        }
+    }
+}
+
+impl From<DialogueError> for ApiError {
+    fn from(e: DialogueError) -> Self {
+        let message = e.to_string();
+        match e {
+            DialogueError::Invalid { param, .. } => Self::invalid(&param, message),
+            DialogueError::Busy { retry_after, .. } => {
+                let mut busy = Self::overloaded(retry_after);
+                busy.message = message;
+                busy
+            }
+            // The line's own failure decides the status; the answer names the line.
+            DialogueError::Line { param, source, .. } => {
+                let mut line = Self::from(source);
+                line.message = message;
+                line.with_param(param)
+            }
+            DialogueError::Speech(e) => Self::from(e),
         }
     }
 }

@@ -25,6 +25,7 @@ mod playground;
 mod probes;
 mod schema;
 mod scrape;
+mod script;
 mod shutdown;
 mod speech;
 mod sse;
@@ -59,7 +60,7 @@ use headers::REQUEST_ID;
 
 use crate::config::Settings;
 use crate::metrics as m;
-use crate::speech::SpeechService;
+use crate::speech::{Dialogues, SpeechService};
 
 /// Largest accepted request body. Inputs are at most a few thousand characters; a megabyte
 /// leaves room for any JSON escaping while stopping abuse early.
@@ -69,6 +70,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub struct AppState {
     pub settings: Settings,
     pub speech: SpeechService,
+    /// Multi-speaker scripts, read through `speech` a bounded number at once.
+    pub dialogues: Dialogues,
     pub metrics: PrometheusHandle,
     pub started: Instant,
     pub device: String,
@@ -88,6 +91,11 @@ impl AppState {
     ) -> Self {
         Self {
             streams: stream::Streams::new(&settings),
+            dialogues: Dialogues::new(
+                speech.clone(),
+                settings.max_scripts,
+                settings.max_input_chars,
+            ),
             settings,
             speech,
             metrics,
@@ -179,6 +187,7 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
     let speech = OpenApiRouter::default()
         .routes(routes!(speech::create_speech))
         .merge(uploads)
+        .routes(routes!(script::create_script))
         .routes(routes!(stream::open))
         .routes(routes!(timestamps::create_timestamped_speech))
         .routes(routes!(timestamps::create_captioned_speech))

@@ -218,6 +218,11 @@ impl Registry {
         &self.config.default_engine
     }
 
+    /// The default engine's voice behind OpenAI's voice names.
+    pub fn default_voice(&self) -> &str {
+        &self.config.default_voice
+    }
+
     /// The engine that has a voice of exactly this id: the default engine if it has one, else
     /// the first other engine that does.
     pub fn engine_of_voice(&self, voice: &str) -> Option<String> {

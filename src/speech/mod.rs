@@ -5,6 +5,7 @@
 //! wire format into a [`Request`] and the results back; [`SpeechService`] is all they see, so
 //! batching, the cache, the registry and the limits are shared by all of them.
 
+mod dialogue;
 mod error;
 mod join;
 mod lexicon;
@@ -31,6 +32,10 @@ use crate::engine::{Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
 use crate::text::lexicon::Entry;
 
+pub use dialogue::{
+    Audio as DialogueAudio, Dialogue, DialogueError, Dialogues, Layout, Line, Placed, Reading,
+    Skipped, DEFAULT_PAUSE_S, LINES_IN_FLIGHT, PAUSE_S,
+};
 pub use error::{Failure, InvalidReason, SpeechError};
 pub use lexicon::{LexiconStore, LexiconView};
 pub use live::{LiveSpeech, LiveText, Sentence, SentenceAudio, SentencePart, SpokenSentence};

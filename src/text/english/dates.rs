@@ -326,7 +326,8 @@ fn meridiem(cursor: &Cursor, offset: usize) -> Option<(&'static str, usize)> {
         "p" => Some("p.m."),
         _ => None,
     };
-    if word.text.len() == 2 && word.text[1..].eq_ignore_ascii_case("m") {
+    // ASCII first: a two-byte word may be one letter (`Ò`), which has no byte 1 to cut at.
+    if word.text.len() == 2 && word.text.is_ascii() && word.text[1..].eq_ignore_ascii_case("m") {
         if gap == 1
             && word.text != word.text.to_lowercase()
             && word.text != word.text.to_uppercase()
@@ -393,6 +394,14 @@ mod tests {
             spoken("On 12/01/2026 we met.", DateOrder::DayFirst),
             "On the twelfth of January, twenty twenty-six we met."
         );
+    }
+
+    /// A time followed by a two-byte letter is no meridiem, and no panic.
+    #[test]
+    fn a_time_before_a_two_byte_letter_reads_without_a_panic() {
+        let read = spoken("1\u{8d}\u{d2}\u{ac}\u{97}M", DateOrder::MonthFirst);
+        assert!(!read.contains("m."), "{read}");
+        let _ = spoken("At 10 \u{d2} today.", DateOrder::MonthFirst);
     }
 
     #[test]
