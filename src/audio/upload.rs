@@ -196,6 +196,18 @@ mod tests {
     }
 
     #[test]
+    fn mp3_is_recognised_by_its_bytes() {
+        let clip = decode(&wav(24_000, 1, 1.0)).unwrap();
+        let mp3 =
+            crate::audio::encode(crate::audio::AudioFormat::Mp3, &clip.samples, 24_000).unwrap();
+        let back = decode(&mp3).unwrap();
+        assert_eq!(back.sample_rate, 24_000);
+        // The encoder's priming and padding add at most a few frames of 1152 samples.
+        let extra = back.samples.len() as i64 - clip.samples.len() as i64;
+        assert!((0..=4 * 1152).contains(&extra), "{extra} more samples");
+    }
+
+    #[test]
     fn every_bad_upload_is_a_clear_error() {
         assert!(matches!(decode(b""), Err(UploadError::Empty)));
         assert!(matches!(
@@ -211,7 +223,9 @@ mod tests {
         // A header that claims far more than the file holds.
         let mut lying = wav(16_000, 1, 1.0);
         lying[40..44].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode(&lying).is_ok_and(|c| c.samples.len() == 16_000) || decode(&lying).is_err());
+        if let Ok(clip) = decode(&lying) {
+            assert!(clip.samples.len() <= 16_000, "{} samples", clip.samples.len());
+        }
     }
 
     #[test]
