@@ -445,5 +445,4 @@ impl SelfAttention {
 }
 
 #[cfg(test)]
-#[path = "hubert_tests.rs"]
 mod tests;
