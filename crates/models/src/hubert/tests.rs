@@ -59,14 +59,9 @@ fn codec_hubert() -> (HubertConfig, Hubert) {
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     let config: HubertConfig =
         serde_json::from_value(json["semantic_model_config"].clone()).unwrap();
-    let vb = unsafe {
-        VarBuilder::from_mmaped_safetensors(
-            &[dir.join("model.safetensors")],
-            DType::F32,
-            &Device::Cpu,
-        )
-    }
-    .unwrap();
+    let weights =
+        candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).unwrap();
+    let vb = VarBuilder::from_tensors(weights, DType::F32, &Device::Cpu);
     let model = Hubert::load(&config, vb.pp("semantic_model")).unwrap();
     (config, model)
 }
@@ -301,6 +296,13 @@ fn hubert_base_loads_and_gives_49_frames_a_second() {
         assert_eq!(state.dims(), [1, config.frames(1600), 768]);
     }
     assert_eq!(config.frames(1600), 4);
+
+    // Too short for one frame: an error that says so, not a panic deep in a convolution.
+    let short = Tensor::zeros((1, 399), DType::F32, &Device::Cpu).unwrap();
+    let error = model.hidden_states(&short).err().unwrap().to_string();
+    assert!(error.contains("399 samples make no frame"), "{error}");
+    assert!(error.contains("needs 400"), "{error}");
+    assert_eq!(config.frames(400), 1);
 }
 
 #[test]
@@ -324,3 +326,4 @@ fn what_this_port_does_not_compute_is_refused_by_name() {
     let error = refused(|c| c.num_hidden_layers = 4);
     assert!(error.contains("encoder.layers.3"), "{error}");
 }
+
