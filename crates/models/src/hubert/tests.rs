@@ -326,4 +326,3 @@ fn what_this_port_does_not_compute_is_refused_by_name() {
     let error = refused(|c| c.num_hidden_layers = 4);
     assert!(error.contains("encoder.layers.3"), "{error}");
 }
-
