@@ -154,6 +154,7 @@ impl HubertConfig {
 /// HuBERT's base model, its weights named as in `HubertModel` (`feature_extractor.*`,
 /// `feature_projection.*`, `encoder.*`).
 pub struct Hubert {
+    config: HubertConfig,
     feature_encoder: FeatureEncoder,
     feature_projection: FeatureProjection,
     positional_embedding: PositionalConvEmbedding,
@@ -174,6 +175,7 @@ impl Hubert {
             layers: (0..c.num_hidden_layers)
                 .map(|i| EncoderLayer::load(c, encoder.pp(format!("layers.{i}"))))
                 .collect::<Result<_>>()?,
+            config: config.clone(),
         })
     }
 
@@ -181,6 +183,13 @@ impl Hubert {
     /// 1 + num_hidden_layers tensors, each [B, frames, hidden_size]: the input of the first
     /// transformer layer, then every layer's output.
     pub fn hidden_states(&self, input: &Tensor) -> Result<Vec<Tensor>> {
+        let (_, samples) = input.dims2()?;
+        if self.config.frames(samples) == 0 {
+            candle_core::bail!(
+                "HuBERT: {samples} samples make no frame (its feature encoder needs {})",
+                self.shortest_input()
+            );
+        }
         // [B, samples] → [B, conv_dim[-1], frames] → [B, frames, conv_dim[-1]]
         let features = self.feature_encoder.forward(input)?.transpose(1, 2)?;
         // [B, frames, hidden]
@@ -195,6 +204,16 @@ impl Hubert {
         }
         states.push(x);
         Ok(states)
+    }
+
+    /// The fewest samples that make a frame: the feature encoder's receptive field.
+    fn shortest_input(&self) -> usize {
+        let c = &self.config;
+        c.conv_kernel
+            .iter()
+            .zip(&c.conv_stride)
+            .rev()
+            .fold(1, |n, (&kernel, &stride)| (n - 1) * stride + kernel)
     }
 
     /// The mean of all hidden states, [B, frames, hidden_size]: what the Higgs-Audio-v2
@@ -445,5 +464,4 @@ impl SelfAttention {
 }
 
 #[cfg(test)]
-#[path = "hubert_tests.rs"]
 mod tests;

@@ -1,1 +1,0 @@
-//! HuBERT against the official code.
