@@ -202,6 +202,15 @@ struct Options {
     /// Pronunciation dictionary file (TOML, or JSON when it ends in .json), loaded at startup and rewritten atomically by PUT/DELETE /v1/audio/lexicon; created on the first change; unset = the dictionary lives in memory only
     #[arg(long, env = "OMNIVOICE_LEXICON")]
     lexicon: Option<PathBuf>,
+    /// Directory of the server's own data: voice profiles live in <data_dir>/profiles, where the Python omnivoice-server keeps them; unset = $XDG_DATA_HOME/omnivoice, else ~/.local/share/omnivoice (~/Library/Application Support/omnivoice on macOS)
+    #[arg(long, env = "OMNIVOICE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Directory of the voice profiles (POST /v1/voices/profiles), the Python omnivoice-server's setting of the same name; unset = <data_dir>/profiles
+    #[arg(long, env = "OMNIVOICE_PROFILE_DIR")]
+    profile_dir: Option<PathBuf>,
+    /// Largest accepted upload of a reference clip, in bytes; a larger one is a 413
+    #[arg(long, env = "OMNIVOICE_MAX_UPLOAD_BYTES", default_value_t = DEFAULTS.max_upload_bytes)]
+    max_upload_bytes: u64,
     /// Seconds before an unfinished speech request is answered 504
     #[arg(long, env = "OMNIVOICE_REQUEST_TIMEOUT_S", default_value_t = DEFAULTS.request_timeout_s)]
     request_timeout_s: u64,
@@ -323,6 +332,10 @@ impl Default for Options {
             date_order: "mdy".into(),
             lexicon: None,
             language_detect: false,
+            data_dir: None,
+            profile_dir: None,
+            // The Python omnivoice-server's limit (25 MB, its `max_ref_audio_mb`).
+            max_upload_bytes: 25 * 1024 * 1024,
             request_timeout_s: 120,
             api_keys: Vec::new(),
             public_discovery: false,
@@ -514,6 +527,12 @@ pub struct Settings {
     pub lexicon: Option<PathBuf>,
     /// Whether each sentence is read in the language it is detected to be in.
     pub language_detect: bool,
+    /// The server's own data directory.
+    pub data_dir: PathBuf,
+    /// Where voice profiles are kept (`<data_dir>/profiles` unless set).
+    pub profile_dir: PathBuf,
+    /// Largest accepted reference clip upload, in bytes.
+    pub max_upload_bytes: u64,
     pub request_timeout_s: u64,
     pub max_concurrent: usize,
     #[serde(skip)]
@@ -610,6 +629,11 @@ impl Settings {
             }
             .to_string()
         });
+        let data_dir = o.data_dir.clone().unwrap_or_else(default_data_dir);
+        let profile_dir = o
+            .profile_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("profiles"));
         let preload = if o.preload.is_empty() {
             vec![default_voice.clone()]
         } else {
@@ -632,6 +656,9 @@ impl Settings {
             date_order: o.date_order,
             lexicon: o.lexicon,
             language_detect: o.language_detect,
+            data_dir,
+            profile_dir,
+            max_upload_bytes: o.max_upload_bytes,
             request_timeout_s: o.request_timeout_s,
             max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),
             api_keys: o.api_keys,
@@ -688,6 +715,7 @@ impl Settings {
             ("max-loaded-voices", self.max_loaded_voices as u64),
             ("ws-max-connections", self.ws_max_connections as u64),
             ("ws-idle-timeout-s", self.ws_idle_timeout_s),
+            ("max-upload-bytes", self.max_upload_bytes),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -744,6 +772,26 @@ impl Settings {
                 ..self.batch.clone()
             }
         }
+    }
+}
+
+/// Where the Python omnivoice-server keeps its data (`platformdirs.user_data_dir("omnivoice")`),
+/// so that its profiles are found without a setting.
+fn default_data_dir() -> PathBuf {
+    let home = || std::env::var_os("HOME").map(PathBuf::from);
+    if cfg!(target_os = "macos") {
+        if let Some(home) = home() {
+            return home.join("Library/Application Support/omnivoice");
+        }
+    }
+    // The XDG rule: an unset, empty or relative XDG_DATA_HOME is ignored.
+    let xdg = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    match (xdg, home()) {
+        (Some(xdg), _) => xdg.join("omnivoice"),
+        (None, Some(home)) => home.join(".local/share/omnivoice"),
+        (None, None) => PathBuf::from("omnivoice-data"),
     }
 }
 

@@ -18,10 +18,12 @@ mod error;
 mod extract;
 mod headers;
 mod lexicon;
+mod multipart;
 mod openapi;
 mod phonemize;
 mod playground;
 mod probes;
+mod profiles;
 mod schema;
 mod scrape;
 mod shutdown;
@@ -58,6 +60,7 @@ use headers::REQUEST_ID;
 
 use crate::config::Settings;
 use crate::metrics as m;
+use crate::profiles::ProfileStore;
 use crate::speech::SpeechService;
 
 /// Largest accepted request body. Inputs are at most a few thousand characters; a megabyte
@@ -68,6 +71,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub struct AppState {
     pub settings: Settings,
     pub speech: SpeechService,
+    /// Voice profiles (`/v1/voices/profiles`); the OmniVoice engine reads the same store.
+    pub profiles: Arc<ProfileStore>,
     pub metrics: PrometheusHandle,
     pub started: Instant,
     pub device: String,
@@ -82,6 +87,7 @@ impl AppState {
     pub fn new(
         settings: Settings,
         speech: SpeechService,
+        profiles: Arc<ProfileStore>,
         metrics: PrometheusHandle,
         device: String,
     ) -> Self {
@@ -89,6 +95,7 @@ impl AppState {
             streams: stream::Streams::new(&settings),
             settings,
             speech,
+            profiles,
             metrics,
             started: Instant::now(),
             device,
@@ -188,7 +195,8 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
             lexicon::delete_lexicon
         ))
         .routes(routes!(admin::clear_cache))
-        .routes(routes!(admin::reload_voices));
+        .routes(routes!(admin::reload_voices))
+        .merge(profile_routes(state));
     // What a client lists before it speaks; Open WebUI asks for these without a key.
     let discovery = OpenApiRouter::default()
         .routes(routes!(discovery::list_models))
@@ -208,6 +216,20 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(openapi::document))
         .merge(playground::routes());
     guarded(work, state).merge(discovery).merge(open)
+}
+
+/// The voice profile routes, whose forms carry a clip of up to `--max-upload-bytes`.
+fn profile_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
+    let body_limit = profiles::upload_limit(state).saturating_add(multipart::FORM_OVERHEAD_BYTES);
+    OpenApiRouter::default()
+        .routes(routes!(profiles::list_voices))
+        .routes(routes!(profiles::create_profile))
+        .routes(routes!(
+            profiles::get_profile,
+            profiles::update_profile,
+            profiles::delete_profile
+        ))
+        .route_layer(DefaultBodyLimit::max(body_limit))
 }
 
 /// `group` behind the API-key check, documented as needing the key. Without configured keys
@@ -233,6 +255,7 @@ fn cors(origins: &[String]) -> CorsLayer {
             Method::GET,
             Method::POST,
             Method::PUT,
+            Method::PATCH,
             Method::DELETE,
             Method::OPTIONS,
         ])

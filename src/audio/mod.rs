@@ -16,6 +16,7 @@ mod ogg_opus;
 mod pcm;
 pub mod resample;
 pub mod speech_like;
+pub mod upload;
 
 use std::fmt;
 
