@@ -89,7 +89,7 @@ const DISCOVERY: [(&str, &str); 4] = [
     ("get", "/v1/audio/models"),
     ("get", "/v1/audio/voices"),
 ];
-const GUARDED: [(&str, &str); 12] = [
+const GUARDED: [(&str, &str); 17] = [
     ("post", "/v1/audio/speech"),
     ("post", "/v1/audio/phonemize"),
     ("post", "/dev/phonemize"),
@@ -102,6 +102,11 @@ const GUARDED: [(&str, &str); 12] = [
     ("get", "/v1/audio/lexicon"),
     ("put", "/v1/audio/lexicon"),
     ("delete", "/v1/audio/lexicon"),
+    ("get", "/v1/voices"),
+    ("post", "/v1/voices/profiles"),
+    ("get", "/v1/voices/profiles/{profile_id}"),
+    ("patch", "/v1/voices/profiles/{profile_id}"),
+    ("delete", "/v1/voices/profiles/{profile_id}"),
 ];
 const OPEN: [(&str, &str); 8] = [
     ("get", "/"),

@@ -12,6 +12,16 @@ use std::path::Path;
 use common::{openai_error, Binary};
 use serde_json::Value;
 
+/// Profiles need no model: espeak-ng, which is always there, is the default engine.
+const NO_MODELS: [&str; 6] = [
+    "--default-engine",
+    "espeak",
+    "--default-voice",
+    "en-us",
+    "--preload",
+    "none",
+];
+
 const BOUNDARY: &str = "----omnivoice-test-boundary";
 
 /// One part of a form: a text field, or a file.
@@ -107,7 +117,8 @@ fn wav(seconds: f64, rate: u32) -> Vec<u8> {
 }
 
 async fn server(data_dir: &Path, extra: &[&str]) -> Binary {
-    let mut args = vec!["--data-dir", data_dir.to_str().unwrap(), "--preload", "none"];
+    let mut args = vec!["--data-dir", data_dir.to_str().unwrap()];
+    args.extend_from_slice(&NO_MODELS);
     args.extend_from_slice(extra);
     Binary::ready(&args).await
 }
@@ -160,7 +171,10 @@ async fn create_get_change_delete_and_survive_a_restart() {
 
     let again = create(
         url,
-        &[Part::Text("profile_id", "anna"), Part::File("ref_audio", &clip)],
+        &[
+            Part::Text("profile_id", "anna"),
+            Part::File("ref_audio", &clip),
+        ],
     )
     .await;
     let error = openai_error(again, 409).await;
@@ -183,18 +197,27 @@ async fn create_get_change_delete_and_survive_a_restart() {
     assert_eq!(replaced["name"], "Anna K.");
 
     let got = json(
-        reqwest::get(format!("{url}/v1/voices/profiles/anna")).await.unwrap(),
+        reqwest::get(format!("{url}/v1/voices/profiles/anna"))
+            .await
+            .unwrap(),
         200,
     )
     .await;
     assert_eq!(got, replaced);
 
-    let changed = json(patch(url, "anna", &[Part::Text("ref_text", "New words.")]).await, 200).await;
+    let changed = json(
+        patch(url, "anna", &[Part::Text("ref_text", "New words.")]).await,
+        200,
+    )
+    .await;
     assert_eq!(changed["ref_text"], "New words.");
     assert_eq!(changed["name"], "Anna K.");
     assert_eq!(changed["created_at"], replaced["created_at"], "kept");
     let empty = patch(url, "anna", &[]).await;
-    assert_eq!(openai_error(empty, 400).await["code"], "missing_required_parameter");
+    assert_eq!(
+        openai_error(empty, 400).await["code"],
+        "missing_required_parameter"
+    );
     let missing = patch(url, "nobody", &[Part::Text("ref_text", "x")]).await;
     assert_eq!(openai_error(missing, 404).await["param"], "profile_id");
 
@@ -206,7 +229,10 @@ async fn create_get_change_delete_and_survive_a_restart() {
         .map(|v| v["id"].as_str().unwrap())
         .collect();
     assert_eq!(&ids[..3], ["auto", "design:<attributes>", "alloy"]);
-    assert!(ids.contains(&"clone:anna") && ids.contains(&"verse"), "{ids:?}");
+    assert!(
+        ids.contains(&"clone:anna") && ids.contains(&"verse"),
+        "{ids:?}"
+    );
     assert_eq!(voices["total"], ids.len());
     assert!(voices["design_attributes"]["gender"].is_array(), "{voices}");
     let anna = voices["voices"]
@@ -221,7 +247,9 @@ async fn create_get_change_delete_and_survive_a_restart() {
     let server = self::server(data.path(), &[]).await;
     let url = server.url.as_str();
     let after = json(
-        reqwest::get(format!("{url}/v1/voices/profiles/anna")).await.unwrap(),
+        reqwest::get(format!("{url}/v1/voices/profiles/anna"))
+            .await
+            .unwrap(),
         200,
     )
     .await;
@@ -234,7 +262,9 @@ async fn create_get_change_delete_and_survive_a_restart() {
         .unwrap();
     assert_eq!(deleted.status(), 204);
     assert!(!dir.exists());
-    let gone = reqwest::get(format!("{url}/v1/voices/profiles/anna")).await.unwrap();
+    let gone = reqwest::get(format!("{url}/v1/voices/profiles/anna"))
+        .await
+        .unwrap();
     openai_error(gone, 404).await;
     let gone = reqwest::Client::new()
         .delete(format!("{url}/v1/voices/profiles/anna"))
@@ -254,12 +284,21 @@ async fn bad_ids_and_bad_uploads_are_4xx_naming_the_field() {
     for bad in ["a b", "x/../y", "é", &"x".repeat(65), ""] {
         let response = create(
             url,
-            &[Part::Text("profile_id", bad), Part::File("ref_audio", &good)],
+            &[
+                Part::Text("profile_id", bad),
+                Part::File("ref_audio", &good),
+            ],
         )
         .await;
-        assert_eq!(openai_error(response, 400).await["param"], "profile_id", "{bad:?}");
+        assert_eq!(
+            openai_error(response, 400).await["param"],
+            "profile_id",
+            "{bad:?}"
+        );
     }
-    let response = reqwest::get(format!("{url}/v1/voices/profiles/a%20b")).await.unwrap();
+    let response = reqwest::get(format!("{url}/v1/voices/profiles/a%20b"))
+        .await
+        .unwrap();
     assert_eq!(openai_error(response, 400).await["param"], "profile_id");
     let response = create(url, &[Part::File("ref_audio", &good)]).await;
     assert_eq!(openai_error(response, 400).await["param"], "profile_id");
@@ -270,7 +309,11 @@ async fn bad_ids_and_bad_uploads_are_4xx_naming_the_field() {
     truncated.truncate(30);
     let too_big = wav(4.0, 16_000); // 128 kB > 100 kB
     let cases: [(&str, Vec<u8>, u16); 6] = [
-        ("garbage", b"this is no audio at all, just text".to_vec(), 415),
+        (
+            "garbage",
+            b"this is no audio at all, just text".to_vec(),
+            415,
+        ),
         ("truncated", truncated, 400),
         ("4 kHz", wav(1.0, 4_000), 400),
         ("too short", wav(0.2, 16_000), 400),
@@ -280,7 +323,10 @@ async fn bad_ids_and_bad_uploads_are_4xx_naming_the_field() {
     for (what, bytes, status) in cases {
         let response = create(
             url,
-            &[Part::Text("profile_id", "p"), Part::File("ref_audio", &bytes)],
+            &[
+                Part::Text("profile_id", "p"),
+                Part::File("ref_audio", &bytes),
+            ],
         )
         .await;
         let error = openai_error(response, status).await;
@@ -297,7 +343,10 @@ async fn bad_ids_and_bad_uploads_are_4xx_naming_the_field() {
     // A declared length over the limit is refused before the body is read.
     let response = reqwest::Client::new()
         .post(format!("{url}/v1/voices/profiles"))
-        .header("content-type", format!("multipart/form-data; boundary={BOUNDARY}"))
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
         .body(vec![b'x'; 1_200_000])
         .send()
         .await
@@ -313,8 +362,12 @@ async fn the_key_guards_every_profile_route() {
     let server = server(data.path(), &["--api-key", "sesame"]).await;
     let url = server.url.as_str();
     let clip = wav(1.0, 16_000);
-    let parts = [Part::Text("profile_id", "k"), Part::File("ref_audio", &clip)];
-    let post = |key| send(reqwest::Method::POST, &format!("{url}/v1/voices/profiles"), &parts, key);
+    let parts = [
+        Part::Text("profile_id", "k"),
+        Part::File("ref_audio", &clip),
+    ];
+    let create_url = format!("{url}/v1/voices/profiles");
+    let post = |key| send(reqwest::Method::POST, &create_url, &parts, key);
     openai_error(post(None).await, 401).await;
     openai_error(post(Some("wrong")).await, 401).await;
     assert_eq!(post(Some("sesame")).await.status(), 201);
@@ -345,7 +398,10 @@ async fn concurrent_changes_leave_one_of_them_whole() {
     let clip = wav(1.0, 16_000);
     let made = create(
         &url,
-        &[Part::Text("profile_id", "p"), Part::File("ref_audio", &clip)],
+        &[
+            Part::Text("profile_id", "p"),
+            Part::File("ref_audio", &clip),
+        ],
     )
     .await;
     assert_eq!(made.status(), 201);
@@ -374,7 +430,9 @@ async fn concurrent_changes_leave_one_of_them_whole() {
         change.unwrap();
     }
     let got = json(
-        reqwest::get(format!("{url}/v1/voices/profiles/p")).await.unwrap(),
+        reqwest::get(format!("{url}/v1/voices/profiles/p"))
+            .await
+            .unwrap(),
         200,
     )
     .await;
@@ -383,7 +441,11 @@ async fn concurrent_changes_leave_one_of_them_whole() {
     let audio = std::fs::read(data.path().join("profiles/p/ref_audio.wav")).unwrap();
     let (rate, samples) = common::read_wav(&audio);
     assert_eq!(rate, 16_000);
-    assert_eq!(samples.len(), ((1.0 + i / 4.0) * 16_000.0) as usize, "clip of change {i}");
+    assert_eq!(
+        samples.len(),
+        ((1.0 + i / 4.0) * 16_000.0) as usize,
+        "clip of change {i}"
+    );
 }
 
 /// SIGKILL while an upload is arriving: the next server lists nothing half-made, and the
@@ -395,14 +457,23 @@ async fn a_kill_during_an_upload_leaves_no_half_profile() {
     let url = server.url.clone();
     let clip = wav(1.0, 16_000);
     assert_eq!(
-        create(&url, &[Part::Text("profile_id", "whole"), Part::File("ref_audio", &clip)])
-            .await
-            .status(),
+        create(
+            &url,
+            &[
+                Part::Text("profile_id", "whole"),
+                Part::File("ref_audio", &clip)
+            ]
+        )
+        .await
+        .status(),
         201
     );
 
     let big = wav(30.0, 16_000);
-    let body = form(&[Part::Text("profile_id", "half"), Part::File("ref_audio", &big)]);
+    let body = form(&[
+        Part::Text("profile_id", "half"),
+        Part::File("ref_audio", &big),
+    ]);
     let address = url.strip_prefix("http://").unwrap().to_string();
     let mut stream = std::net::TcpStream::connect(&address).unwrap();
     write!(
@@ -421,7 +492,9 @@ async fn a_kill_during_an_upload_leaves_no_half_profile() {
 
     let server = self::server(data.path(), &[]).await;
     let listed = json(
-        reqwest::get(format!("{}/v1/voices", server.url)).await.unwrap(),
+        reqwest::get(format!("{}/v1/voices", server.url))
+            .await
+            .unwrap(),
         200,
     )
     .await;
@@ -460,13 +533,9 @@ async fn profiles_the_python_server_wrote_are_read_unchanged() {
             originals.push((to.join(file), bytes));
         }
     }
-    let server = Binary::ready(&[
-        "--profile-dir",
-        profiles.to_str().unwrap(),
-        "--preload",
-        "none",
-    ])
-    .await;
+    let mut args = vec!["--profile-dir", profiles.to_str().unwrap()];
+    args.extend_from_slice(&NO_MODELS);
+    let server = Binary::ready(&args).await;
     let url = server.url.as_str();
 
     let listed = json(reqwest::get(format!("{url}/v1/voices")).await.unwrap(), 200).await;
@@ -476,7 +545,9 @@ async fn profiles_the_python_server_wrote_are_read_unchanged() {
             serde_json::from_slice(&std::fs::read(fixture.join(id).join("meta.json")).unwrap())
                 .unwrap();
         let got = json(
-            reqwest::get(format!("{url}/v1/voices/profiles/{id}")).await.unwrap(),
+            reqwest::get(format!("{url}/v1/voices/profiles/{id}"))
+                .await
+                .unwrap(),
             200,
         )
         .await;

@@ -234,9 +234,11 @@ impl From<ProfileError> for ApiError {
         let message = e.to_string();
         match e {
             ProfileError::InvalidId(_) => Self::invalid("profile_id", message),
-            ProfileError::Exists(_) => Self::new(StatusCode::CONFLICT, "invalid_request_error", message)
-                .with_param("profile_id")
-                .with_code("profile_exists"),
+            ProfileError::Exists(_) => {
+                Self::new(StatusCode::CONFLICT, "invalid_request_error", message)
+                    .with_param("profile_id")
+                    .with_code("profile_exists")
+            }
             ProfileError::NotFound(_) => Self::not_found(message)
                 .with_param("profile_id")
                 .with_code("profile_not_found"),

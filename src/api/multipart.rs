@@ -87,9 +87,8 @@ pub async fn read_form(
                 return Err(twice());
             }
             let bytes = read_bounded(field, &name, MAX_TEXT_BYTES, body_limit).await?;
-            let text = String::from_utf8(bytes).map_err(|_| {
-                ApiError::invalid(&name, format!("'{name}' is not UTF-8 text."))
-            })?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| ApiError::invalid(&name, format!("'{name}' is not UTF-8 text.")))?;
             form.texts.insert(name, text);
         }
         // Other fields are dropped unread: `next_field` skips what is left of them.
@@ -128,7 +127,10 @@ fn body_error(error: MultipartError, body_limit: usize) -> ApiError {
     if error.status() == StatusCode::PAYLOAD_TOO_LARGE {
         ApiError::payload_too_large(body_limit).with_param("ref_audio")
     } else {
-        ApiError::invalid("body", format!("The form could not be read: {}", error.body_text()))
-            .with_code("invalid_body")
+        ApiError::invalid(
+            "body",
+            format!("The form could not be read: {}", error.body_text()),
+        )
+        .with_code("invalid_body")
     }
 }

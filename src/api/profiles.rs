@@ -134,7 +134,9 @@ const CHANGE_FIELDS: [&str; 2] = ["ref_text", "name"];
         (status = 200, description = "Every voice", body = VoiceCatalog),
         (status = 500, description = "The profile directory could not be read", body = ErrorBody),
     ))]
-pub async fn list_voices(State(state): State<Arc<AppState>>) -> Result<Json<VoiceCatalog>, ApiError> {
+pub async fn list_voices(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<VoiceCatalog>, ApiError> {
     let profiles = blocking(&state, |store| store.list()).await?;
     let mut voices = vec![
         ListedVoice::BuiltIn {
@@ -154,11 +156,15 @@ pub async fn list_voices(State(state): State<Arc<AppState>>) -> Result<Json<Voic
     ];
     let mut presets = PRESETS.to_vec();
     presets.sort();
-    voices.extend(presets.into_iter().map(|(name, design)| ListedVoice::BuiltIn {
-        id: name.into(),
-        kind: "preset",
-        description: format!("OpenAI-compatible preset mapped to '{design}'"),
-    }));
+    voices.extend(
+        presets
+            .into_iter()
+            .map(|(name, design)| ListedVoice::BuiltIn {
+                id: name.into(),
+                kind: "preset",
+                description: format!("OpenAI-compatible preset mapped to '{design}'"),
+            }),
+    );
     voices.extend(profiles.into_iter().map(|p| ListedVoice::Clone {
         id: format!("clone:{}", p.id),
         kind: "clone",
@@ -314,7 +320,10 @@ pub(super) fn upload_limit(state: &AppState) -> usize {
 fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     // A path that is not UTF-8 once decoded is no id; axum's own rejection is plain text.
     let Ok(Path(id)) = id else {
-        return Err(ApiError::invalid("profile_id", "The profile id must be text."));
+        return Err(ApiError::invalid(
+            "profile_id",
+            "The profile id must be text.",
+        ));
     };
     check_id(&id)?;
     Ok(id)

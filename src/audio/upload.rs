@@ -146,9 +146,7 @@ fn decode(bytes: &[u8]) -> Result<Clip, UploadError> {
         let packet = match format.next_packet() {
             Ok(packet) => packet,
             // The end of the file, or of its readable part: a truncated file is a shorter clip.
-            Err(DecodeError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                break
-            }
+            Err(DecodeError::IoError(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
             // A chained stream starts over with new parameters; the first one is the clip.
             Err(DecodeError::ResetRequired) => break,
             Err(e) => return Err(UploadError::Undecodable(e)),
@@ -269,7 +267,9 @@ pub fn encode_wav(clip: &Clip, samples: WavSamples) -> Vec<u8> {
         bits_per_sample: bits,
         sample_format: format,
     };
-    let mut file = Cursor::new(Vec::with_capacity(44 + clip.samples.len() * bits as usize / 8));
+    let mut file = Cursor::new(Vec::with_capacity(
+        44 + clip.samples.len() * bits as usize / 8,
+    ));
     // Writing into memory cannot fail, and a decoded clip is far below WAV's 4 GiB limit.
     let written = (|| -> Result<(), hound::Error> {
         let mut writer = hound::WavWriter::new(&mut file, spec)?;
@@ -306,7 +306,9 @@ mod tests {
                     (hound::SampleFormat::Float, _) => writer.write_sample(v as f32).unwrap(),
                     (_, 8) => writer.write_sample((v * 127.0).round() as i8).unwrap(),
                     (_, 16) => writer.write_sample((v * 32767.0).round() as i16).unwrap(),
-                    (_, 24) => writer.write_sample((v * 8_388_607.0).round() as i32).unwrap(),
+                    (_, 24) => writer
+                        .write_sample((v * 8_388_607.0).round() as i32)
+                        .unwrap(),
                     (_, 32) => writer
                         .write_sample((v * 2_147_483_647.0).round() as i32)
                         .unwrap(),
@@ -350,7 +352,10 @@ mod tests {
             assert_eq!(clip.samples.len(), frames, "{bits}-bit");
             for (i, s) in clip.samples.iter().enumerate() {
                 let error = (f64::from(*s) - signal(i)).abs();
-                assert!(error <= tolerance, "{bits}-bit float={float} sample {i}: off by {error}");
+                assert!(
+                    error <= tolerance,
+                    "{bits}-bit float={float} sample {i}: off by {error}"
+                );
             }
         }
     }
@@ -375,7 +380,10 @@ mod tests {
         // Our own encoders write FLAC and MP3; only the format's recognition and the length
         // are checked here (each codec's accuracy is symphonia's business).
         let samples = tone(1.0, 24_000);
-        for format in [crate::audio::AudioFormat::Flac, crate::audio::AudioFormat::Mp3] {
+        for format in [
+            crate::audio::AudioFormat::Flac,
+            crate::audio::AudioFormat::Mp3,
+        ] {
             let bytes = crate::audio::encode(format, &samples, 24_000).unwrap();
             let clip = decode_upload(&bytes).unwrap_or_else(|e| panic!("{format:?}: {e}"));
             let seconds = clip.duration_seconds();
@@ -386,7 +394,8 @@ mod tests {
     #[test]
     fn opus_is_refused_by_name() {
         let samples = tone(1.0, 24_000);
-        let bytes = crate::audio::encode(crate::audio::AudioFormat::Opus, &samples, 24_000).unwrap();
+        let bytes =
+            crate::audio::encode(crate::audio::AudioFormat::Opus, &samples, 24_000).unwrap();
         match decode_upload(&bytes) {
             Err(UploadError::UnsupportedCodec { codec }) => {
                 assert!(codec.to_lowercase().contains("opus"), "{codec}")
@@ -429,7 +438,9 @@ mod tests {
     /// or a runaway allocation.
     #[test]
     fn hostile_bytes_are_errors_not_panics() {
-        let good = wav(spec(1, 16_000, 16, false), 16_000, |i, _| (i as f64).sin() * 0.3);
+        let good = wav(spec(1, 16_000, 16, false), 16_000, |i, _| {
+            (i as f64).sin() * 0.3
+        });
         assert!(decode_upload(&good).is_ok());
         assert!(matches!(
             decode_upload(b"this is certainly not audio, just some text"),

@@ -94,7 +94,9 @@ pub struct ProfileChange {
 pub enum ProfileError {
     #[error("'{0}' is no valid profile id: 1 to {MAX_ID_CHARS} letters, digits, '-' or '_'")]
     InvalidId(String),
-    #[error("'{0}' is no valid codes fingerprint: 1 to {MAX_ID_CHARS} letters, digits, '-' or '_'")]
+    #[error(
+        "'{0}' is no valid codes fingerprint: 1 to {MAX_ID_CHARS} letters, digits, '-' or '_'"
+    )]
     InvalidFingerprint(String),
     #[error("the voice profile '{0}' already exists")]
     Exists(String),
@@ -166,7 +168,8 @@ impl ProfileStore {
         };
         let mut profiles = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| storage(format!("cannot list {}", self.dir.display()), e))?;
+            let entry =
+                entry.map_err(|e| storage(format!("cannot list {}", self.dir.display()), e))?;
             let Some(id) = entry.file_name().to_str().map(str::to_string) else {
                 continue;
             };
@@ -289,7 +292,12 @@ impl ProfileStore {
             return None;
         }
         let _read = self.lock.read();
-        fs::read(self.dir.join(id).join(codes_file(fingerprint, audio_sha256))).ok()
+        fs::read(
+            self.dir
+                .join(id)
+                .join(codes_file(fingerprint, audio_sha256)),
+        )
+        .ok()
     }
 
     /// Caches `bytes` as the codes of this profile's clip for this codec. Codes of a clip the
@@ -329,9 +337,8 @@ impl ProfileStore {
     /// `<dir>/.staging`, made (with `<dir>`) if missing.
     fn staging(&self) -> Result<PathBuf, ProfileError> {
         let staging = self.dir.join(STAGING);
-        fs::create_dir_all(&staging).map_err(|e| {
-            storage(format!("cannot make {}", staging.display()), e)
-        })?;
+        fs::create_dir_all(&staging)
+            .map_err(|e| storage(format!("cannot make {}", staging.display()), e))?;
         Ok(staging)
     }
 
@@ -439,7 +446,10 @@ impl ProfileStore {
                 .and_then(|n| n.strip_prefix(COMMIT))
                 .filter(|id| is_valid_name(id));
             if let Some(id) = committed {
-                tracing::info!(profile = id, "finishing a voice profile change that a stop interrupted");
+                tracing::info!(
+                    profile = id,
+                    "finishing a voice profile change that a stop interrupted"
+                );
                 self.roll_forward(id)?;
             } else {
                 tracing::info!(path = %path.display(), "removing an unfinished voice profile write");

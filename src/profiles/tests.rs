@@ -26,13 +26,19 @@ fn staging_entries(store: &ProfileStore) -> Vec<String> {
 #[test]
 fn create_get_update_delete() {
     let (_dir, store) = store();
-    assert!(store.list().unwrap().is_empty(), "a missing directory lists nothing");
+    assert!(
+        store.list().unwrap().is_empty(),
+        "a missing directory lists nothing"
+    );
     assert!(!store.dir().exists(), "opening makes no directory");
 
     let made = store
         .create("anna", None, Some("Hello there.".into()), &clip(1.0, 0.25))
         .unwrap();
-    assert_eq!(made.name, "anna", "the name defaults to the id, as in Python");
+    assert_eq!(
+        made.name, "anna",
+        "the name defaults to the id, as in Python"
+    );
     assert!(made.created_at.as_deref().unwrap().ends_with("+00:00"));
     assert!(matches!(
         store.create("anna", None, None, &clip(1.0, 0.1)),
@@ -67,7 +73,10 @@ fn create_get_update_delete() {
             },
         )
         .unwrap();
-    assert_eq!(reclipped.ref_text, None, "the old clip's transcript goes with it");
+    assert_eq!(
+        reclipped.ref_text, None,
+        "the old clip's transcript goes with it"
+    );
     assert_eq!(reclipped.name, "Anna K.");
     let again = store.get("anna").unwrap();
     assert_ne!(again.audio_sha256, got.audio_sha256);
@@ -75,13 +84,20 @@ fn create_get_update_delete() {
     assert_eq!(store.list().unwrap(), vec![reclipped]);
     store.delete("anna").unwrap();
     assert!(matches!(store.get("anna"), Err(ProfileError::NotFound(_))));
-    assert!(matches!(store.delete("anna"), Err(ProfileError::NotFound(_))));
+    assert!(matches!(
+        store.delete("anna"),
+        Err(ProfileError::NotFound(_))
+    ));
     assert!(matches!(
         store.update("anna", ProfileChange::default()),
         Err(ProfileError::NotFound(_))
     ));
     assert!(store.list().unwrap().is_empty());
-    assert!(staging_entries(&store).is_empty(), "{:?}", staging_entries(&store));
+    assert!(
+        staging_entries(&store).is_empty(),
+        "{:?}",
+        staging_entries(&store)
+    );
 }
 
 #[test]
@@ -91,9 +107,7 @@ fn replace_makes_a_new_profile_either_way() {
         .replace("b", Some("Bee".into()), Some("one".into()), &clip(1.0, 0.1))
         .unwrap();
     let first = store.get("b").unwrap();
-    let second = store
-        .replace("b", None, None, &clip(1.5, 0.2))
-        .unwrap();
+    let second = store.replace("b", None, None, &clip(1.5, 0.2)).unwrap();
     assert_eq!(second.name, "b");
     assert_eq!(second.ref_text, None);
     assert_ne!(store.get("b").unwrap().audio, first.audio);
@@ -125,8 +139,13 @@ fn codes_are_keyed_by_clip_and_codec_and_go_with_the_profile() {
     store.create("c", None, None, &clip(1.0, 0.1)).unwrap();
     let sha = store.get("c").unwrap().audio_sha256;
     assert_eq!(store.codes("c", &sha, "mimi-v1"), None);
-    store.store_codes("c", &sha, "mimi-v1", b"codes one").unwrap();
-    assert_eq!(store.codes("c", &sha, "mimi-v1").as_deref(), Some(&b"codes one"[..]));
+    store
+        .store_codes("c", &sha, "mimi-v1", b"codes one")
+        .unwrap();
+    assert_eq!(
+        store.codes("c", &sha, "mimi-v1").as_deref(),
+        Some(&b"codes one"[..])
+    );
     assert_eq!(store.codes("c", &sha, "mimi-v2"), None, "another codec");
     assert!(matches!(
         store.store_codes("c", &sha, "../evil", b"x"),
@@ -136,13 +155,25 @@ fn codes_are_keyed_by_clip_and_codec_and_go_with_the_profile() {
 
     // A name change keeps the clip, and so its codes.
     store
-        .update("c", ProfileChange { name: Some("C".into()), ..Default::default() })
+        .update(
+            "c",
+            ProfileChange {
+                name: Some("C".into()),
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert!(store.codes("c", &sha, "mimi-v1").is_some());
 
     // A new clip: the old codes are gone, and codes of the old clip are not stored any more.
     store
-        .update("c", ProfileChange { clip: Some(clip(1.0, 0.3)), ..Default::default() })
+        .update(
+            "c",
+            ProfileChange {
+                clip: Some(clip(1.0, 0.3)),
+                ..Default::default()
+            },
+        )
         .unwrap();
     assert_eq!(store.codes("c", &sha, "mimi-v1"), None);
     store.store_codes("c", &sha, "mimi-v1", b"stale").unwrap();
@@ -189,7 +220,10 @@ fn a_crash_at_any_step_leaves_one_whole_version() {
     let reopened = ProfileStore::open(store.dir()).unwrap();
     assert!(staging_entries(&reopened).is_empty());
     let after = reopened.get("old").unwrap();
-    assert_eq!(after.audio, before.audio, "an uncommitted change is dropped");
+    assert_eq!(
+        after.audio, before.audio,
+        "an uncommitted change is dropped"
+    );
     assert_eq!(after.meta, before.meta);
 
     // 4. A committed change whose clip was moved into place, and the crash came before the
@@ -215,12 +249,19 @@ fn a_crash_at_any_step_leaves_one_whole_version() {
     // 5. A committed change with nothing moved yet.
     fs::create_dir_all(&commit).unwrap();
     fs::write(commit.join(AUDIO_FILE), encode_clip(&clip(3.0, 0.3))).unwrap();
-    fs::write(commit.join(META_FILE), meta_json(&new_meta_with_text("third"))).unwrap();
+    fs::write(
+        commit.join(META_FILE),
+        meta_json(&new_meta_with_text("third")),
+    )
+    .unwrap();
     let reopened = ProfileStore::open(store.dir()).unwrap();
     let third = reopened.get("old").unwrap();
     assert_eq!(third.meta.ref_text.as_deref(), Some("third"));
     assert_eq!(
-        crate::audio::upload::decode_upload(&third.audio).unwrap().samples.len(),
+        crate::audio::upload::decode_upload(&third.audio)
+            .unwrap()
+            .samples
+            .len(),
         48_000
     );
 
@@ -250,7 +291,13 @@ fn unknown_keys_survive_a_rewrite_and_python_files_read_as_written() {
     assert_eq!(got.audio, b"ID3 whatever an mp3 is", "the file as it is");
     assert_eq!(got.meta.ref_text, None);
     store
-        .update("py", ProfileChange { ref_text: Some("hi".into()), ..Default::default() })
+        .update(
+            "py",
+            ProfileChange {
+                ref_text: Some("hi".into()),
+                ..Default::default()
+            },
+        )
         .unwrap();
     let text = fs::read_to_string(live.join(META_FILE)).unwrap();
     assert_eq!(
@@ -266,7 +313,10 @@ fn unknown_keys_survive_a_rewrite_and_python_files_read_as_written() {
     fs::write(store.dir().join("noclip").join(META_FILE), "{}").unwrap();
     let ids: Vec<_> = store.list().unwrap().into_iter().map(|m| m.id).collect();
     assert_eq!(ids, ["py"]);
-    assert!(matches!(store.get("broken"), Err(ProfileError::NotFound(_))));
+    assert!(matches!(
+        store.get("broken"),
+        Err(ProfileError::NotFound(_))
+    ));
     assert!(matches!(
         store.create("broken", None, None, &clip(1.0, 0.1)),
         Err(ProfileError::Exists(_))
@@ -307,7 +357,10 @@ fn concurrent_updates_leave_one_of_them_whole() {
                     };
                     let i: f64 = i.parse().unwrap();
                     assert_eq!(p.meta.ref_text, Some(format!("t{i}")));
-                    let n = crate::audio::upload::decode_upload(&p.audio).unwrap().samples.len();
+                    let n = crate::audio::upload::decode_upload(&p.audio)
+                        .unwrap()
+                        .samples
+                        .len();
                     assert_eq!(n, ((1.0 + i * 0.25) * 16_000.0) as usize, "{}", p.meta.name);
                 }
             })
