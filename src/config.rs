@@ -202,12 +202,18 @@ struct Options {
     /// Pronunciation dictionary file (TOML, or JSON when it ends in .json), loaded at startup and rewritten atomically by PUT/DELETE /v1/audio/lexicon; created on the first change; unset = the dictionary lives in memory only
     #[arg(long, env = "OMNIVOICE_LEXICON")]
     lexicon: Option<PathBuf>,
+    /// Directory of the server's own data: voice profiles live in <data_dir>/profiles, where the Python omnivoice-server keeps them; unset = $XDG_DATA_HOME/omnivoice, else ~/.local/share/omnivoice (~/Library/Application Support/omnivoice on macOS)
+    #[arg(long, env = "OMNIVOICE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// Directory of the voice profiles (POST /v1/voices/profiles), the Python omnivoice-server's setting of the same name; unset = <data_dir>/profiles
+    #[arg(long, env = "OMNIVOICE_PROFILE_DIR")]
+    profile_dir: Option<PathBuf>,
+    /// Largest accepted upload of a reference clip, in bytes; a larger one is a 413
+    #[arg(long, env = "OMNIVOICE_MAX_UPLOAD_BYTES", default_value_t = DEFAULTS.max_upload_bytes)]
+    max_upload_bytes: u64,
     /// Seconds before an unfinished speech request is answered 504
     #[arg(long, env = "OMNIVOICE_REQUEST_TIMEOUT_S", default_value_t = DEFAULTS.request_timeout_s)]
     request_timeout_s: u64,
-    /// Largest clip a client may upload to clone a voice, in bytes (413 above it; the Python omnivoice-server's 25 MiB)
-    #[arg(long, env = "OMNIVOICE_MAX_UPLOAD_BYTES", default_value_t = DEFAULTS.max_upload_bytes)]
-    max_upload_bytes: usize,
     /// Accepted API key, sent as "Authorization: Bearer <key>"; none = no auth
     #[arg(long = "api-key", env = "OMNIVOICE_API_KEYS", value_delimiter = ',')]
     api_keys: Vec<String>,
@@ -329,8 +335,11 @@ impl Default for Options {
             date_order: "mdy".into(),
             lexicon: None,
             language_detect: false,
-            request_timeout_s: 120,
+            data_dir: None,
+            profile_dir: None,
+            // The Python omnivoice-server's limit (25 MB, its `max_ref_audio_mb`).
             max_upload_bytes: 25 * 1024 * 1024,
+            request_timeout_s: 120,
             api_keys: Vec::new(),
             public_discovery: false,
             cors_origins: Vec::new(),
@@ -522,9 +531,13 @@ pub struct Settings {
     pub lexicon: Option<PathBuf>,
     /// Whether each sentence is read in the language it is detected to be in.
     pub language_detect: bool,
+    /// The server's own data directory.
+    pub data_dir: PathBuf,
+    /// Where voice profiles are kept (`<data_dir>/profiles` unless set).
+    pub profile_dir: PathBuf,
+    /// Largest accepted reference clip upload, in bytes.
+    pub max_upload_bytes: u64,
     pub request_timeout_s: u64,
-    /// Largest clip to clone a voice from, in bytes.
-    pub max_upload_bytes: usize,
     pub max_concurrent: usize,
     #[serde(skip)]
     pub api_keys: Vec<String>,
@@ -622,6 +635,11 @@ impl Settings {
             }
             .to_string()
         });
+        let data_dir = o.data_dir.clone().unwrap_or_else(default_data_dir);
+        let profile_dir = o
+            .profile_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("profiles"));
         let preload = if o.preload.is_empty() {
             vec![default_voice.clone()]
         } else {
@@ -644,8 +662,10 @@ impl Settings {
             date_order: o.date_order,
             lexicon: o.lexicon,
             language_detect: o.language_detect,
-            request_timeout_s: o.request_timeout_s,
+            data_dir,
+            profile_dir,
             max_upload_bytes: o.max_upload_bytes,
+            request_timeout_s: o.request_timeout_s,
             max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),
             api_keys: o.api_keys,
             cors_origins: o.cors_origins,
@@ -696,7 +716,6 @@ impl Settings {
         let positive = [
             ("max-input-chars", self.max_input_chars as u64),
             ("request-timeout-s", self.request_timeout_s),
-            ("max-upload-bytes", self.max_upload_bytes as u64),
             ("max-concurrent", self.max_concurrent as u64),
             ("batch-max-size", self.batch.max_size as u64),
             ("batch-queue-size", self.batch.queue_size as u64),
@@ -704,6 +723,7 @@ impl Settings {
             ("ws-max-connections", self.ws_max_connections as u64),
             ("ws-idle-timeout-s", self.ws_idle_timeout_s),
             ("max-scripts", self.max_scripts as u64),
+            ("max-upload-bytes", self.max_upload_bytes),
         ];
         for (name, value) in positive {
             if value == 0 {
@@ -760,6 +780,26 @@ impl Settings {
                 ..self.batch.clone()
             }
         }
+    }
+}
+
+/// Where the Python omnivoice-server keeps its data (`platformdirs.user_data_dir("omnivoice")`),
+/// so that its profiles are found without a setting.
+fn default_data_dir() -> PathBuf {
+    let home = || std::env::var_os("HOME").map(PathBuf::from);
+    if cfg!(target_os = "macos") {
+        if let Some(home) = home() {
+            return home.join("Library/Application Support/omnivoice");
+        }
+    }
+    // The XDG rule: an unset, empty or relative XDG_DATA_HOME is ignored.
+    let xdg = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    match (xdg, home()) {
+        (Some(xdg), _) => xdg.join("omnivoice"),
+        (None, Some(home)) => home.join(".local/share/omnivoice"),
+        (None, None) => PathBuf::from("omnivoice-data"),
     }
 }
 

@@ -15,6 +15,7 @@ pub mod engine;
 pub mod espeak;
 pub mod metrics;
 pub mod params;
+pub mod profiles;
 pub mod server;
 pub mod speech;
 pub mod text;

@@ -11,6 +11,7 @@ use omnivoice_server::engine::kokoro::{self, KokoroEngine};
 use omnivoice_server::engine::omnivoice::{self, OmniVoiceEngine};
 use omnivoice_server::engine::piper::PiperEngine;
 use omnivoice_server::engine::Engine;
+use omnivoice_server::profiles::ProfileStore;
 use omnivoice_server::server;
 
 /// Exit code for unusable settings, as clap uses for bad flags.
@@ -62,6 +63,18 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
     };
     let device_name = describe(&device);
+    // Before the engines: OmniVoice clones from these profiles. Opening finishes (or drops)
+    // a write that a crash interrupted.
+    let profiles = match ProfileStore::open(&settings.profile_dir) {
+        Ok(store) => Arc::new(store),
+        Err(e) => {
+            eprintln!(
+                "error: invalid setting 'profile-dir': cannot open {}: {e}",
+                settings.profile_dir.display()
+            );
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
     // Said once the settings are known to be valid: a refused start stays one line.
     let kernel_paths = device.is_cpu().then(omnivoice_models::kernels::isa_report);
     let piper = PiperEngine::new(&settings.voices_dir, device.clone())
@@ -95,7 +108,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         .expect("tokio runtime");
     let code = runtime.block_on(async move {
         let address = (settings.host, settings.port);
-        let state = match server::build(settings, engines, device_name.clone()) {
+        let state = match server::build(settings, engines, profiles, device_name.clone()) {
             Ok(state) => state,
             Err(e) => {
                 eprintln!("error: {e}");

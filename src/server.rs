@@ -20,6 +20,7 @@ use crate::cache::AudioCache;
 use crate::config::Settings;
 use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
+use crate::profiles::ProfileStore;
 use crate::speech::{LanguageSettings, LexiconStore, SpeechService, TextSettings};
 use crate::text::english::{DateOrder, ReadingOptions};
 
@@ -102,11 +103,13 @@ fn wyoming_limits(settings: &Settings) -> crate::wyoming::Limits {
     }
 }
 
-/// The shared state of a server with these engines. Fails on a setting that names a model or
-/// voice no engine offers. Must run inside the Tokio runtime (it starts the batcher).
+/// The shared state of a server with these engines and this profile store (opened before the
+/// engines, which may read it). Fails on a setting that names a model or voice no engine
+/// offers. Must run inside the Tokio runtime (it starts the batcher).
 pub fn build(
     settings: Settings,
     engines: Vec<Arc<dyn Engine>>,
+    profiles: Arc<ProfileStore>,
     device: String,
 ) -> Result<Arc<AppState>, InvalidSetting> {
     let registry = Arc::new(Registry::new(
@@ -164,7 +167,9 @@ pub fn build(
         crate::engine::piper::MAX_IDS_PER_PASS,
         crate::engine::kokoro::split::PASS_TOKENS,
     ]);
-    Ok(Arc::new(AppState::new(settings, speech, metrics, device)))
+    Ok(Arc::new(AppState::new(
+        settings, speech, profiles, metrics, device,
+    )))
 }
 
 /// Loads the `--preload` voices, then reports ready. A voice that fails to load is logged and

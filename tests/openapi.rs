@@ -89,8 +89,9 @@ const DISCOVERY: [(&str, &str); 4] = [
     ("get", "/v1/audio/models"),
     ("get", "/v1/audio/voices"),
 ];
-const GUARDED: [(&str, &str); 13] = [
+const GUARDED: [(&str, &str); 19] = [
     ("post", "/v1/audio/speech"),
+    ("post", "/v1/audio/speech/clone"),
     ("post", "/v1/audio/script"),
     ("post", "/v1/audio/phonemize"),
     ("post", "/dev/phonemize"),
@@ -103,6 +104,11 @@ const GUARDED: [(&str, &str); 13] = [
     ("get", "/v1/audio/lexicon"),
     ("put", "/v1/audio/lexicon"),
     ("delete", "/v1/audio/lexicon"),
+    ("get", "/v1/voices"),
+    ("post", "/v1/voices/profiles"),
+    ("get", "/v1/voices/profiles/{profile_id}"),
+    ("patch", "/v1/voices/profiles/{profile_id}"),
+    ("delete", "/v1/voices/profiles/{profile_id}"),
 ];
 const OPEN: [(&str, &str); 8] = [
     ("get", "/"),

@@ -467,7 +467,13 @@ fn settings_from(args: &[&str]) -> omnivoice_server::config::Settings {
 #[tokio::test]
 async fn names_that_point_nowhere_are_startup_errors_naming_the_setting() {
     let engines = || as_engines(&[&FakeEngine::new("alpha", &["a1", "a2"]).shared()]);
-    let build = |settings| omnivoice_server::server::build(settings, engines(), "cpu".into());
+    // Never written: opening a store makes no directory.
+    let profiles = || {
+        let dir = std::env::temp_dir().join("omnivoice-registry-test-profiles");
+        std::sync::Arc::new(omnivoice_server::profiles::ProfileStore::open(dir).unwrap())
+    };
+    let build =
+        |settings| omnivoice_server::server::build(settings, engines(), profiles(), "cpu".into());
     let config = tempfile::NamedTempFile::new().unwrap();
     let cases = [
         ("[voices.aliases]\nalloy = \"a9\"\n", "voices.aliases.alloy"),

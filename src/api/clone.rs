@@ -68,11 +68,11 @@ pub async fn create_cloned_speech(
     multipart: Multipart,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let form = read_form(multipart, state.settings.max_upload_bytes).await?;
-    let clip = tokio::task::spawn_blocking(move || upload::decode(&form.clip))
+    let limit = usize::try_from(state.settings.max_upload_bytes).unwrap_or(usize::MAX);
+    let form = read_form(multipart, limit).await?;
+    let clip = tokio::task::spawn_blocking(move || upload::decode_upload(&form.clip))
         .await
-        .map_err(|e| ApiError::internal(format!("decoding the clip failed: {e}")))?
-        .map_err(|e| ApiError::invalid("ref_audio", e.to_string()))?;
+        .map_err(|e| ApiError::internal(format!("decoding the clip failed: {e}")))??;
     let Some(ref_text) = form.ref_text.filter(|t| !t.trim().is_empty()) else {
         return Err(ApiError::invalid(
             "ref_text",

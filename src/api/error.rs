@@ -13,6 +13,8 @@ use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::audio::upload::UploadError;
+use crate::profiles::ProfileError;
 use crate::speech::{DialogueError, InvalidReason, SpeechError};
 
 #[derive(Debug, Clone)]
@@ -120,6 +122,16 @@ impl ApiError {
         .with_code("unsupported_media_type")
     }
 
+    /// 415 for an upload route sent something other than a form.
+    pub fn not_multipart(detail: impl std::fmt::Display) -> Self {
+        Self::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request_error",
+            format!("Expected a 'multipart/form-data' body (a file upload form): {detail}"),
+        )
+        .with_code("unsupported_media_type")
+    }
+
     /// 429: the queue is full; the client should come back later.
     pub fn overloaded(retry_after: Duration) -> Self {
         let mut e = Self::new(
@@ -211,6 +223,64 @@ impl From<DialogueError> for ApiError {
             DialogueError::Speech(e) => Self::from(e),
         }
     }
+}
+
+/// An uploaded reference clip that cannot be used; always the form's `ref_audio` field.
+impl From<UploadError> for ApiError {
+    fn from(e: UploadError) -> Self {
+        let message = format!("Invalid 'ref_audio': {}", chain(&e));
+        let refused = |code| Self::invalid("ref_audio", message.clone()).with_code(code);
+        match e {
+            UploadError::UnknownFormat | UploadError::UnsupportedCodec { .. } => Self::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                message.clone(),
+            )
+            .with_param("ref_audio")
+            .with_code("unsupported_audio_format"),
+            UploadError::Empty => refused("empty_file"),
+            UploadError::Undecodable(_) | UploadError::Corrupt(_) => refused("invalid_audio"),
+            UploadError::SampleRateTooLow { .. } | UploadError::SampleRateTooHigh { .. } => {
+                refused("invalid_sample_rate")
+            }
+            UploadError::TooManyChannels { .. } => refused("too_many_channels"),
+            UploadError::TooShort { .. } => refused("audio_too_short"),
+            UploadError::TooLong => refused("audio_too_long"),
+        }
+    }
+}
+
+impl From<ProfileError> for ApiError {
+    fn from(e: ProfileError) -> Self {
+        let message = e.to_string();
+        match e {
+            ProfileError::InvalidId(_) => Self::invalid("profile_id", message),
+            ProfileError::Exists(_) => {
+                Self::new(StatusCode::CONFLICT, "invalid_request_error", message)
+                    .with_param("profile_id")
+                    .with_code("profile_exists")
+            }
+            ProfileError::NotFound(_) => Self::not_found(message)
+                .with_param("profile_id")
+                .with_code("profile_not_found"),
+            ProfileError::InvalidFingerprint(_) | ProfileError::Storage { .. } => {
+                let message = chain(&e);
+                tracing::error!(error = %message, "voice profile storage failed");
+                Self::internal(message)
+            }
+        }
+    }
+}
+
+/// An error and its causes, in one line.
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text = format!("{text}: {cause}");
+        source = cause.source();
+    }
+    text
 }
 
 impl std::fmt::Display for ApiError {

@@ -19,10 +19,12 @@ mod error;
 mod extract;
 mod headers;
 mod lexicon;
+mod multipart;
 mod openapi;
 mod phonemize;
 mod playground;
 mod probes;
+mod profiles;
 mod schema;
 mod scrape;
 mod script;
@@ -60,6 +62,7 @@ use headers::REQUEST_ID;
 
 use crate::config::Settings;
 use crate::metrics as m;
+use crate::profiles::ProfileStore;
 use crate::speech::{Dialogues, SpeechService};
 
 /// Largest accepted request body. Inputs are at most a few thousand characters; a megabyte
@@ -72,6 +75,8 @@ pub struct AppState {
     pub speech: SpeechService,
     /// Multi-speaker scripts, read through `speech` a bounded number at once.
     pub dialogues: Dialogues,
+    /// Voice profiles (`/v1/voices/profiles`); the OmniVoice engine reads the same store.
+    pub profiles: Arc<ProfileStore>,
     pub metrics: PrometheusHandle,
     pub started: Instant,
     pub device: String,
@@ -86,6 +91,7 @@ impl AppState {
     pub fn new(
         settings: Settings,
         speech: SpeechService,
+        profiles: Arc<ProfileStore>,
         metrics: PrometheusHandle,
         device: String,
     ) -> Self {
@@ -98,6 +104,7 @@ impl AppState {
             ),
             settings,
             speech,
+            profiles,
             metrics,
             started: Instant::now(),
             device,
@@ -182,7 +189,7 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
     let uploads = OpenApiRouter::default()
         .routes(routes!(clone::create_cloned_speech))
         .route_layer(DefaultBodyLimit::max(
-            state.settings.max_upload_bytes + MAX_BODY_BYTES,
+            profiles::upload_limit(state).saturating_add(multipart::FORM_OVERHEAD_BYTES),
         ));
     let speech = OpenApiRouter::default()
         .routes(routes!(speech::create_speech))
@@ -205,7 +212,8 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
             lexicon::delete_lexicon
         ))
         .routes(routes!(admin::clear_cache))
-        .routes(routes!(admin::reload_voices));
+        .routes(routes!(admin::reload_voices))
+        .merge(profile_routes(state));
     // What a client lists before it speaks; Open WebUI asks for these without a key.
     let discovery = OpenApiRouter::default()
         .routes(routes!(discovery::list_models))
@@ -225,6 +233,20 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
         .routes(routes!(openapi::document))
         .merge(playground::routes());
     guarded(work, state).merge(discovery).merge(open)
+}
+
+/// The voice profile routes, whose forms carry a clip of up to `--max-upload-bytes`.
+fn profile_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
+    let body_limit = profiles::upload_limit(state).saturating_add(multipart::FORM_OVERHEAD_BYTES);
+    OpenApiRouter::default()
+        .routes(routes!(profiles::list_voices))
+        .routes(routes!(profiles::create_profile))
+        .routes(routes!(
+            profiles::get_profile,
+            profiles::update_profile,
+            profiles::delete_profile
+        ))
+        .route_layer(DefaultBodyLimit::max(body_limit))
 }
 
 /// `group` behind the API-key check, documented as needing the key. Without configured keys
@@ -250,6 +272,7 @@ fn cors(origins: &[String]) -> CorsLayer {
             Method::GET,
             Method::POST,
             Method::PUT,
+            Method::PATCH,
             Method::DELETE,
             Method::OPTIONS,
         ])

@@ -38,8 +38,11 @@ impl InProcess {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = omnivoice_server::server::build(settings, engines, "cpu".into())
-            .expect("valid test settings");
+        let profiles = omnivoice_server::profiles::ProfileStore::open(&settings.profile_dir)
+            .expect("the profile directory");
+        let state =
+            omnivoice_server::server::build(settings, engines, Arc::new(profiles), "cpu".into())
+                .expect("valid test settings");
         let handle = tokio::spawn(omnivoice_server::server::run(
             state,
             listener,

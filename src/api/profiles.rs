@@ -1,0 +1,366 @@
+//! Voice profiles over HTTP, as the Python omnivoice-server serves them: `POST
+//! /v1/voices/profiles` (a form with the clip), `GET`/`PATCH`/`DELETE
+//! /v1/voices/profiles/{id}`, and `GET /v1/voices`, its list of every voice OmniVoice answers
+//! to (`auto`, designs, presets, and each profile as `clone:<id>`).
+//!
+//! Field names, answer shapes and success statuses are the Python server's; its refusals
+//! (422 with `detail`) become OpenAI-shaped errors naming the field. Uploads are decoded here
+//! (any common format, told by the bytes) and stored as WAV; the files are in
+//! [`crate::profiles`], reached through blocking tasks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::multipart::MultipartRejection;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Multipart, Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::Json;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::error::ErrorBody;
+use super::multipart::{check_declared_length, read_form, UploadForm};
+use super::{ApiError, AppState};
+use crate::audio::upload::{decode_upload, Clip};
+use crate::engine::omnivoice::{self, AUTO, DESIGN, PRESETS};
+use crate::profiles::{is_valid_name, ProfileChange, ProfileMeta, ProfileStore};
+
+/// A voice profile, as the Python server answers with one.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"profile_id": "anna", "name": "anna", "ref_text": "Hello, this is Anna.", "created_at": "2026-12-03T10:42:15.123456+00:00"}))]
+pub struct Profile {
+    /// What a speech request names it by: `voice: "clone:<profile_id>"`.
+    profile_id: String,
+    /// A display name; the id unless the form gave one.
+    name: String,
+    /// What the clip says; `null` when not given.
+    ref_text: Option<String>,
+    /// When the profile was created (ISO 8601, UTC, as Python's `isoformat()` writes it).
+    created_at: Option<String>,
+}
+
+impl From<ProfileMeta> for Profile {
+    fn from(meta: ProfileMeta) -> Self {
+        Self {
+            profile_id: meta.id,
+            name: meta.name,
+            ref_text: meta.ref_text,
+            created_at: meta.created_at,
+        }
+    }
+}
+
+/// The form that creates a profile.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Documentation only: the handler reads the form field by field.
+pub struct NewProfileForm {
+    /// 1 to 64 letters, digits, `-` or `_`.
+    #[schema(pattern = "^[a-zA-Z0-9_-]{1,64}$", example = "anna")]
+    profile_id: String,
+    /// The reference clip: WAV, FLAC, MP3, Ogg Vorbis or M4A (told by its bytes), 0.5 to 60
+    /// seconds, at least 8000 Hz, at most `--max-upload-bytes`.
+    #[schema(value_type = String, format = Binary)]
+    ref_audio: Vec<u8>,
+    /// What the clip says.
+    ref_text: Option<String>,
+    /// A display name; the id when absent.
+    name: Option<String>,
+    /// `true` replaces a profile of that id instead of answering 409.
+    overwrite: Option<bool>,
+}
+
+/// The form that changes a profile; at least one field.
+#[derive(ToSchema)]
+#[allow(dead_code)] // Documentation only: the handler reads the form field by field.
+pub struct ProfileChangeForm {
+    /// A new reference clip (as for creating one). Without `ref_text`, the old transcript is
+    /// removed with the old clip.
+    #[schema(value_type = Option<String>, format = Binary)]
+    ref_audio: Option<Vec<u8>>,
+    /// A new transcript; empty removes it.
+    ref_text: Option<String>,
+    /// A new display name.
+    name: Option<String>,
+}
+
+/// One voice of `GET /v1/voices`.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum ListedVoice {
+    /// `auto`, the design pattern and the presets.
+    BuiltIn {
+        id: String,
+        /// `auto`, `design` or `preset`.
+        #[serde(rename = "type")]
+        kind: &'static str,
+        description: String,
+    },
+    /// A profile, spoken with `voice: "clone:<profile_id>"`.
+    Clone {
+        /// `clone:<profile_id>`.
+        id: String,
+        /// Always `clone`.
+        #[serde(rename = "type")]
+        kind: &'static str,
+        profile_id: String,
+        name: String,
+        created_at: Option<String>,
+        ref_text: Option<String>,
+    },
+}
+
+/// The Python omnivoice-server's voice list.
+#[derive(Serialize, ToSchema)]
+pub struct VoiceCatalog {
+    voices: Vec<ListedVoice>,
+    /// The attributes a design may combine, by category, at most one of each.
+    #[schema(value_type = Object, example = json!({"gender": ["male", "female"], "pitch": ["low pitch", "high pitch"]}))]
+    design_attributes: BTreeMap<String, Vec<String>>,
+    /// How many voices are listed.
+    total: usize,
+}
+
+const CREATE_FIELDS: [&str; 4] = ["profile_id", "ref_text", "name", "overwrite"];
+const CHANGE_FIELDS: [&str; 2] = ["ref_text", "name"];
+
+/// List every OmniVoice voice
+///
+/// The Python omnivoice-server's list: `auto`, the design pattern, OpenAI's preset names (each
+/// a design), and every voice profile as `clone:<profile_id>`, with the attributes designs
+/// combine.
+#[utoipa::path(get, path = "/v1/voices", tag = "profiles",
+    responses(
+        (status = 200, description = "Every voice", body = VoiceCatalog),
+        (status = 500, description = "The profile directory could not be read", body = ErrorBody),
+    ))]
+pub async fn list_voices(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<VoiceCatalog>, ApiError> {
+    let profiles = blocking(&state, |store| store.list()).await?;
+    let mut voices = vec![
+        ListedVoice::BuiltIn {
+            id: AUTO.into(),
+            kind: "auto",
+            description: "No design: the model chooses a voice itself, unless the request's \
+                          `instructions` design one."
+                .into(),
+        },
+        ListedVoice::BuiltIn {
+            id: format!("{DESIGN}<attributes>"),
+            kind: "design",
+            description: format!(
+                "Voice design via attributes. Example: '{DESIGN}female, british accent'"
+            ),
+        },
+    ];
+    let mut presets = PRESETS.to_vec();
+    presets.sort();
+    voices.extend(
+        presets
+            .into_iter()
+            .map(|(name, design)| ListedVoice::BuiltIn {
+                id: name.into(),
+                kind: "preset",
+                description: format!("OpenAI-compatible preset mapped to '{design}'"),
+            }),
+    );
+    voices.extend(profiles.into_iter().map(|p| ListedVoice::Clone {
+        id: format!("clone:{}", p.id),
+        kind: "clone",
+        profile_id: p.id,
+        name: p.name,
+        created_at: p.created_at,
+        ref_text: p.ref_text,
+    }));
+    Ok(Json(VoiceCatalog {
+        total: voices.len(),
+        voices,
+        design_attributes: omnivoice::design_attributes(),
+    }))
+}
+
+/// Save a voice profile
+///
+/// A reference clip and what it says, under an id that speech requests then name as `voice:
+/// "clone:<id>"`. The clip may be any common format; it is stored as WAV.
+#[utoipa::path(post, path = "/v1/voices/profiles", tag = "profiles",
+    request_body(content = NewProfileForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 201, description = "The profile as saved", body = Profile),
+        (status = 400, description = "A missing or bad field, or a clip that cannot be used; `param` names it", body = ErrorBody),
+        (status = 409, description = "A profile of that id exists (send `overwrite=true` to replace it)", body = ErrorBody),
+        (status = 413, description = "The clip is larger than `--max-upload-bytes`", body = ErrorBody),
+        (status = 415, description = "Not a form, or a clip in a format this server cannot decode", body = ErrorBody),
+        (status = 500, description = "The profile could not be saved, and was not", body = ErrorBody),
+    ))]
+pub async fn create_profile(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<(StatusCode, Json<Profile>), ApiError> {
+    let limit = upload_limit(&state);
+    check_declared_length(&headers, limit)?;
+    let form = read_form(multipart, "ref_audio", &CREATE_FIELDS, limit).await?;
+    let id = form.text("profile_id").map(str::to_string).ok_or_else(|| {
+        ApiError::invalid("profile_id", "The form must have a 'profile_id' field.")
+            .with_code("missing_required_parameter")
+    })?;
+    check_id(&id)?;
+    let overwrite = form.flag("overwrite")?;
+    let name = non_empty(&form, "name");
+    let ref_text = form.text("ref_text").map(str::to_string);
+    let Some(audio) = form.audio else {
+        return Err(
+            ApiError::invalid("ref_audio", "The form must have a 'ref_audio' file.")
+                .with_code("missing_required_parameter"),
+        );
+    };
+    let clip = decode(audio).await?;
+    let meta = blocking(&state, move |store| {
+        if overwrite {
+            store.replace(&id, name, ref_text, &clip)
+        } else {
+            store.create(&id, name, ref_text, &clip)
+        }
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(meta.into())))
+}
+
+/// Get a voice profile
+#[utoipa::path(get, path = "/v1/voices/profiles/{profile_id}", tag = "profiles",
+    params(("profile_id" = String, Path, description = "The profile's id")),
+    responses(
+        (status = 200, description = "The profile (without its clip)", body = Profile),
+        (status = 400, description = "Not a valid id", body = ErrorBody),
+        (status = 404, description = "No profile of that id", body = ErrorBody),
+    ))]
+pub async fn get_profile(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Json<Profile>, ApiError> {
+    let id = path_id(id)?;
+    let profile = blocking(&state, move |store| store.get(&id)).await?;
+    Ok(Json(profile.meta.into()))
+}
+
+/// Change a voice profile
+///
+/// Replaces the fields the form has and keeps the others (and the creation date). A new clip
+/// without a new `ref_text` removes the old transcript: it describes the old clip.
+#[utoipa::path(patch, path = "/v1/voices/profiles/{profile_id}", tag = "profiles",
+    params(("profile_id" = String, Path, description = "The profile's id")),
+    request_body(content = ProfileChangeForm, content_type = "multipart/form-data"),
+    responses(
+        (status = 200, description = "The profile as saved", body = Profile),
+        (status = 400, description = "No field to change, a bad field or a clip that cannot be used", body = ErrorBody),
+        (status = 404, description = "No profile of that id", body = ErrorBody),
+        (status = 413, description = "The clip is larger than `--max-upload-bytes`", body = ErrorBody),
+        (status = 415, description = "Not a form, or a clip in a format this server cannot decode", body = ErrorBody),
+        (status = 500, description = "The change could not be saved, and was not made", body = ErrorBody),
+    ))]
+pub async fn update_profile(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> Result<Json<Profile>, ApiError> {
+    let id = path_id(id)?;
+    let limit = upload_limit(&state);
+    check_declared_length(&headers, limit)?;
+    let form = read_form(multipart, "ref_audio", &CHANGE_FIELDS, limit).await?;
+    let name = non_empty(&form, "name");
+    let ref_text = form.text("ref_text").map(str::to_string);
+    if form.audio.is_none() && ref_text.is_none() && name.is_none() {
+        return Err(ApiError::invalid(
+            "ref_audio",
+            "Provide at least one of: ref_audio, ref_text, name.",
+        )
+        .with_code("missing_required_parameter"));
+    }
+    let clip = match form.audio {
+        Some(audio) => Some(decode(audio).await?),
+        None => None,
+    };
+    let change = ProfileChange {
+        name,
+        ref_text,
+        clip,
+    };
+    let meta = blocking(&state, move |store| store.update(&id, change)).await?;
+    Ok(Json(meta.into()))
+}
+
+/// Delete a voice profile
+///
+/// The clip, its metadata and its cached codes.
+#[utoipa::path(delete, path = "/v1/voices/profiles/{profile_id}", tag = "profiles",
+    params(("profile_id" = String, Path, description = "The profile's id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Not a valid id", body = ErrorBody),
+        (status = 404, description = "No profile of that id", body = ErrorBody),
+        (status = 500, description = "The profile could not be deleted", body = ErrorBody),
+    ))]
+pub async fn delete_profile(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<StatusCode, ApiError> {
+    let id = path_id(id)?;
+    blocking(&state, move |store| store.delete(&id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `--max-upload-bytes` as a length in memory (on 32-bit targets at most what fits).
+pub(super) fn upload_limit(state: &AppState) -> usize {
+    usize::try_from(state.settings.max_upload_bytes).unwrap_or(usize::MAX)
+}
+
+fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    // A path that is not UTF-8 once decoded is no id; axum's own rejection is plain text.
+    let Ok(Path(id)) = id else {
+        return Err(ApiError::invalid(
+            "profile_id",
+            "The profile id must be text.",
+        ));
+    };
+    check_id(&id)?;
+    Ok(id)
+}
+
+/// Refused before the clip is decoded: cheap checks first.
+fn check_id(id: &str) -> Result<(), ApiError> {
+    if is_valid_name(id) {
+        Ok(())
+    } else {
+        Err(crate::profiles::ProfileError::InvalidId(id.to_string()).into())
+    }
+}
+
+fn non_empty(form: &UploadForm, field: &str) -> Option<String> {
+    form.text(field)
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+}
+
+/// Decodes the clip off the async threads (a minute of MP3 takes a while).
+async fn decode(audio: Vec<u8>) -> Result<Clip, ApiError> {
+    tokio::task::spawn_blocking(move || decode_upload(&audio))
+        .await
+        .map_err(|e| ApiError::internal(format!("decoding the upload failed: {e}")))?
+        .map_err(ApiError::from)
+}
+
+/// Runs `work` on the profile store in a blocking task.
+async fn blocking<T: Send + 'static>(
+    state: &Arc<AppState>,
+    work: impl FnOnce(&ProfileStore) -> Result<T, crate::profiles::ProfileError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let store = state.profiles.clone();
+    tokio::task::spawn_blocking(move || work(&store))
+        .await
+        .map_err(|e| ApiError::internal(format!("the profile store failed: {e}")))?
+        .map_err(ApiError::from)
+}
