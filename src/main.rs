@@ -88,7 +88,8 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
         let engine = OmniVoiceEngine::new(&settings.omnivoice_dir, device.clone())
-            .with_precision(settings.precision.requested());
+            .with_precision(settings.precision.requested())
+            .with_profiles(profiles.clone());
         engines.push(Arc::new(engine));
     } else {
         // The usual case (the checkpoint is a download of its own): not worth a line at info.

@@ -8,12 +8,16 @@
 //! Uploads are held in memory, a bounded number of them: a request names its clip by hash
 //! right after it arrives, and a clip that has fallen out is simply uploaded again.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use moka::sync::Cache;
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
+use crate::audio::upload::decode_upload;
 use crate::metrics as m;
+use crate::profiles::ProfileStore;
 use candle_core::Tensor;
 use omnivoice_models::omnivoice::{PreparedReference, Reference, Tts};
 
@@ -34,6 +38,8 @@ pub struct Clip {
     audio_hash: String,
     /// Of the audio and its transcript: the voice.
     pub hash: String,
+    /// For a profile's clip: where its codes are kept on disk too.
+    saved: Option<Saved>,
 }
 
 impl Clip {
@@ -53,6 +59,7 @@ impl Clip {
             prepared,
             audio_hash,
             hash,
+            saved: None,
         }
     }
 
@@ -95,10 +102,20 @@ impl Cloning {
         self.uploads.get(hash)
     }
 
-    /// The clip's codes ([codebooks, frames]), encoding it only if no earlier request did.
-    pub fn codes(&self, tts: &Tts, clip: &Clip) -> candle_core::Result<Tensor> {
+    /// The clip's codes ([codebooks, frames]), encoding it only if no earlier request did
+    /// (on this server, or for a profile, on any run of it: `fingerprint` names the codec).
+    pub fn codes(&self, tts: &Tts, clip: &Clip, fingerprint: &str) -> candle_core::Result<Tensor> {
         if let Some(codes) = self.codes.get(&clip.audio_hash) {
             metrics::counter!(m::REFERENCE_ENCODES, "result" => "cached").increment(1);
+            return Ok(codes);
+        }
+        let stored = clip.saved.as_ref().and_then(|saved| {
+            let bytes = saved.store.codes(&saved.id, &saved.audio_sha256, fingerprint)?;
+            codes_from_bytes(&bytes)
+        });
+        if let Some(codes) = stored {
+            metrics::counter!(m::REFERENCE_ENCODES, "result" => "stored").increment(1);
+            self.codes.insert(clip.audio_hash.clone(), codes.clone());
             return Ok(codes);
         }
         let started = std::time::Instant::now();
@@ -109,7 +126,153 @@ impl Cloning {
             seconds = started.elapsed().as_secs_f64(),
             "reference encoded"
         );
+        if let Some(saved) = &clip.saved {
+            // A failed save costs a later encode, nothing more.
+            let saving = codes_to_bytes(&codes).map_err(|e| e.to_string()).and_then(|bytes| {
+                saved
+                    .store
+                    .store_codes(&saved.id, &saved.audio_sha256, fingerprint, &bytes)
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(error) = saving {
+                tracing::warn!(profile = %saved.id, %error, "the codes of a profile could not be saved");
+            }
+        }
         self.codes.insert(clip.audio_hash.clone(), codes.clone());
         Ok(codes)
     }
+}
+
+/// What a profile voice's id starts with; the rest is the profile's id, and once resolved,
+/// `@` and the version of its clip.
+pub const PROFILE: &str = "clone:";
+
+/// The profiles' clips, read from the store once per version. A request resolves
+/// `clone:<id>` to `clone:<id>@<version>`, so every sentence of it uses one clip even if the
+/// profile changes meanwhile, and the audio cache never mixes versions.
+pub struct Profiles {
+    store: Arc<ProfileStore>,
+    /// Per profile: the files' sizes and times it was read at, and what was read.
+    read: Mutex<HashMap<String, (Stamp, Arc<ProfileVoice>)>>,
+}
+
+/// A profile as a voice: its clip's version and its transcript (`None`: it has none, so it
+/// cannot be cloned here, where nothing transcribes).
+pub struct ProfileVoice {
+    pub version: String,
+    audio_sha256: String,
+    audio: Vec<u8>,
+    pub text: Option<String>,
+}
+
+/// Sizes and modification times of a profile's two files: every write replaces a file
+/// (rename), so a change shows here without reading the clip.
+type Stamp = Vec<(u64, Option<std::time::SystemTime>)>;
+
+impl Profiles {
+    pub fn new(store: Arc<ProfileStore>) -> Self {
+        Self {
+            store,
+            read: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The ids of every profile.
+    pub fn ids(&self) -> Vec<String> {
+        self.store
+            .list()
+            .map(|list| list.into_iter().map(|meta| meta.id).collect())
+            .unwrap_or_default()
+    }
+
+    /// The profile `id` as it is now; `None` when there is none.
+    pub fn current(&self, id: &str) -> Option<Arc<ProfileVoice>> {
+        if !crate::profiles::is_valid_name(id) {
+            return None;
+        }
+        let folder = self.store.dir().join(id);
+        let stamp: Stamp = ["ref_audio.wav", "meta.json"]
+            .iter()
+            .map(|file| {
+                std::fs::metadata(folder.join(file))
+                    .map(|m| (m.len(), m.modified().ok()))
+                    .unwrap_or((u64::MAX, None))
+            })
+            .collect();
+        if let Some((seen, voice)) = self.read.lock().get(id) {
+            if *seen == stamp {
+                return Some(voice.clone());
+            }
+        }
+        let profile = self.store.get(id).ok()?;
+        let voice = Arc::new(ProfileVoice {
+            version: profile.audio_sha256[..16].to_string(),
+            audio_sha256: profile.audio_sha256,
+            audio: profile.audio,
+            text: profile.meta.ref_text.filter(|t| !t.trim().is_empty()),
+        });
+        self.read
+            .lock()
+            .insert(id.to_string(), (stamp, voice.clone()));
+        Some(voice)
+    }
+
+    /// The clip of `id` at `version`, decoded and prepared; why not, in words for a client.
+    pub fn clip(&self, tts: &Tts, id: &str, version: &str) -> Result<Clip, String> {
+        let voice = self
+            .current(id)
+            .filter(|v| v.version == version)
+            .ok_or_else(|| format!("The voice profile '{id}' changed or went away; try again."))?;
+        let text = voice.text.as_deref().ok_or_else(|| no_transcript(id))?;
+        let clip = decode_upload(&voice.audio)
+            .map_err(|e| format!("The clip of voice profile '{id}' cannot be read: {e}"))?;
+        let prepared = tts
+            .prepare_reference(&clip.samples, clip.sample_rate, text, true)
+            .map_err(|e| format!("The clip of voice profile '{id}' cannot be cloned: {e}"))?;
+        let mut clip = Clip::new(prepared);
+        clip.saved = Some(Saved {
+            store: self.store.clone(),
+            id: id.to_string(),
+            audio_sha256: voice.audio_sha256.clone(),
+        });
+        Ok(clip)
+    }
+}
+
+/// Why a profile without a transcript is no voice here.
+pub fn no_transcript(id: &str) -> String {
+    format!(
+        "The voice profile '{id}' has no ref_text, and this server runs no speech recognition: \
+         add it with PATCH /v1/voices/profiles/{id}."
+    )
+}
+
+/// Where a profile's codes are kept beside it.
+struct Saved {
+    store: Arc<ProfileStore>,
+    id: String,
+    audio_sha256: String,
+}
+
+/// Codes as stored beside a profile: codebooks and frames (u32 each), then the codes.
+fn codes_to_bytes(codes: &Tensor) -> candle_core::Result<Vec<u8>> {
+    let (rows, frames) = codes.dims2()?;
+    let values: Vec<u32> = codes.to_dtype(candle_core::DType::U32)?.flatten_all()?.to_vec1()?;
+    let mut bytes = Vec::with_capacity(8 + values.len() * 4);
+    bytes.extend_from_slice(&(rows as u32).to_le_bytes());
+    bytes.extend_from_slice(&(frames as u32).to_le_bytes());
+    for value in values {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    Ok(bytes)
+}
+
+fn codes_from_bytes(bytes: &[u8]) -> Option<Tensor> {
+    let word = |i: usize| Some(u32::from_le_bytes(bytes.get(i * 4..i * 4 + 4)?.try_into().ok()?));
+    let (rows, frames) = (word(0)? as usize, word(1)? as usize);
+    if bytes.len() != 8 + rows * frames * 4 || rows == 0 || frames == 0 {
+        return None;
+    }
+    let values: Vec<u32> = (0..rows * frames).map(|i| word(2 + i)).collect::<Option<_>>()?;
+    Tensor::from_vec(values, (rows, frames), &candle_core::Device::Cpu).ok()
 }

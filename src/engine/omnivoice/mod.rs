@@ -20,7 +20,8 @@ use sha2::{Digest, Sha256};
 use super::{
     Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo, MULTILINGUAL,
 };
-use cloning::{Clip, Cloning};
+use crate::profiles::ProfileStore;
+use cloning::{Clip, Cloning, Profiles, PROFILE};
 use crate::params::Generation;
 use omnivoice_models::kernels::Precision;
 use omnivoice_models::omnivoice::{self as model, Tts};
@@ -62,6 +63,7 @@ pub struct OmniVoiceEngine {
     model: Mutex<Option<Arc<Tts>>>,
     fingerprint: OnceLock<String>,
     cloning: Arc<Cloning>,
+    profiles: Option<Profiles>,
 }
 
 impl OmniVoiceEngine {
@@ -78,7 +80,36 @@ impl OmniVoiceEngine {
             model: Mutex::new(None),
             fingerprint: OnceLock::new(),
             cloning: Arc::default(),
+            profiles: None,
         }
+    }
+
+    /// Serves the profiles of `store` as voices, `clone:<id>` (or the bare id).
+    pub fn with_profiles(self, store: Arc<ProfileStore>) -> Self {
+        Self {
+            profiles: Some(Profiles::new(store)),
+            ..self
+        }
+    }
+
+    /// The profile a name stands for (`clone:<id>`, `clone:<id>@<version>`, or a bare id that
+    /// names no preset), with the version asked for, if any.
+    fn profile_of(&self, name: &str) -> Option<(String, Option<String>, Arc<cloning::ProfileVoice>)> {
+        let profiles = self.profiles.as_ref()?;
+        let name = name.trim();
+        let (id, explicit) = match name.get(..PROFILE.len()) {
+            Some(head) if head.eq_ignore_ascii_case(PROFILE) => (&name[PROFILE.len()..], true),
+            _ => (name, false),
+        };
+        if !explicit && voices::parse(id).is_ok() {
+            return None;
+        }
+        let (id, version) = match id.split_once('@') {
+            Some((id, version)) => (id, Some(version.to_string())),
+            None => (id, None),
+        };
+        let voice = profiles.current(id)?;
+        Some((id.to_string(), version, voice))
     }
 
     /// Runs the body's linear layers in `requested` (`None`: what this CPU runs fastest).
@@ -142,6 +173,7 @@ impl OmniVoiceEngine {
             clip,
             reference: Mutex::new(None),
             cloning: self.cloning.clone(),
+            fingerprint: self.fingerprint(""),
             tts,
         }))
     }
@@ -155,24 +187,51 @@ impl Engine for OmniVoiceEngine {
     /// Auto and the presets; designs are voices too, but too many to list
     /// (`GET /v1/voices` lists their attributes).
     fn voices(&self) -> Vec<VoiceInfo> {
-        std::iter::once(Choice::Auto)
+        let mut voices: Vec<VoiceInfo> = std::iter::once(Choice::Auto)
             .chain(
                 PRESETS
                     .iter()
                     .map(|&(name, design)| Choice::Preset(name, design)),
             )
             .map(|choice| self.info(&choice))
-            .collect()
+            .collect();
+        if let Some(profiles) = &self.profiles {
+            voices.extend(
+                profiles
+                    .ids()
+                    .into_iter()
+                    .map(|id| self.clone_info(format!("{PROFILE}{id}"))),
+            );
+        }
+        voices
     }
 
     fn find_voice(&self, voice: &str) -> Option<VoiceInfo> {
         if let Some(clip) = self.cloning.upload(voice) {
             return Some(self.clone_info(format!("{}{}", cloning::UPLOAD, clip.hash)));
         }
+        if let Some((id, asked, profile)) = self.profile_of(voice) {
+            // Pinned to the version read now: one request, one clip.
+            let fresh = asked.is_none_or(|v| v == profile.version);
+            return (fresh && profile.text.is_some())
+                .then(|| self.clone_info(format!("{PROFILE}{id}@{}", profile.version)));
+        }
         voices::parse(voice).ok().map(|choice| self.info(&choice))
     }
 
     fn why_unknown(&self, voice: &str) -> Option<String> {
+        if let Some((id, _, profile)) = self.profile_of(voice) {
+            return Some(match profile.text {
+                None => cloning::no_transcript(&id),
+                Some(_) => format!("The voice profile '{id}' changed meanwhile; try again."),
+            });
+        }
+        if self.profiles.is_some() && voice.trim().to_lowercase().starts_with(PROFILE) {
+            return Some(format!(
+                "There is no voice profile '{}' (POST /v1/voices/profiles makes one).",
+                &voice.trim()[PROFILE.len()..]
+            ));
+        }
         match voices::parse(voice) {
             Err(voices::NameError::Design(message)) => Some(message),
             _ => Some(format!(
@@ -186,6 +245,14 @@ impl Engine for OmniVoiceEngine {
         if let Some(clip) = self.cloning.upload(voice) {
             let info = self.clone_info(voice.to_string());
             return self.voice(info, None, Some(clip));
+        }
+        if let (Some(profiles), Some((id, Some(version), _))) = (&self.profiles, self.profile_of(voice)) {
+            let tts = self.model().map_err(|e| EngineError::load(voice, e))?;
+            let clip = profiles
+                .clip(&tts, &id, &version)
+                .map_err(|why| EngineError::load(voice, why))?;
+            let info = self.clone_info(voice.to_string());
+            return self.voice(info, None, Some(Arc::new(clip)));
         }
         let choice = voices::parse(voice).map_err(|_| EngineError::UnknownVoice(voice.into()))?;
         self.voice(self.info(&choice), choice.instruct().map(str::to_string), None)
@@ -251,6 +318,8 @@ struct OmniVoiceVoice {
     /// The clip as the model reads it, once encoded.
     reference: Mutex<Option<Arc<model::Reference>>>,
     cloning: Arc<Cloning>,
+    /// The checkpoint's, which versions a profile's codes saved beside it.
+    fingerprint: String,
     tts: Arc<Tts>,
 }
 
@@ -274,7 +343,7 @@ impl OmniVoiceVoice {
         };
         let mut reference = self.reference.lock();
         if reference.is_none() {
-            let codes = self.cloning.codes(&self.tts, clip)?;
+            let codes = self.cloning.codes(&self.tts, clip, &self.fingerprint)?;
             *reference = Some(Arc::new(clip.reference(codes)));
         }
         Ok(reference.clone())
