@@ -35,6 +35,7 @@ mod post;
 mod reference;
 #[cfg(test)]
 mod reference_tests;
+mod resample;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -53,5 +54,6 @@ pub use instruct::{
 pub use model::OmniVoice;
 pub use post::PostProcess;
 pub use reference::{prepare_reference, PreparedReference, ReferenceError};
+pub use resample::resample;
 pub use text::{chunk_text, combine_text, cross_fade, unknown_nonverbal_tags, NONVERBAL_TAGS};
 pub use tts::{Generation, LoadError, Prepared, Reference, Request, RequestError, Tts};
