@@ -27,6 +27,7 @@ mod backbone;
 mod codec;
 mod config;
 mod duration;
+mod encoder;
 mod generate;
 mod instruct;
 mod manifest;
@@ -46,6 +47,7 @@ mod tts;
 pub use codec::{CodecConfig, CodecDecoder};
 pub use config::{BackboneConfig, Config, ConfigError};
 pub use duration::target_frames;
+pub use encoder::{CodecEncoder, EncoderConfig};
 pub use generate::{schedule, Decoding, Draw, Noise, Prompt};
 pub use instruct::{
     instruct_categories, is_none_literal, languages, resolve_instruct, resolve_language,
