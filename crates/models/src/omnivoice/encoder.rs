@@ -440,3 +440,7 @@ impl SemanticEncoder {
         Ok(x)
     }
 }
+
+#[cfg(test)]
+#[path = "encoder_tests.rs"]
+mod tests;
