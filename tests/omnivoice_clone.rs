@@ -207,3 +207,107 @@ async fn bad_clone_requests_are_refused_with_the_field_named() {
         "model"
     );
 }
+
+async fn server_with_profiles(profiles: &std::path::Path) -> Binary {
+    Binary::ready(&[
+        "--omnivoice-dir",
+        CHECKPOINT,
+        "--preload",
+        "none",
+        "--no-cache",
+        "--profile-dir",
+        profiles.to_str().unwrap(),
+    ])
+    .await
+}
+
+/// A profile is a voice: `clone:<id>` on `/v1/audio/speech` says what the official code says
+/// with the profile's clip; it is listed; a changed clip changes the voice; its codes are saved
+/// beside it, so a restarted server encodes nothing.
+#[tokio::test]
+async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = cases();
+    let plain = &cases["cases"][0];
+    let ref_text = cases["ref_text"].as_str().unwrap();
+    let speak = |url: String, voice: &'static str| async move {
+        let body = serde_json::json!({
+            "model": "omnivoice", "voice": voice, "input": plain["text"],
+            "response_format": "wav", "stream": false, "num_step": plain["num_step"],
+            "position_temperature": 0, "class_temperature": 0});
+        let response = common::post_speech(&url, &body).await;
+        let status = response.status();
+        let bytes = response.bytes().await.unwrap();
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+        read_wav(&bytes).1
+    };
+    let counted = |url: String, result: &'static str| async move {
+        let text = get_text(format!("{url}/metrics")).await;
+        metric(&text, &format!("omnivoice_reference_encodes_total{{result=\"{result}\"}}"))
+    };
+    {
+        let server = server_with_profiles(dir.path()).await;
+        let url = server.url.clone();
+        let form = Form::new()
+            .text("profile_id", "anna")
+            .text("ref_text", ref_text.to_string())
+            .part("ref_audio", Part::bytes(clip()).file_name("audio"));
+        let created = reqwest::Client::new()
+            .post(format!("{url}/v1/voices/profiles"))
+            .multipart(form)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(created.status(), 201);
+        let listed = common::get_json(format!("{url}/v1/audio/voices")).await;
+        assert!(listed.to_string().contains("\"clone:anna\""), "{listed}");
+
+        let samples = speak(url.clone(), "clone:anna").await;
+        let expected = official("plain");
+        assert_eq!(samples.len(), expected.len());
+        let worst = samples
+            .iter()
+            .zip(&expected)
+            .map(|(&ours, &theirs)| (f32::from(ours) / 32768.0 - theirs).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 2e-4, "worst difference {worst}");
+        assert_eq!(speak(url.clone(), "anna").await, samples, "the bare id");
+        assert_eq!(counted(url.clone(), "encoded").await, 1.0);
+        let saved = std::fs::read_dir(dir.path().join("anna"))
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().starts_with("codes-"));
+        assert!(saved, "codes saved beside the profile");
+    }
+    // A restarted server reads the saved codes.
+    let server = server_with_profiles(dir.path()).await;
+    let url = server.url.clone();
+    let again = speak(url.clone(), "clone:anna").await;
+    assert_eq!(counted(url.clone(), "encoded").await, 0.0);
+    assert_eq!(counted(url.clone(), "stored").await, 1.0);
+
+    // Another clip: another voice.
+    let mut other = clip();
+    let half = 44 + (other.len() - 44) / 4 * 2;
+    for pair in other[half..].chunks_exact_mut(2) {
+        let sample = i16::from_le_bytes([pair[0], pair[1]]);
+        pair.copy_from_slice(&(sample / 2).to_le_bytes());
+    }
+    let form = Form::new()
+        .text("ref_text", ref_text.to_string())
+        .part("ref_audio", Part::bytes(other).file_name("audio"));
+    let patched = reqwest::Client::new()
+        .patch(format!("{url}/v1/voices/profiles/anna"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(patched.status(), 200);
+    assert_ne!(speak(url.clone(), "clone:anna").await, again);
+    assert_eq!(counted(url.clone(), "encoded").await, 1.0);
+
+    // A profile that is not there, by name.
+    let body = serde_json::json!({"model": "omnivoice", "voice": "clone:nobody", "input": "Hi"});
+    let error = openai_error(common::post_speech(&url, &body).await, 400).await;
+    assert!(error["message"].as_str().unwrap().contains("nobody"), "{error}");
+}

@@ -243,7 +243,7 @@ impl DecoderBlock {
 }
 
 /// `x + conv_1×1(snake(conv_7(snake(x))))`, the 7-tap convolution dilated.
-struct ResidualUnit {
+pub(super) struct ResidualUnit {
     snake1: Snake,
     conv1: Conv,
     snake2: Snake,
@@ -251,7 +251,7 @@ struct ResidualUnit {
 }
 
 impl ResidualUnit {
-    fn load(channels: usize, dilation: usize, vb: VarBuilder) -> Result<Self> {
+    pub(super) fn load(channels: usize, dilation: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
             snake1: Snake::load(channels, vb.pp("snake1"))?,
             conv1: Conv::load(
@@ -267,7 +267,7 @@ impl ResidualUnit {
         })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = self.conv1.forward(&self.snake1.forward(x)?)?;
         let y = self.conv2.forward(&self.snake2.forward(&y)?)?;
         x + y
@@ -275,18 +275,18 @@ impl ResidualUnit {
 }
 
 /// `x + sin²(αx) / (α + 1e-9)`, α per channel.
-struct Snake {
+pub(super) struct Snake {
     alpha: Tensor,
 }
 
 impl Snake {
-    fn load(channels: usize, vb: VarBuilder) -> Result<Self> {
+    pub(super) fn load(channels: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
             alpha: vb.get((1, channels, 1), "alpha")?,
         })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let wave = x.broadcast_mul(&self.alpha)?.sin()?.sqr()?;
         let inverse = (&self.alpha + 1e-9)?.recip()?;
         x + wave.broadcast_mul(&inverse)?
@@ -351,7 +351,7 @@ impl TransposedConv {
 /// A convolution's weight as stored: plain (`weight`), or weight-normed the way either torch
 /// API saves it (`parametrizations.weight.original0/1` or `weight_g`/`weight_v`): the
 /// direction `v` scaled to the magnitude `g` along the first dimension.
-fn weight_normed(vb: &VarBuilder, shape: (usize, usize, usize)) -> Result<Tensor> {
+pub(super) fn weight_normed(vb: &VarBuilder, shape: (usize, usize, usize)) -> Result<Tensor> {
     let pairs = [
         (
             "parametrizations.weight.original0",

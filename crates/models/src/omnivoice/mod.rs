@@ -47,7 +47,7 @@ mod tts;
 pub use codec::{CodecConfig, CodecDecoder};
 pub use config::{BackboneConfig, Config, ConfigError};
 pub use duration::target_frames;
-pub use encoder::CodecEncoder;
+pub use encoder::{CodecEncoder, EncoderConfig};
 pub use generate::{schedule, Decoding, Draw, Noise, Prompt};
 pub use instruct::{
     instruct_categories, is_none_literal, languages, resolve_instruct, resolve_language,

@@ -32,7 +32,7 @@ use crate::kernels::Precision;
 
 use super::{
     prepare_reference, resample, target_frames, CodecConfig, CodecDecoder, CodecEncoder, Config,
-    Decoding, OmniVoice, PostProcess, PreparedReference, Prompt, ReferenceError,
+    Decoding, EncoderConfig, OmniVoice, PostProcess, PreparedReference, Prompt, ReferenceError,
 };
 
 /// The network, its codec and its tokenizer, from one checkpoint directory.
@@ -44,7 +44,7 @@ pub struct Tts {
     frame_rate: u32,
     /// The codec's weights file and device, for its encoder: loaded with the first clip to
     /// clone (HuBERT alone is 95 M parameters a server without clones never needs).
-    encoder_source: Option<(PathBuf, Device)>,
+    encoder_source: Option<(PathBuf, EncoderConfig, Device)>,
     encoder: std::sync::Mutex<Option<std::sync::Arc<CodecEncoder>>>,
 }
 
@@ -264,8 +264,11 @@ impl Tts {
             // for every checkpoint loader.
             unsafe { VarBuilder::from_mmaped_safetensors(&[file], dtype, device) }
         })?;
-        let codec_weights = dir.join("audio_tokenizer").join("model.safetensors");
-        tts.encoder_source = Some((codec_weights, device.clone()));
+        let codec_dir = dir.join("audio_tokenizer");
+        let file = codec_dir.join("config.json");
+        let encoder = EncoderConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        let weights = codec_dir.join("model.safetensors");
+        tts.encoder_source = Some((weights, encoder, device.clone()));
         Ok(tts)
     }
 
@@ -299,13 +302,13 @@ impl Tts {
         if let Some(loaded) = encoder.as_ref() {
             return Ok(loaded.clone());
         }
-        let (file, device) = self
+        let (file, config, device) = self
             .encoder_source
             .as_ref()
             .ok_or_else(|| candle_core::Error::Msg("a checked checkpoint has no weights".into()))?;
         // SAFETY: as in `load`.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[file], DType::F32, device)? };
-        let loaded = std::sync::Arc::new(CodecEncoder::load(self.codec.config(), vb)?);
+        let loaded = std::sync::Arc::new(CodecEncoder::load(self.codec.config(), config, vb)?);
         *encoder = Some(loaded.clone());
         Ok(loaded)
     }
