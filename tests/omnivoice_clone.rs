@@ -166,7 +166,7 @@ async fn bad_clone_requests_are_refused_with_the_field_named() {
     let text = "Hello there";
     assert_eq!(refused(form(text, None, clip(), &[]), 400).await, "ref_text");
     assert_eq!(
-        refused(form(text, Some("Hi"), b"not audio at all".to_vec(), &[]), 400).await,
+        refused(form(text, Some("Hi"), b"not audio at all".to_vec(), &[]), 415).await,
         "ref_audio"
     );
     let mut truncated = clip();
