@@ -67,7 +67,14 @@ async fn clone(url: &str, form: Form) -> reqwest::Response {
 }
 
 async fn server() -> Binary {
-    Binary::ready(&["--omnivoice-dir", CHECKPOINT, "--preload", "none", "--no-cache"]).await
+    Binary::ready(&[
+        "--omnivoice-dir",
+        CHECKPOINT,
+        "--preload",
+        "none",
+        "--no-cache",
+    ])
+    .await
 }
 
 /// Each case as the official code speaks it. 16-bit WAV quantizes by 3e-5; the models crate
@@ -130,7 +137,10 @@ async fn a_repeated_clip_is_not_encoded_again() {
     let first = say("This is my own voice", clip()).await;
     assert_eq!(encoded().await, 1.0);
     let again = say("This is my own voice", clip()).await;
-    assert_eq!(first, again, "the same clip, text and seedless greedy decoding");
+    assert_eq!(
+        first, again,
+        "the same clip, text and seedless greedy decoding"
+    );
     say("This is my voice", clip()).await;
     assert_eq!(encoded().await, 1.0, "another transcript of the same clip");
 
@@ -164,9 +174,16 @@ async fn bad_clone_requests_are_refused_with_the_field_named() {
         error["param"].as_str().unwrap_or_default().to_string()
     };
     let text = "Hello there";
-    assert_eq!(refused(form(text, None, clip(), &[]), 400).await, "ref_text");
     assert_eq!(
-        refused(form(text, Some("Hi"), b"not audio at all".to_vec(), &[]), 415).await,
+        refused(form(text, None, clip(), &[]), 400).await,
+        "ref_text"
+    );
+    assert_eq!(
+        refused(
+            form(text, Some("Hi"), b"not audio at all".to_vec(), &[]),
+            415
+        )
+        .await,
         "ref_audio"
     );
     let mut truncated = clip();
@@ -179,20 +196,26 @@ async fn bad_clone_requests_are_refused_with_the_field_named() {
         refused(form(text, Some("Hi"), vec![0; 300_000], &[]), 413).await,
         "ref_audio"
     );
-    let no_clip = Form::new()
-        .text("text", text)
-        .text("ref_text", "Hi");
+    let no_clip = Form::new().text("text", text).text("ref_text", "Hi");
     assert_eq!(refused(no_clip, 400).await, "ref_audio");
     let no_text = Form::new()
         .text("ref_text", "Hi")
         .part("ref_audio", Part::bytes(clip()).file_name("audio"));
     assert_eq!(refused(no_text, 400).await, "text");
     assert_eq!(
-        refused(form(text, Some("Hi"), clip(), &[("num_step", "900".into())]), 400).await,
+        refused(
+            form(text, Some("Hi"), clip(), &[("num_step", "900".into())]),
+            400
+        )
+        .await,
         "num_step"
     );
     assert_eq!(
-        refused(form(text, Some("Hi"), clip(), &[("speed", "fast".into())]), 400).await,
+        refused(
+            form(text, Some("Hi"), clip(), &[("speed", "fast".into())]),
+            400
+        )
+        .await,
         "speed"
     );
     // A silent clip has nothing to clone once its silence is trimmed.
@@ -203,7 +226,11 @@ async fn bad_clone_requests_are_refused_with_the_field_named() {
         "ref_audio"
     );
     assert_eq!(
-        refused(form(text, Some("Hi"), clip(), &[("model", "espeak".into())]), 400).await,
+        refused(
+            form(text, Some("Hi"), clip(), &[("model", "espeak".into())]),
+            400
+        )
+        .await,
         "model"
     );
 }
@@ -243,7 +270,10 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
     };
     let counted = |url: String, result: &'static str| async move {
         let text = get_text(format!("{url}/metrics")).await;
-        metric(&text, &format!("omnivoice_reference_encodes_total{{result=\"{result}\"}}"))
+        metric(
+            &text,
+            &format!("omnivoice_reference_encodes_total{{result=\"{result}\"}}"),
+        )
     };
     {
         let server = server_with_profiles(dir.path()).await;
@@ -309,5 +339,8 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
     // A profile that is not there, by name.
     let body = serde_json::json!({"model": "omnivoice", "voice": "clone:nobody", "input": "Hi"});
     let error = openai_error(common::post_speech(&url, &body).await, 400).await;
-    assert!(error["message"].as_str().unwrap().contains("nobody"), "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("nobody"),
+        "{error}"
+    );
 }

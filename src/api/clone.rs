@@ -112,7 +112,10 @@ async fn read_form(mut multipart: Multipart, max_clip_bytes: usize) -> Result<Fo
         if error.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
             return ApiError::payload_too_large(max_clip_bytes).with_param("ref_audio");
         }
-        ApiError::invalid("ref_audio", format!("The multipart form cannot be read: {error}"))
+        ApiError::invalid(
+            "ref_audio",
+            format!("The multipart form cannot be read: {error}"),
+        )
     };
     while let Some(mut field) = multipart.next_field().await.map_err(bad_form)? {
         let name = field.name().unwrap_or_default().to_string();
@@ -143,7 +146,10 @@ async fn read_form(mut multipart: Multipart, max_clip_bytes: usize) -> Result<Fo
         ApiError::invalid("ref_audio", "'ref_audio' is required: the clip to clone.")
     })?;
     if !fields.contains_key("input") {
-        return Err(ApiError::invalid("text", "'text' is required: the text to speak."));
+        return Err(ApiError::invalid(
+            "text",
+            "'text' is required: the text to speak.",
+        ));
     }
     // The placeholders are replaced once the clip is a voice.
     fields.insert("model".into(), omnivoice::ID.into());

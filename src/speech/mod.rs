@@ -137,7 +137,11 @@ impl SpeechService {
     /// The voice id of `model`'s engine that speaks like `reference`; a request then names it
     /// as its `voice`. The clip is prepared (resampled, trimmed) on a blocking thread; its
     /// encoding waits for the first sentence, in the batch.
-    pub async fn clone_voice(&self, model: &str, reference: Reference) -> Result<String, SpeechError> {
+    pub async fn clone_voice(
+        &self,
+        model: &str,
+        reference: Reference,
+    ) -> Result<String, SpeechError> {
         let registry = self.inner.registry.clone();
         let model_name = model.to_string();
         let cloned = tokio::task::spawn_blocking(move || registry.cloned(&model_name, &reference))

@@ -110,7 +110,9 @@ impl Cloning {
             return Ok(codes);
         }
         let stored = clip.saved.as_ref().and_then(|saved| {
-            let bytes = saved.store.codes(&saved.id, &saved.audio_sha256, fingerprint)?;
+            let bytes = saved
+                .store
+                .codes(&saved.id, &saved.audio_sha256, fingerprint)?;
             codes_from_bytes(&bytes)
         });
         if let Some(codes) = stored {
@@ -128,12 +130,14 @@ impl Cloning {
         );
         if let Some(saved) = &clip.saved {
             // A failed save costs a later encode, nothing more.
-            let saving = codes_to_bytes(&codes).map_err(|e| e.to_string()).and_then(|bytes| {
-                saved
-                    .store
-                    .store_codes(&saved.id, &saved.audio_sha256, fingerprint, &bytes)
-                    .map_err(|e| e.to_string())
-            });
+            let saving = codes_to_bytes(&codes)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    saved
+                        .store
+                        .store_codes(&saved.id, &saved.audio_sha256, fingerprint, &bytes)
+                        .map_err(|e| e.to_string())
+                });
             if let Err(error) = saving {
                 tracing::warn!(profile = %saved.id, %error, "the codes of a profile could not be saved");
             }
@@ -257,7 +261,10 @@ struct Saved {
 /// Codes as stored beside a profile: codebooks and frames (u32 each), then the codes.
 fn codes_to_bytes(codes: &Tensor) -> candle_core::Result<Vec<u8>> {
     let (rows, frames) = codes.dims2()?;
-    let values: Vec<u32> = codes.to_dtype(candle_core::DType::U32)?.flatten_all()?.to_vec1()?;
+    let values: Vec<u32> = codes
+        .to_dtype(candle_core::DType::U32)?
+        .flatten_all()?
+        .to_vec1()?;
     let mut bytes = Vec::with_capacity(8 + values.len() * 4);
     bytes.extend_from_slice(&(rows as u32).to_le_bytes());
     bytes.extend_from_slice(&(frames as u32).to_le_bytes());
@@ -268,11 +275,17 @@ fn codes_to_bytes(codes: &Tensor) -> candle_core::Result<Vec<u8>> {
 }
 
 fn codes_from_bytes(bytes: &[u8]) -> Option<Tensor> {
-    let word = |i: usize| Some(u32::from_le_bytes(bytes.get(i * 4..i * 4 + 4)?.try_into().ok()?));
+    let word = |i: usize| {
+        Some(u32::from_le_bytes(
+            bytes.get(i * 4..i * 4 + 4)?.try_into().ok()?,
+        ))
+    };
     let (rows, frames) = (word(0)? as usize, word(1)? as usize);
     if bytes.len() != 8 + rows * frames * 4 || rows == 0 || frames == 0 {
         return None;
     }
-    let values: Vec<u32> = (0..rows * frames).map(|i| word(2 + i)).collect::<Option<_>>()?;
+    let values: Vec<u32> = (0..rows * frames)
+        .map(|i| word(2 + i))
+        .collect::<Option<_>>()?;
     Tensor::from_vec(values, (rows, frames), &candle_core::Device::Cpu).ok()
 }

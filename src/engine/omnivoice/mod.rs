@@ -17,12 +17,10 @@ use candle_core::{DType, Device};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use super::{
-    Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo, MULTILINGUAL,
-};
+use super::{Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo, MULTILINGUAL};
+use crate::params::Generation;
 use crate::profiles::ProfileStore;
 use cloning::{Clip, Cloning, Profiles, PROFILE};
-use crate::params::Generation;
 use omnivoice_models::kernels::Precision;
 use omnivoice_models::omnivoice::{self as model, Tts};
 use omnivoice_models::spare;
@@ -94,7 +92,10 @@ impl OmniVoiceEngine {
 
     /// The profile a name stands for (`clone:<id>`, `clone:<id>@<version>`, or a bare id that
     /// names no preset), with the version asked for, if any.
-    fn profile_of(&self, name: &str) -> Option<(String, Option<String>, Arc<cloning::ProfileVoice>)> {
+    fn profile_of(
+        &self,
+        name: &str,
+    ) -> Option<(String, Option<String>, Arc<cloning::ProfileVoice>)> {
         let profiles = self.profiles.as_ref()?;
         let name = name.trim();
         let (id, explicit) = match name.get(..PROFILE.len()) {
@@ -164,7 +165,12 @@ impl OmniVoiceEngine {
         }
     }
 
-    fn voice(&self, info: VoiceInfo, instruct: Option<String>, clip: Option<Arc<Clip>>) -> Result<Arc<dyn Voice>, EngineError> {
+    fn voice(
+        &self,
+        info: VoiceInfo,
+        instruct: Option<String>,
+        clip: Option<Arc<Clip>>,
+    ) -> Result<Arc<dyn Voice>, EngineError> {
         let tts = self.model().map_err(|e| EngineError::load(&info.id, e))?;
         Ok(Arc::new(OmniVoiceVoice {
             info,
@@ -246,7 +252,9 @@ impl Engine for OmniVoiceEngine {
             let info = self.clone_info(voice.to_string());
             return self.voice(info, None, Some(clip));
         }
-        if let (Some(profiles), Some((id, Some(version), _))) = (&self.profiles, self.profile_of(voice)) {
+        if let (Some(profiles), Some((id, Some(version), _))) =
+            (&self.profiles, self.profile_of(voice))
+        {
             let tts = self.model().map_err(|e| EngineError::load(voice, e))?;
             let clip = profiles
                 .clip(&tts, &id, &version)
@@ -255,7 +263,11 @@ impl Engine for OmniVoiceEngine {
             return self.voice(info, None, Some(Arc::new(clip)));
         }
         let choice = voices::parse(voice).map_err(|_| EngineError::UnknownVoice(voice.into()))?;
-        self.voice(self.info(&choice), choice.instruct().map(str::to_string), None)
+        self.voice(
+            self.info(&choice),
+            choice.instruct().map(str::to_string),
+            None,
+        )
     }
 
     /// The files' sizes and times and the small files' contents: hashing gigabytes of
@@ -298,11 +310,18 @@ impl Engine for OmniVoiceEngine {
 
     fn cloned_voice(&self, reference: &Reference) -> Option<Result<String, String>> {
         let Some(text) = reference.text.as_deref() else {
-            return Some(Err("OmniVoice needs the transcript of the clip to clone.".into()));
+            return Some(Err(
+                "OmniVoice needs the transcript of the clip to clone.".into()
+            ));
         };
         let prepared = self.model().map_err(|e| e.to_string()).and_then(|tts| {
-            tts.prepare_reference(&reference.samples, reference.sample_rate, text, reference.preprocess)
-                .map_err(|e| e.to_string())
+            tts.prepare_reference(
+                &reference.samples,
+                reference.sample_rate,
+                text,
+                reference.preprocess,
+            )
+            .map_err(|e| e.to_string())
         });
         Some(prepared.map(|prepared| self.cloning.hold(Clip::new(prepared))))
     }
@@ -324,7 +343,11 @@ struct OmniVoiceVoice {
 }
 
 impl OmniVoiceVoice {
-    fn request(&self, item: &SynthesisItem, reference: Option<Arc<model::Reference>>) -> model::Request {
+    fn request(
+        &self,
+        item: &SynthesisItem,
+        reference: Option<Arc<model::Reference>>,
+    ) -> model::Request {
         model::Request {
             text: item.text.clone(),
             language: item.language.clone(),
