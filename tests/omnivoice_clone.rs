@@ -32,6 +32,26 @@ fn clip() -> Vec<u8> {
     std::fs::read(format!("{FIXTURE}/reference.wav")).unwrap()
 }
 
+/// The clip with its second half softer (not all of it: the RMS rule would level that out
+/// again): another clip to clone.
+fn another_clip() -> Vec<u8> {
+    let mut other = clip();
+    let half = 44 + (other.len() - 44) / 4 * 2;
+    for pair in other[half..].chunks_exact_mut(2) {
+        let sample = i16::from_le_bytes([pair[0], pair[1]]);
+        pair.copy_from_slice(&(sample / 2).to_le_bytes());
+    }
+    other
+}
+
+/// The largest difference between 16-bit samples and the official float audio.
+fn worst_difference(ours: &[i16], official: &[f32]) -> f32 {
+    ours.iter()
+        .zip(official)
+        .map(|(&ours, &theirs)| (f32::from(ours) / 32768.0 - theirs).abs())
+        .fold(0.0f32, f32::max)
+}
+
 /// The form as the Python server's clients send it: the clip as an octet stream named
 /// `audio`, with no extension to tell its format.
 fn form(text: &str, ref_text: Option<&str>, clip: Vec<u8>, extra: &[(&str, String)]) -> Form {
@@ -103,11 +123,7 @@ async fn a_clone_request_says_what_the_official_code_says() {
         assert_eq!(rate, cases["sample_rate"].as_u64().unwrap() as u32);
         let expected = official(case["name"].as_str().unwrap());
         assert_eq!(samples.len(), expected.len(), "{case}");
-        let worst = samples
-            .iter()
-            .zip(&expected)
-            .map(|(&ours, &theirs)| (f32::from(ours) / 32768.0 - theirs).abs())
-            .fold(0.0f32, f32::max);
+        let worst = worst_difference(&samples, &expected);
         assert!(worst < 2e-4, "{case}: worst difference {worst}");
     }
 }
@@ -144,14 +160,8 @@ async fn a_repeated_clip_is_not_encoded_again() {
     say("This is my voice", clip()).await;
     assert_eq!(encoded().await, 1.0, "another transcript of the same clip");
 
-    // Another clip: the same one with its second half softer (not all of it: the RMS rule
-    // would level that out again).
-    let mut other = clip();
-    let half = 44 + (other.len() - 44) / 4 * 2;
-    for pair in other[half..].chunks_exact_mut(2) {
-        let sample = i16::from_le_bytes([pair[0], pair[1]]);
-        pair.copy_from_slice(&(sample / 2).to_le_bytes());
-    }
+    // Another clip.
+    let other = another_clip();
     say("This is my own voice", other).await;
     assert_eq!(encoded().await, 2.0);
 }
@@ -295,11 +305,7 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
         let samples = speak(url.clone(), "clone:anna").await;
         let expected = official("plain");
         assert_eq!(samples.len(), expected.len());
-        let worst = samples
-            .iter()
-            .zip(&expected)
-            .map(|(&ours, &theirs)| (f32::from(ours) / 32768.0 - theirs).abs())
-            .fold(0.0f32, f32::max);
+        let worst = worst_difference(&samples, &expected);
         assert!(worst < 2e-4, "worst difference {worst}");
         assert_eq!(speak(url.clone(), "anna").await, samples, "the bare id");
         assert_eq!(counted(url.clone(), "encoded").await, 1.0);
@@ -317,12 +323,7 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
     assert_eq!(counted(url.clone(), "stored").await, 1.0);
 
     // Another clip: another voice.
-    let mut other = clip();
-    let half = 44 + (other.len() - 44) / 4 * 2;
-    for pair in other[half..].chunks_exact_mut(2) {
-        let sample = i16::from_le_bytes([pair[0], pair[1]]);
-        pair.copy_from_slice(&(sample / 2).to_le_bytes());
-    }
+    let other = another_clip();
     let form = Form::new()
         .text("ref_text", ref_text.to_string())
         .part("ref_audio", Part::bytes(other).file_name("audio"));

@@ -310,15 +310,20 @@ impl Registry {
         aliases
     }
 
-    /// Maps a request's `model` and `voice` to an engine voice (and speaker).
-    pub fn resolve(&self, model: &str, voice: &str) -> Result<ResolvedVoice, ResolveError> {
-        let engine_id = self.engine_for_model(model).ok_or_else(|| {
+    /// The engine a request's `model` names, or why none does (the valid ones listed).
+    fn engine_of_model(&self, model: &str) -> Result<String, ResolveError> {
+        self.engine_for_model(model).ok_or_else(|| {
             let valid: Vec<String> = self.models().into_iter().map(|m| m.id).collect();
             ResolveError::UnknownModel(format!(
                 "Unknown model '{model}'. Valid models: {}.",
                 valid.join(", ")
             ))
-        })?;
+        })
+    }
+
+    /// Maps a request's `model` and `voice` to an engine voice (and speaker).
+    pub fn resolve(&self, model: &str, voice: &str) -> Result<ResolvedVoice, ResolveError> {
+        let engine_id = self.engine_of_model(model)?;
         let engine = &self.engines[&engine_id];
 
         let requested = voice.trim();
@@ -432,13 +437,7 @@ impl Registry {
         model: &str,
         reference: &Reference,
     ) -> Result<Option<ResolvedVoice>, ResolveError> {
-        let engine_id = self.engine_for_model(model).ok_or_else(|| {
-            let valid: Vec<String> = self.models().into_iter().map(|m| m.id).collect();
-            ResolveError::UnknownModel(format!(
-                "Unknown model '{model}'. Valid models: {}.",
-                valid.join(", ")
-            ))
-        })?;
+        let engine_id = self.engine_of_model(model)?;
         match self.engines[&engine_id].cloned_voice(reference) {
             None => Ok(None),
             Some(Err(why)) => Err(ResolveError::UnusableReference(why)),
