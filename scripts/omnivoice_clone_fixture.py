@@ -39,7 +39,8 @@ REF_TEXT = "This is my own voice"
 # call the official code makes.
 CASES = [
     {"name": "plain", "text": "Say hello to everyone here", "num_step": 4},
-    {"name": "slower", "text": "Read this one more slowly", "num_step": 4, "speed": 0.8},
+    {"name": "slower", "text": "Read this one more slowly", "num_step": 4, "speed": 0.8,
+     "language": "en"},
 ]
 
 

@@ -86,6 +86,10 @@ async fn clone(url: &str, form: Form) -> reqwest::Response {
         .expect("POST")
 }
 
+/// In f32: bf16 (the default where this CPU runs it faster) moves the logits enough to flip a
+/// few greedy picks, and then the audio is another one; only f32 is held to the official code.
+const F32: [&str; 2] = ["--precision", "f32"];
+
 async fn server() -> Binary {
     Binary::ready(&[
         "--omnivoice-dir",
@@ -93,6 +97,8 @@ async fn server() -> Binary {
         "--preload",
         "none",
         "--no-cache",
+        F32[0],
+        F32[1],
     ])
     .await
 }
@@ -254,6 +260,8 @@ async fn server_with_profiles(profiles: &std::path::Path) -> Binary {
         "--no-cache",
         "--profile-dir",
         profiles.to_str().unwrap(),
+        F32[0],
+        F32[1],
     ])
     .await
 }
