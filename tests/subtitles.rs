@@ -346,10 +346,10 @@ async fn bad_subtitle_requests_name_their_parameter() {
     assert_eq!(openai_error(bad_speed, 400).await["param"], "speed");
     let empty = post(&server.url, path, &request(json!({"input": "  "}))).await;
     assert_eq!(openai_error(empty, 400).await["param"], "input");
-    let mut no_model = request(json!({}));
-    no_model.as_object_mut().unwrap().remove("model");
-    let missing = post(&server.url, path, &no_model).await;
-    assert_eq!(openai_error(missing, 400).await["param"], "model");
+    let mut no_input = request(json!({}));
+    no_input.as_object_mut().unwrap().remove("input");
+    let missing = post(&server.url, path, &no_input).await;
+    assert_eq!(openai_error(missing, 400).await["param"], "input");
     // `null` is the default, WebVTT.
     let (body, _) = subtitles(
         &server.url,

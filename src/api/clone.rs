@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -65,8 +66,10 @@ pub struct CloneForm {
 pub async fn create_cloned_speech(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    multipart: Multipart,
+    multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, ApiError> {
+    let multipart =
+        multipart.map_err(|rejection| ApiError::not_multipart(rejection.body_text()))?;
     let started = Instant::now();
     let limit = usize::try_from(state.settings.max_upload_bytes).unwrap_or(usize::MAX);
     let form = read_form(multipart, limit).await?;

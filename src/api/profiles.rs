@@ -129,7 +129,7 @@ const CHANGE_FIELDS: [&str; 2] = ["ref_text", "name"];
 /// The Python omnivoice-server's list: `auto`, the design pattern, OpenAI's preset names (each
 /// a design), and every voice profile as `clone:<profile_id>`, with the attributes designs
 /// combine.
-#[utoipa::path(get, path = "/v1/voices", tag = "profiles",
+#[utoipa::path(get, path = "/v1/voices", tag = "profiles", operation_id = "list_voice_catalog",
     responses(
         (status = 200, description = "Every voice", body = VoiceCatalog),
         (status = 500, description = "The profile directory could not be read", body = ErrorBody),
