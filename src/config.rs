@@ -160,7 +160,7 @@ struct Options {
     /// Engine behind OpenAI's model names (tts-1, tts-1-hd, gpt-4o-mini-tts); unset = kokoro when its model is installed, else piper
     #[arg(long, env = "OMNIVOICE_DEFAULT_ENGINE")]
     default_engine: Option<String>,
-    /// Voice behind OpenAI's voice names (alloy, nova, …) unless [voices.aliases] maps them; unset = af_heart under kokoro, else en_US-joe-medium
+    /// Voice behind OpenAI's voice names (alloy, nova, …) unless [voices.aliases] maps them; unset = the default engine's own: af_heart (kokoro), alloy (omnivoice), en-us (espeak), en_US-joe-medium (piper)
     #[arg(long, env = "OMNIVOICE_DEFAULT_VOICE")]
     default_voice: Option<String>,
     /// Most voices kept loaded; the least recently used is released first
@@ -627,11 +627,13 @@ impl Settings {
             let installed = crate::engine::kokoro::model_file(&kokoro_dir).is_some();
             if installed { "kokoro" } else { "piper" }.to_string()
         });
+        // Each engine's own default, so naming an engine alone is a working setup.
         let default_voice = o.default_voice.clone().unwrap_or_else(|| {
-            if default_engine == "kokoro" {
-                "af_heart"
-            } else {
-                "en_US-joe-medium"
+            match default_engine.as_str() {
+                "kokoro" => "af_heart",
+                "omnivoice" => "alloy",
+                "espeak" => "en-us",
+                _ => "en_US-joe-medium",
             }
             .to_string()
         });

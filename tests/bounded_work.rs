@@ -75,6 +75,8 @@ struct Heard {
     header_seconds: Option<f64>,
     /// Loudest sample, full scale 1.0.
     peak: f32,
+    /// Whether `X-No-Speech-Detected` came.
+    no_speech: bool,
 }
 
 /// Streamed as raw PCM (a streamed WAV header cannot know the length), whole as WAV.
@@ -96,6 +98,7 @@ async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -
         .headers()
         .get("x-audio-duration-s")
         .map(|v| v.to_str().unwrap().parse::<f64>().unwrap());
+    let no_speech = response.headers().contains_key("x-no-speech-detected");
     let bytes = response.bytes().await.expect("the whole body");
     if status != 200 {
         return Heard {
@@ -104,6 +107,7 @@ async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -
             seconds: 0.0,
             header_seconds,
             peak: 0.0,
+            no_speech,
         };
     }
     let audio = decode(format, &bytes);
@@ -113,6 +117,7 @@ async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -
         seconds: audio.samples.len() as f64 / f64::from(audio.rate),
         header_seconds,
         peak: audio.samples.iter().fold(0.0, |m, s| m.max(s.abs())),
+        no_speech,
     }
 }
 
@@ -121,6 +126,10 @@ async fn speak(url: &str, model: &str, voice: &str, input: &str, stream: bool) -
 /// nothing in it is speech.
 fn check_audio(engine: &str, name: &str, heard: &Heard, min_seconds: f64, speech: bool) {
     assert_eq!(heard.status, 200, "{engine} {name}");
+    assert!(
+        !heard.no_speech,
+        "{engine} {name}: real speech reported as no speech"
+    );
     if let Some(header) = heard.header_seconds {
         assert!(
             (heard.seconds - header).abs() < 0.01,

@@ -38,6 +38,7 @@ async fn espeak_speech_is_a_wav_whose_duration_grows_with_the_text() {
             .unwrap();
         assert!(response.headers().contains_key("x-synthesis-latency-s"));
         assert!(response.headers().contains_key("x-request-id"));
+        assert!(!response.headers().contains_key("x-no-speech-detected"));
         let (rate, samples) = read_wav(&response.bytes().await.unwrap());
         assert_eq!(rate, 22050);
         let duration = samples.len() as f64 / rate as f64;
@@ -450,4 +451,51 @@ async fn sigterm_finishes_the_in_flight_request_then_exits_0() {
     let (_, samples) = read_wav(&body);
     assert!(samples.len() > 22050 * 10, "the whole long text was spoken");
     assert_eq!(status.code(), Some(0));
+}
+
+/// `X-No-Speech-Detected: true` when the audio is a drone, not a voice: on a whole body, again
+/// when it comes from the cache, and when the cached body was a stream's. Real speech never
+/// carries it (above, and every engine's hostile inputs in tests/bounded_work.rs); no real
+/// engine drones on demand, so the fake voice hums here.
+#[tokio::test]
+async fn a_drone_is_reported_on_whole_bodies_and_from_the_cache() {
+    use common::fake::FakeEngine;
+    let engine = FakeEngine::new("fake", &["fake-voice"]).shared();
+    let server = common::InProcess::start(
+        &["--default-engine", "fake", "--default-voice", "fake-voice"],
+        vec![engine],
+    )
+    .await;
+    let ask = |input: &'static str, stream: bool| {
+        let url = server.url.clone();
+        async move {
+            let body = json!({"input": input, "response_format": "wav", "stream": stream});
+            let response = speak(&url, body).await;
+            assert_eq!(response.status(), 200);
+            let headers = response.headers().clone();
+            response.bytes().await.unwrap();
+            (
+                headers
+                    .get("x-no-speech-detected")
+                    .map(|v| v.to_str().unwrap().to_string()),
+                headers["x-cache"].to_str().unwrap().to_string(),
+            )
+        }
+    };
+    assert_eq!(
+        ask("A DRONE.", false).await,
+        (Some("true".into()), "MISS".into())
+    );
+    assert_eq!(
+        ask("A DRONE.", false).await,
+        (Some("true".into()), "HIT".into())
+    );
+    // Streamed: no header (it goes before the audio), but the cached body keeps the verdict.
+    assert_eq!(ask("Another DRONE.", true).await.0, None);
+    assert_eq!(
+        ask("Another DRONE.", false).await,
+        (Some("true".into()), "HIT".into())
+    );
+    // Too short to judge.
+    assert_eq!(ask("Short.", false).await.0, None);
 }

@@ -353,3 +353,130 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
         "{error}"
     );
 }
+
+/// A profile is a voice on every front door: Wyoming, the WebSocket stream and a script speak
+/// `clone:anna` as `/v1/audio/speech` does (the server's `--seed` makes them all sample
+/// alike), and the default voice sounds otherwise, so the comparison can fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profile_is_a_voice_on_every_front_door() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let dir = tempfile::tempdir().unwrap();
+    let server = Binary::ready(&[
+        "--omnivoice-dir",
+        CHECKPOINT,
+        "--default-engine",
+        "omnivoice",
+        "--preload",
+        "none",
+        "--no-cache",
+        "--no-batch",
+        "--seed",
+        "7",
+        "--wyoming-port",
+        "0",
+        "--profile-dir",
+        dir.path().to_str().unwrap(),
+        F32[0],
+        F32[1],
+    ])
+    .await;
+    let url = server.url.clone();
+    let ref_text = cases()["ref_text"].as_str().unwrap().to_string();
+    let form = Form::new()
+        .text("profile_id", "anna")
+        .text("ref_text", ref_text)
+        .part("ref_audio", Part::bytes(clip()).file_name("audio"));
+    let created = reqwest::Client::new()
+        .post(format!("{url}/v1/voices/profiles"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+
+    let text = "Good morning to you all.";
+    let speak = |voice: &'static str| {
+        let url = url.clone();
+        async move {
+            let body = serde_json::json!({"model": "omnivoice", "voice": voice, "input": text,
+                                          "response_format": "wav", "stream": false});
+            let response = common::post_speech(&url, &body).await;
+            assert_eq!(response.status(), 200);
+            read_wav(&response.bytes().await.unwrap())
+        }
+    };
+    let (rate, http) = speak("clone:anna").await;
+    assert_eq!(rate, 24_000);
+    let (_, default) = speak("auto").await;
+    let close = |ours: &[i16], theirs: &[i16]| {
+        ours.len() == theirs.len()
+            && ours
+                .iter()
+                .zip(theirs)
+                .all(|(a, b)| (i32::from(*a) - i32::from(*b)).abs() <= 2)
+    };
+    assert!(
+        !close(&default, &http),
+        "the default voice sounds otherwise"
+    );
+
+    // Wyoming.
+    let address = server.wyoming.clone().expect("the Wyoming address");
+    match common::wyoming::synthesize(&address, text, "clone:anna").await {
+        common::wyoming::Spoken::Audio { rate, samples } => {
+            assert_eq!(rate, 24_000);
+            assert!(close(&samples, &http), "Wyoming speaks the profile");
+        }
+        common::wyoming::Spoken::Error(e) => panic!("Wyoming refused the profile: {e}"),
+    }
+    match common::wyoming::synthesize(&address, text, "clone:nobody").await {
+        common::wyoming::Spoken::Error(e) => assert!(e.contains("nobody"), "{e}"),
+        common::wyoming::Spoken::Audio { .. } => panic!("an unknown profile was spoken"),
+    }
+
+    // The WebSocket stream (16-bit PCM at 24 kHz by default).
+    let ws_url = format!(
+        "{}/v1/audio/speech/stream",
+        url.replacen("http://", "ws://", 1)
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.unwrap();
+    let first = serde_json::json!({"text": " ", "model": "omnivoice", "voice": "clone:anna"});
+    ws.send(Message::text(first.to_string())).await.unwrap();
+    ws.send(Message::text(
+        serde_json::json!({ "text": text }).to_string(),
+    ))
+    .await
+    .unwrap();
+    ws.send(Message::text(serde_json::json!({"text": ""}).to_string()))
+        .await
+        .unwrap();
+    let mut pcm = Vec::new();
+    while let Some(message) = tokio::time::timeout(std::time::Duration::from_secs(120), ws.next())
+        .await
+        .expect("the stream went on")
+    {
+        match message {
+            Ok(Message::Binary(bytes)) => pcm.extend_from_slice(&bytes),
+            Ok(Message::Text(text)) => assert!(!text.contains("\"error\""), "{text}"),
+            Ok(Message::Close(_)) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    let streamed: Vec<i16> = pcm
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert!(close(&streamed, &http), "the stream speaks the profile");
+
+    // A script.
+    let body = serde_json::json!({
+        "script": [{"speaker": "anna", "text": text, "voice": "clone:anna"}],
+        "response_format": "wav",
+    });
+    let response = common::post(&url, "/v1/audio/script", &body).await;
+    assert_eq!(response.status(), 200);
+    let (_, scripted) = read_wav(&response.bytes().await.unwrap());
+    assert!(close(&scripted, &http), "a script speaks the profile");
+}

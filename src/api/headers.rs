@@ -16,3 +16,6 @@ pub(super) const X_SAMPLE_RATE: HeaderName = HeaderName::from_static("x-audio-sa
 /// (the Python omnivoice-server's header, comma-separated).
 pub(super) const X_UNKNOWN_NONVERBAL_TAGS: HeaderName =
     HeaderName::from_static("x-unknown-nonverbal-tags");
+/// `true` when the audio sounds like a drone rather than a voice (the Python omnivoice-server's
+/// zero-crossing check); absent otherwise, and on streams, whose headers precede the audio.
+pub(super) const X_NO_SPEECH_DETECTED: HeaderName = HeaderName::from_static("x-no-speech-detected");

@@ -27,7 +27,8 @@ use utoipa::{IntoResponses, ToSchema};
 
 use super::error::ErrorBody;
 use super::headers::{
-    X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE, X_UNKNOWN_NONVERBAL_TAGS,
+    X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_NO_SPEECH_DETECTED, X_SAMPLE_RATE,
+    X_UNKNOWN_NONVERBAL_TAGS,
 };
 use super::sse::{SpeechAudioDelta, SpeechAudioDone, SpeechAudioTimestamps};
 use crate::audio::AudioFormat;
@@ -346,6 +347,22 @@ impl IntoResponses for SpeechResponses {
                         "OmniVoice: bracketed tags in the input that look like sound cues but \
                          that it reads as words (`[laugh]` for `[laughter]`), comma-separated; \
                          absent when there are none.",
+                    ))
+                    .build(),
+            )
+            .header(
+                X_NO_SPEECH_DETECTED.as_str(),
+                Header::builder()
+                    .schema(Some(
+                        ObjectBuilder::new()
+                            .schema_type(Type::String)
+                            .enum_values(Some(["true"])),
+                    ))
+                    .description(Some(
+                        "`true` when at least a second of audio came out and under 15 % of its \
+                         audible quarter-seconds cross zero as speech does: a steady drone, not \
+                         a voice (OmniVoice can make one from several sound cues in one short \
+                         sentence). Absent otherwise, and on streams.",
                     ))
                     .build(),
             )

@@ -15,7 +15,8 @@ use utoipa::{PartialSchema, ToSchema};
 
 use super::extract::ApiJson;
 use super::headers::{
-    X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_SAMPLE_RATE, X_UNKNOWN_NONVERBAL_TAGS,
+    X_CACHE, X_CACHE_LAYER, X_DURATION, X_LATENCY, X_NO_SPEECH_DETECTED, X_SAMPLE_RATE,
+    X_UNKNOWN_NONVERBAL_TAGS,
 };
 use super::schema::{self, SpeechResponses};
 use super::sse::sse;
@@ -302,6 +303,9 @@ pub(super) async fn answer(
             set(headers, X_DURATION, format!("{:.3}", audio.duration_s));
             set(headers, header::CONTENT_LANGUAGE, languages);
             set_unknown_cues(headers, unknown_cues);
+            if audio.no_speech {
+                set(headers, X_NO_SPEECH_DETECTED, "true".to_string());
+            }
             set(
                 headers,
                 X_LATENCY,

@@ -50,40 +50,109 @@ impl SpeechLike {
     }
 }
 
+/// Below this share of speech-like windows a generation is reported as no speech (the
+/// Python omnivoice-server's default `min_speech_ratio`: measured on the real model, healthy
+/// output scores 0.6–0.9 and the drone 0.0–0.07).
+pub const MIN_SPEECH_RATIO: f32 = 0.15;
+
+/// The zero-crossing measure, kept as audio arrives, so a stream is judged exactly as the
+/// same audio would be whole: windows are cut from the start of the audio, whatever the
+/// pieces it comes in.
+#[derive(Debug, Clone)]
+pub struct SpeechWindows {
+    sample_rate: u32,
+    window: usize,
+    /// The samples of the window not yet complete.
+    partial: Vec<f32>,
+    samples: u64,
+    peak_rms: f32,
+    audible: u64,
+    speechy: u64,
+}
+
+impl SpeechWindows {
+    pub fn new(sample_rate: u32) -> Self {
+        let window = (sample_rate * WINDOW_MS / 1000).max(1) as usize;
+        Self {
+            sample_rate,
+            window,
+            partial: Vec::with_capacity(window),
+            samples: 0,
+            peak_rms: 0.0,
+            audible: 0,
+            speechy: 0,
+        }
+    }
+
+    /// Adds the next samples (non-finite ones count as silence).
+    pub fn push(&mut self, samples: &[f32]) {
+        self.samples += samples.len() as u64;
+        for &s in samples {
+            self.partial.push(if s.is_finite() { s } else { 0.0 });
+            if self.partial.len() == self.window {
+                self.score_window();
+                self.partial.clear();
+            }
+        }
+    }
+
+    fn score_window(&mut self) {
+        let w = &self.partial;
+        let level = rms(w);
+        self.peak_rms = self.peak_rms.max(level);
+        if level < SILENCE_RMS {
+            return;
+        }
+        self.audible += 1;
+        // A change of sign, zero counting as a sign of its own (as numpy's `sign` has it).
+        let crossings = w.windows(2).filter(|p| sign(p[0]) != sign(p[1])).count();
+        if crossings as f32 / w.len() as f32 >= SPEECH_ZCR {
+            self.speechy += 1;
+        }
+    }
+
+    /// The share of audible windows whose zero-crossing rate is speech's (1 with none
+    /// audible: nothing to judge is not a failure).
+    pub fn ratio(&self) -> f32 {
+        if self.audible == 0 {
+            1.0
+        } else {
+            self.speechy as f32 / self.audible as f32
+        }
+    }
+
+    /// Whether the audio so far is a drone rather than a voice: at least a second of it (a
+    /// shorter one is mostly onset and decay), with fewer than [`MIN_SPEECH_RATIO`] of its
+    /// audible windows speech-like.
+    pub fn no_speech(&self) -> bool {
+        self.samples >= u64::from(self.sample_rate) && self.ratio() < MIN_SPEECH_RATIO
+    }
+}
+
+fn sign(x: f32) -> i8 {
+    if x > 0.0 {
+        1
+    } else if x < 0.0 {
+        -1
+    } else {
+        0
+    }
+}
+
 /// Measures mono `samples` at `sample_rate` (non-finite samples count as silence).
 pub fn measure(samples: &[f32], sample_rate: u32) -> SpeechLike {
     let clean: Vec<f32> = samples
         .iter()
         .map(|&s| if s.is_finite() { s } else { 0.0 })
         .collect();
-    let window = (sample_rate * WINDOW_MS / 1000).max(1) as usize;
-    let mut peak_rms = 0.0f32;
-    let (mut audible, mut speechy) = (0usize, 0usize);
-    for w in clean.chunks_exact(window) {
-        let rms = rms(w);
-        peak_rms = peak_rms.max(rms);
-        if rms < SILENCE_RMS {
-            continue;
-        }
-        audible += 1;
-        let crossings = w
-            .windows(2)
-            .filter(|p| (p[0] > 0.0) != (p[1] > 0.0) && p[0] != 0.0 && p[1] != 0.0)
-            .count();
-        if crossings as f32 / w.len() as f32 >= SPEECH_ZCR {
-            speechy += 1;
-        }
-    }
+    let mut windows = SpeechWindows::new(sample_rate);
+    windows.push(&clean);
     let frame = (sample_rate * FRAME_MS / 1000).max(2) as usize;
     let frames: Vec<&[f32]> = clean.chunks_exact(frame).collect();
     let envelope: Vec<f32> = frames.iter().map(|f| rms(f)).collect();
     SpeechLike {
-        peak_rms,
-        speech_windows: if audible == 0 {
-            1.0
-        } else {
-            speechy as f32 / audible as f32
-        },
+        peak_rms: windows.peak_rms,
+        speech_windows: windows.ratio(),
         flatness: median_flatness(&frames, &envelope),
         syllabic: syllabic_depth(&envelope, 1000.0 / FRAME_MS as f32),
     }
@@ -213,5 +282,59 @@ mod tests {
         assert!(!measure(&silence, rate).is_speech());
         let broken = vec![f32::NAN; rate as usize];
         assert!(!measure(&broken, rate).is_speech());
+    }
+
+    fn drone(rate: u32, seconds: f32) -> Vec<f32> {
+        (0..(rate as f32 * seconds) as usize)
+            .map(|i| 0.3 * (2.0 * std::f32::consts::PI * 60.0 * i as f32 / rate as f32).sin())
+            .collect()
+    }
+
+    #[test]
+    fn a_drone_of_a_second_or_more_is_no_speech_and_speech_is_not() {
+        let (samples, rate) = speech();
+        let mut windows = SpeechWindows::new(rate);
+        windows.push(&samples);
+        assert!(!windows.no_speech(), "ratio {}", windows.ratio());
+        assert!(windows.ratio() > 0.5, "ratio {}", windows.ratio());
+
+        let mut windows = SpeechWindows::new(24_000);
+        windows.push(&drone(24_000, 2.0));
+        assert!(windows.no_speech(), "ratio {}", windows.ratio());
+        // Too short to judge.
+        let mut windows = SpeechWindows::new(24_000);
+        windows.push(&drone(24_000, 0.9));
+        assert!(windows.ratio() < MIN_SPEECH_RATIO && !windows.no_speech());
+        // Silence has nothing to judge; pauses count for neither side.
+        let mut windows = SpeechWindows::new(24_000);
+        windows.push(&vec![0.0; 48_000]);
+        assert!(!windows.no_speech());
+        let mut paused = samples.clone();
+        paused.extend(vec![0.0; rate as usize * 3]);
+        let mut windows = SpeechWindows::new(rate);
+        windows.push(&paused);
+        assert!(!windows.no_speech(), "ratio {}", windows.ratio());
+    }
+
+    #[test]
+    fn audio_in_pieces_is_judged_as_the_whole() {
+        let (mut samples, rate) = speech();
+        samples.extend(drone(rate, 4.0));
+        let mut whole = SpeechWindows::new(rate);
+        whole.push(&samples);
+        let mut pieces = SpeechWindows::new(rate);
+        let mut rest = &samples[..];
+        let mut n = 1;
+        while !rest.is_empty() {
+            let (piece, after) = rest.split_at(n.min(rest.len()));
+            pieces.push(piece);
+            rest = after;
+            n = n * 7 % 9973 + 1;
+        }
+        assert_eq!(whole.ratio(), pieces.ratio());
+        assert!(
+            whole.ratio() > 0.0 && whole.ratio() < 1.0,
+            "both kinds of window"
+        );
     }
 }

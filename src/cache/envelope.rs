@@ -12,9 +12,12 @@ use bytes::Bytes;
 use super::{CachedAudio, KeyHash};
 
 const MAGIC: &[u8; 4] = b"OVCA";
-const VERSION: u8 = 1;
-/// magic, version, sample rate (u32), duration (f64), key (32 bytes), body length (u64).
-const HEADER: usize = 4 + 1 + 4 + 8 + 32 + 8;
+/// 2 added the flags byte.
+const VERSION: u8 = 2;
+/// magic, version, flags, sample rate (u32), duration (f64), key (32 bytes), body length (u64).
+const HEADER: usize = 4 + 1 + 1 + 4 + 8 + 32 + 8;
+/// A flag: the audio sounded like no speech.
+const NO_SPEECH: u8 = 1;
 /// CRC-32 of everything before it: cheap enough for megabytes, and corruption is all it is
 /// for (the key check above refuses values stored for another request).
 const TRAILER: usize = 4;
@@ -24,6 +27,7 @@ pub fn seal(key: &KeyHash, audio: &CachedAudio) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER + audio.bytes.len() + TRAILER);
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
+    out.push(if audio.no_speech { NO_SPEECH } else { 0 });
     out.extend_from_slice(&audio.sample_rate.to_le_bytes());
     out.extend_from_slice(&audio.duration_s.to_le_bytes());
     out.extend_from_slice(key);
@@ -61,12 +65,13 @@ pub fn open(key: &KeyHash, value: Bytes) -> Result<CachedAudio, Refused> {
         return Err(Refused::Corrupt);
     }
     let field = |at: usize, n: usize| &value[at..at + n];
-    if field(17, 32) != key {
+    if field(18, 32) != key {
         return Err(Refused::OtherKey);
     }
-    let sample_rate = u32::from_le_bytes(field(5, 4).try_into().expect("4 bytes"));
-    let duration_s = f64::from_le_bytes(field(9, 8).try_into().expect("8 bytes"));
-    let length = u64::from_le_bytes(field(49, 8).try_into().expect("8 bytes"));
+    let flags = value[5];
+    let sample_rate = u32::from_le_bytes(field(6, 4).try_into().expect("4 bytes"));
+    let duration_s = f64::from_le_bytes(field(10, 8).try_into().expect("8 bytes"));
+    let length = u64::from_le_bytes(field(50, 8).try_into().expect("8 bytes"));
     if length != (sealed.len() - HEADER) as u64 || !duration_s.is_finite() {
         return Err(Refused::Corrupt);
     }
@@ -74,6 +79,7 @@ pub fn open(key: &KeyHash, value: Bytes) -> Result<CachedAudio, Refused> {
         bytes: value.slice(HEADER..sealed.len()),
         sample_rate,
         duration_s,
+        no_speech: flags & NO_SPEECH != 0,
     })
 }
 
@@ -86,6 +92,7 @@ mod tests {
             bytes: Bytes::from((0..=255u8).cycle().take(1000).collect::<Vec<_>>()),
             sample_rate: 22050,
             duration_s: 1.25,
+            no_speech: true,
         }
     }
 
@@ -96,13 +103,14 @@ mod tests {
         assert_eq!(opened.bytes, audio().bytes);
         assert_eq!(opened.sample_rate, 22050);
         assert_eq!(opened.duration_s, 1.25);
+        assert!(opened.no_speech);
     }
 
     #[test]
     fn any_flipped_byte_is_refused() {
         let key = [9; 32];
         let sealed = seal(&key, &audio());
-        for at in [0, 4, 6, 12, 20, 50, HEADER + 10, sealed.len() - 1] {
+        for at in [0, 4, 5, 6, 12, 20, 50, HEADER + 10, sealed.len() - 1] {
             let mut bad = sealed.clone();
             bad[at] ^= 0x40;
             assert!(open(&key, Bytes::from(bad)).is_err(), "byte {at}");

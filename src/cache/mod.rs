@@ -45,6 +45,8 @@ pub struct CachedAudio {
     pub bytes: Bytes,
     pub sample_rate: u32,
     pub duration_s: f64,
+    /// It sounded like no speech (a drone, not a voice); see `audio::speech_like`.
+    pub no_speech: bool,
 }
 
 /// Why a single flight produced no audio.

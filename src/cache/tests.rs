@@ -11,6 +11,7 @@ fn audio(n: usize) -> CachedAudio {
         bytes: Bytes::from(vec![7u8; n]),
         sample_rate: 1,
         duration_s: 0.0,
+        no_speech: false,
     }
 }
 

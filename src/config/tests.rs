@@ -73,6 +73,10 @@ fn an_installed_kokoro_is_the_default_engine() {
         (s.default_engine.as_str(), s.default_voice.as_str()),
         ("piper", "en_US-joe-medium")
     );
+    for (engine, voice) in [("omnivoice", "alloy"), ("espeak", "en-us")] {
+        let s = Settings::resolve(&parse(&["--default-engine", engine])).unwrap();
+        assert_eq!(s.default_voice, voice, "{engine}'s own default voice");
+    }
     // Elsewhere, through --kokoro-dir.
     let other = tempfile::tempdir().unwrap();
     let s = Settings::resolve(&parse(&[

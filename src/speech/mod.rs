@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::audio;
+use crate::audio::{self, speech_like::SpeechWindows};
 use crate::batch::{Batcher, SubmitError};
 use crate::cache::{
     AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
@@ -555,6 +555,10 @@ async fn encode_joined(
 ) -> Result<CachedAudio, SpeechError> {
     let rate = job.voice().sample_rate;
     let (samples, duration_s) = join::join_sentences(pieces, pauses, rate);
+    let mut heard = SpeechWindows::new(rate);
+    heard.push(&samples);
+    let text_head: String = job.input().chars().take(120).collect();
+    let no_speech = warn_if_no_speech(&heard, &text_head);
     let format = job.format();
     let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples, rate))
         .await
@@ -569,7 +573,23 @@ async fn encode_joined(
         bytes: Bytes::from(bytes),
         sample_rate: format.output_sample_rate(rate),
         duration_s,
+        no_speech,
     })
+}
+
+/// Whether `heard` is no speech, said in the log with the text, since only a whole response's
+/// header can tell the client (the Python omnivoice-server's check, and its advice).
+fn warn_if_no_speech(heard: &SpeechWindows, text: &str) -> bool {
+    let no_speech = heard.no_speech();
+    if no_speech {
+        tracing::warn!(
+            ratio = heard.ratio(),
+            text,
+            "the audio sounds like no speech (a steady drone, not a voice); several sound \
+             cues in one short sentence can cause it: spread them over sentences"
+        );
+    }
+    no_speech
 }
 
 fn submit_error(e: SubmitError) -> SpeechError {

@@ -12,9 +12,10 @@ use std::sync::Arc;
 use super::synthesis::{Delivery, Synthesis};
 use super::timed::{Finder, WordStamp};
 use super::{
-    join, stream_encoder, Failure, Job, SpeechError, SpeechService, Utterance, Utterances,
+    join, stream_encoder, warn_if_no_speech, Failure, Job, SpeechError, SpeechService, Utterance,
+    Utterances,
 };
-use crate::audio;
+use crate::audio::{self, speech_like::SpeechWindows};
 use crate::cache::{CacheLayer, CacheStatus, CachedAudio, StreamLease, StreamRole};
 use crate::engine::WordTiming;
 use crate::metrics as m;
@@ -174,6 +175,10 @@ struct StreamState {
     /// The encoded audio's rate.
     sample_rate: u32,
     samples: Arc<AtomicU64>,
+    /// Whether it sounds like speech, for the cached body and the log.
+    heard: SpeechWindows,
+    /// The start of the input, for the log.
+    text_head: String,
 }
 
 impl StreamState {
@@ -190,6 +195,8 @@ impl StreamState {
             rate,
             sample_rate: job.format().output_sample_rate(rate),
             samples: Arc::new(AtomicU64::new(0)),
+            heard: SpeechWindows::new(rate),
+            text_head: job.input().chars().take(120).collect(),
         }
     }
 
@@ -229,6 +236,7 @@ impl StreamState {
                     let at_output_rate = self.audio_s() * f64::from(self.sample_rate);
                     self.samples
                         .store(at_output_rate.round() as u64, Ordering::Relaxed);
+                    self.heard.push(&samples);
                     let encoder = self.encoder.as_mut()?;
                     break encoder.push(&samples);
                 }
@@ -242,6 +250,7 @@ impl StreamState {
                 None => {
                     let mut silence = Vec::new();
                     self.joiner.finish(&mut silence);
+                    self.heard.push(&silence);
                     let mut encoder = self.encoder.take()?;
                     let last = encoder.push(&silence).and_then(|mut tail| {
                         tail.extend(encoder.finish()?);
@@ -257,6 +266,7 @@ impl StreamState {
                             bytes: Bytes::from(body),
                             sample_rate: self.sample_rate,
                             duration_s: audio_s,
+                            no_speech: warn_if_no_speech(&self.heard, &self.text_head),
                         };
                         lease.complete(Ok(audio)).await;
                     }

@@ -2,7 +2,8 @@
 //! loads (the real engines are exercised everywhere else).
 //!
 //! Its voices sleep `compute` per batch ("SLOW" in a text: `slow` instead), panic on "PANIC",
-//! hand "LATE" items over a second after the earlier ones, and record every batch's texts. The
+//! hand "LATE" items over a second after the earlier ones, hum a 60 Hz drone for 1.5 s on
+//! "DRONE" (what no real engine can be made to do on demand), and record every batch's texts. The
 //! engine counts loads and keeps a weak reference to every voice it handed out, so a test can
 //! see when the last user of a voice is gone. Armed with [`FakeEngine::panic_on_next_listing`],
 //! its next voice listing panics: a fault inside a request handler (`GET /v1/audio/voices`
@@ -156,6 +157,13 @@ fn utterance() -> Pcm {
     Pcm::new(vec![0.25; FAKE_SAMPLES], FAKE_RATE)
 }
 
+fn drone() -> Pcm {
+    let samples = (0..FAKE_RATE as usize * 3 / 2)
+        .map(|i| 0.3 * (std::f32::consts::TAU * 60.0 * i as f32 / FAKE_RATE as f32).sin())
+        .collect();
+    Pcm::new(samples, FAKE_RATE)
+}
+
 impl Voice for FakeVoice {
     fn info(&self) -> &VoiceInfo {
         &self.info
@@ -191,8 +199,15 @@ impl Voice for FakeVoice {
         } else {
             self.timing.compute
         });
-        for index in 0..batch.len() {
-            done(index, utterance());
+        for (index, text) in texts.iter().enumerate() {
+            done(
+                index,
+                if text.contains("DRONE") {
+                    drone()
+                } else {
+                    utterance()
+                },
+            );
         }
         Ok(())
     }

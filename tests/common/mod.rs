@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod fake;
 pub mod services;
+pub mod wyoming;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

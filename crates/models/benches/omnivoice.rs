@@ -7,6 +7,10 @@
 //! another, and the peak RSS. All rows come from one run, so their ratios hold on a shared,
 //! noisy machine even where the absolute times drift.
 //!
+//! `OMNIVOICE_BENCH_CLONE=1` times only a clone request's parts instead: the codec's encode of
+//! a 5 s clip (what a first request adds), generation with the clip's frames in the prompt
+//! against design mode's, and the decode.
+//!
 //! `OMNIVOICE_BENCH_QUICK=1` skips the full 32- and 16-step `f32` runs (≈ 1 min each on 2
 //! cores) and times `f32` per forward only. `OMNIVOICE_BENCH_BATCH_STEPS` (default 4) sets the
 //! steps of the batch rows. With `OMNIVOICE_REF_PYTHON` (a Python with the official
@@ -23,7 +27,8 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::VarBuilder;
 use omnivoice_models::kernels::Precision;
 use omnivoice_models::omnivoice::{
-    BackboneConfig, CodecConfig, CodecDecoder, Config, Decoding, OmniVoice, Prompt,
+    BackboneConfig, CodecConfig, CodecDecoder, CodecEncoder, Config, Decoding, EncoderConfig,
+    OmniVoice, Prompt,
 };
 use rand::{Rng, SeedableRng};
 
@@ -109,9 +114,10 @@ fn random_vb() -> VarBuilder<'static> {
     VarBuilder::from_backend(Box::new(Random), DType::F32, Device::Cpu)
 }
 
-/// A design-mode prompt: `text` random text tokens, then `frames` target frames.
-fn prompt(rng: &mut impl Rng, text: usize, frames: usize) -> Prompt {
-    let len = text + frames;
+/// A prompt of `text` random text tokens, `reference` frames of random codes (a clone's clip;
+/// 0 in design mode), then `frames` target frames.
+fn prompt(rng: &mut impl Rng, text: usize, reference: usize, frames: usize) -> Prompt {
+    let len = text + reference + frames;
     let mut ids = vec![0u32; 8 * len];
     for (c, row) in ids.chunks_exact_mut(len).enumerate() {
         for (t, id) in row.iter_mut().enumerate() {
@@ -121,6 +127,8 @@ fn prompt(rng: &mut impl Rng, text: usize, frames: usize) -> Prompt {
                 } else {
                     0
                 }
+            } else if t < text + reference {
+                rng.random_range(0..1024)
             } else {
                 1024
             };
@@ -175,7 +183,7 @@ fn main() {
     let (text, frames) = (40, 125);
     let audio_secs = frames as f64 / 25.0;
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let one = prompt(&mut rng, text, frames);
+    let one = prompt(&mut rng, text, 0, frames);
     let (ids, audio, segments) = step_batch(&one);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
@@ -228,6 +236,86 @@ fn main() {
         }
         return;
     }
+    // A clone request's parts: the clip's encode (the first request), generation with its
+    // frames in the prompt, and the decode (every request).
+    if std::env::var_os("OMNIVOICE_BENCH_CLONE").is_some() {
+        let steps = 16;
+        let encoder = CodecEncoder::load(
+            &CodecConfig::from_json(CODEC_CONFIG).unwrap(),
+            &EncoderConfig::from_json(CODEC_CONFIG).unwrap(),
+            random_vb(),
+        )
+        .unwrap();
+        // 5 s at 24 kHz: a voiced buzz whose loudness moves at syllable rate.
+        let clip: Vec<f32> = (0..120_000)
+            .map(|i| {
+                let t = i as f32 / 24_000.0;
+                let buzz: f32 = (1..8)
+                    .map(|h| (std::f32::consts::TAU * 140.0 * h as f32 * t).sin() / h as f32)
+                    .sum();
+                0.1 * buzz * (0.6 + 0.4 * (std::f32::consts::TAU * 4.0 * t).sin())
+            })
+            .collect();
+        let encode = || {
+            let _c = omnivoice_models::spare::computing();
+            let _l = omnivoice_models::spare::lending();
+            encoder.encode(&clip).unwrap()
+        };
+        let reference = encode().dim(1).unwrap();
+        let e = best_of(2, || drop(encode()));
+        row(
+            format!("codec encode, a 5 s clip → {reference} frames (f32)"),
+            e,
+            String::new(),
+        );
+        drop(encoder);
+        let codec =
+            CodecDecoder::load(CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb()).unwrap();
+        let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
+        let codes = Tensor::from_vec(codes, (8, frames), &Device::Cpu).unwrap();
+        let d = secs(|| drop(codec.decode(&codes).unwrap()));
+        row(
+            format!("codec decode, {frames} frames (f32)"),
+            d,
+            String::new(),
+        );
+        drop(codec);
+        let model = load(Precision::Bf16);
+        forward(&model);
+        let design = secs(|| drop(generate(&model, std::slice::from_ref(&one), steps)));
+        row(
+            format!("bf16: design, generate {steps} steps"),
+            design,
+            format!("RTF {:.2}", design / audio_secs),
+        );
+        // The reference's transcript adds to the text: 20 tokens for a 5 s clip.
+        let cloned = prompt(&mut rng, text + 20, reference, frames);
+        let g = secs(|| drop(generate(&model, std::slice::from_ref(&cloned), steps)));
+        row(
+            format!("bf16: clone, generate {steps} steps ({reference} reference frames)"),
+            g,
+            format!("{:.2} × design", g / design),
+        );
+        let repeated = g + d;
+        let first = e + repeated;
+        row(
+            "clone request, repeated (codes cached): generate + decode".into(),
+            repeated,
+            format!("RTF {:.2}", repeated / audio_secs),
+        );
+        row(
+            "clone request, first: encode + generate + decode".into(),
+            first,
+            format!(
+                "RTF {:.2}; the encode is {:.0} % of it; repeated/first {:.2}",
+                first / audio_secs,
+                100.0 * e / first,
+                repeated / first
+            ),
+        );
+        println!("peak RSS (VmHWM): {:.0} MiB", peak_rss_mib());
+        return;
+    }
     if let Some(python) = std::env::var_os("OMNIVOICE_REF_PYTHON") {
         let script = concat!(
             env!("CARGO_MANIFEST_DIR"),
@@ -275,7 +363,7 @@ fn main() {
         }
         if precision == Precision::Bf16 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(8);
-            let eight: Vec<Prompt> = (0..8).map(|_| prompt(&mut rng, text, frames)).collect();
+            let eight: Vec<Prompt> = (0..8).map(|_| prompt(&mut rng, text, 0, frames)).collect();
             let batched = secs(|| drop(generate(&model, &eight, batch_steps)));
             let sequential = secs(|| {
                 for p in &eight {

@@ -319,8 +319,14 @@ impl Conv {
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let y = x.conv1d(&self.weight, self.padding, 1, self.dilation, 1)?;
-        y.broadcast_add(&self.bias.reshape((1, (), 1))?)
+        crate::kernels::conv1d(
+            x,
+            &self.weight,
+            Some(&self.bias),
+            self.padding,
+            self.dilation,
+            1,
+        )
     }
 }
 

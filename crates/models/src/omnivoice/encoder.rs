@@ -275,6 +275,18 @@ impl StridedConv {
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        // The crate's kernels cover stride 1, most of the encoder's work; strided ones go to
+        // candle.
+        if self.stride == 1 {
+            return crate::kernels::conv1d(
+                x,
+                &self.weight,
+                self.bias.as_ref(),
+                self.padding,
+                self.dilation,
+                1,
+            );
+        }
         let y = x.conv1d(&self.weight, self.padding, self.stride, self.dilation, 1)?;
         match &self.bias {
             Some(b) => y.broadcast_add(&b.reshape((1, (), 1))?),
