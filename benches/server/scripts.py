@@ -70,18 +70,22 @@ def main():
         audio += read(args.url, script(r, 1, args.lines, voices))
         sequential.append(time.perf_counter() - started)
         results = []
-        threads = [
-            threading.Thread(target=lambda w=w: results.append(
-                read(args.url, script(r + 1000, w, args.lines, voices))))
-            for w in (0, 1)
-        ]
+
+        def both(which, round_no=r):
+            try:
+                results.append(read(args.url, script(round_no + 1000, which, args.lines, voices)))
+            except Exception as error:  # noqa: BLE001 - reported below
+                results.append(error)
+
+        threads = [threading.Thread(target=both, args=(w,)) for w in (0, 1)]
         started = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         together.append(time.perf_counter() - started)
-        assert len(results) == 2, "a script failed"
+        failed = [x for x in results if isinstance(x, Exception)]
+        assert not failed, f"a script failed: {failed}"
     seq, tog = statistics.median(sequential), statistics.median(together)
     print(f"voices {voices}; two scripts of {args.lines} lines, {audio:.1f} s of audio together")
     print(f"one after the other  median {seq:7.3f} s over {len(sequential)} rounds")
