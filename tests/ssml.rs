@@ -121,7 +121,26 @@ async fn breaks_are_silence_of_the_stated_length() {
     // A stream has the same silences, in place: the same samples as the whole body.
     let (streamed, whole) = streamed_and_whole(&server.url, with_break("1800ms")).await;
     assert_eq!(streamed.len(), whole.len());
-    assert_eq!(streamed, whole, "seeded: the same samples");
+    // Seeded, the same samples: bit for bit where the CPU has AVX-512; without it the stream's
+    // windowed decoder sums in another order, and a few samples in ten thousand round one step
+    // apart (measured: 11 of 88,897, by 1).
+    let samples = |pcm: &[u8]| -> Vec<i16> {
+        pcm.chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect()
+    };
+    let (streamed, whole) = (samples(&streamed), samples(&whole));
+    let apart = streamed.iter().zip(&whole).filter(|(a, b)| a != b).count();
+    let worst = streamed
+        .iter()
+        .zip(&whole)
+        .map(|(a, b)| (i32::from(*a) - i32::from(*b)).abs())
+        .max()
+        .unwrap_or(0);
+    assert!(
+        worst <= 1 && apart * 1000 < whole.len(),
+        "seeded: the same samples ({apart} apart, by up to {worst})"
+    );
 }
 
 #[tokio::test]
