@@ -251,6 +251,22 @@ async fn bad_clone_requests_are_refused_with_the_field_named() {
     );
 }
 
+/// Saves the test clip with its transcript as the profile `anna`.
+async fn create_anna(url: &str) {
+    let ref_text = cases()["ref_text"].as_str().unwrap().to_string();
+    let form = Form::new()
+        .text("profile_id", "anna")
+        .text("ref_text", ref_text)
+        .part("ref_audio", Part::bytes(clip()).file_name("audio"));
+    let created = reqwest::Client::new()
+        .post(format!("{url}/v1/voices/profiles"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), 201);
+}
+
 async fn server_with_profiles(profiles: &std::path::Path) -> Binary {
     Binary::ready(&[
         "--omnivoice-dir",
@@ -296,17 +312,7 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
     {
         let server = server_with_profiles(dir.path()).await;
         let url = server.url.clone();
-        let form = Form::new()
-            .text("profile_id", "anna")
-            .text("ref_text", ref_text.to_string())
-            .part("ref_audio", Part::bytes(clip()).file_name("audio"));
-        let created = reqwest::Client::new()
-            .post(format!("{url}/v1/voices/profiles"))
-            .multipart(form)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(created.status(), 201);
+        create_anna(&url).await;
         let listed = common::get_json(format!("{url}/v1/audio/voices")).await;
         assert!(listed.to_string().contains("\"clone:anna\""), "{listed}");
 
@@ -383,18 +389,7 @@ async fn a_profile_is_a_voice_on_every_front_door() {
     ])
     .await;
     let url = server.url.clone();
-    let ref_text = cases()["ref_text"].as_str().unwrap().to_string();
-    let form = Form::new()
-        .text("profile_id", "anna")
-        .text("ref_text", ref_text)
-        .part("ref_audio", Part::bytes(clip()).file_name("audio"));
-    let created = reqwest::Client::new()
-        .post(format!("{url}/v1/voices/profiles"))
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), 201);
+    create_anna(&url).await;
 
     let text = "Good morning to you all.";
     let speak = |voice: &'static str| {

@@ -557,8 +557,7 @@ async fn encode_joined(
     let (samples, duration_s) = join::join_sentences(pieces, pauses, rate);
     let mut heard = SpeechWindows::new(rate);
     heard.push(&samples);
-    let text_head: String = job.input().chars().take(120).collect();
-    let no_speech = warn_if_no_speech(&heard, &text_head);
+    let no_speech = warn_if_no_speech(&heard, job.input());
     let format = job.format();
     let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples, rate))
         .await
@@ -577,11 +576,15 @@ async fn encode_joined(
     })
 }
 
+/// Characters of the input a no-speech warning quotes.
+const TEXT_IN_LOG: usize = 120;
+
 /// Whether `heard` is no speech, said in the log with the text, since only a whole response's
 /// header can tell the client (the Python omnivoice-server's check, and its advice).
 fn warn_if_no_speech(heard: &SpeechWindows, text: &str) -> bool {
     let no_speech = heard.no_speech();
     if no_speech {
+        let text: String = text.chars().take(TEXT_IN_LOG).collect();
         tracing::warn!(
             ratio = heard.ratio(),
             text,

@@ -196,7 +196,7 @@ impl StreamState {
             sample_rate: job.format().output_sample_rate(rate),
             samples: Arc::new(AtomicU64::new(0)),
             heard: SpeechWindows::new(rate),
-            text_head: job.input().chars().take(120).collect(),
+            text_head: job.input().chars().take(super::TEXT_IN_LOG).collect(),
         }
     }
 

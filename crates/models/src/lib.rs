@@ -14,3 +14,24 @@ pub mod omnivoice;
 mod onnx;
 pub mod spare;
 pub mod vits;
+
+/// What the model tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use candle_core::Tensor;
+
+    /// The largest absolute difference between two tensors of one shape.
+    pub(crate) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+        assert_eq!(a.dims(), b.dims());
+        (a - b)
+            .unwrap()
+            .abs()
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .max(0)
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap()
+    }
+}

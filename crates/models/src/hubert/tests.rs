@@ -14,6 +14,7 @@ use candle_nn::VarBuilder;
 
 use super::{Hubert, HubertConfig};
 use crate::omnivoice::resample;
+use crate::test_support::max_abs_diff;
 
 /// f32 against f32, only the order of the sums differing (torch's oneDNN convolutions, BLAS
 /// and SDPA against candle's kernels). Measured: 7.1e-7 at most on the tiny codec's HuBERT
@@ -35,20 +36,6 @@ fn fixtures() -> PathBuf {
 
 fn fixture() -> HashMap<String, Tensor> {
     candle_core::safetensors::load(fixtures().join("hubert.safetensors"), &Device::Cpu).unwrap()
-}
-
-fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
-    assert_eq!(a.dims(), b.dims());
-    (a - b)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar()
-        .unwrap()
 }
 
 /// The tiny codec's HuBERT: its config from the codec's JSON, its weights under

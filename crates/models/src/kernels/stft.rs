@@ -360,6 +360,7 @@ mod tests {
     use candle_core::Device;
 
     use super::*;
+    use crate::test_support::max_abs_diff;
 
     fn random(shape: &[usize], seed: u64) -> Tensor {
         let n: usize = shape.iter().product();
@@ -373,19 +374,6 @@ mod tests {
             })
             .collect();
         Tensor::from_vec(data, shape, &Device::Cpu).unwrap()
-    }
-
-    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
-        (a - b)
-            .unwrap()
-            .abs()
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .max(0)
-            .unwrap()
-            .to_scalar::<f32>()
-            .unwrap()
     }
 
     /// The polyphase rewrite equals candle's strided convolution, for strides that divide

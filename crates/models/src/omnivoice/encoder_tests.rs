@@ -11,6 +11,7 @@ use candle_nn::{Module, VarBuilder};
 
 use super::{CodecEncoder, EncoderConfig};
 use crate::omnivoice::{CodecConfig, CodecDecoder};
+use crate::test_support::max_abs_diff;
 
 const CLIPS: [&str; 2] = ["long", "short"];
 
@@ -53,20 +54,6 @@ fn wave(f: &HashMap<String, Tensor>, clip: &str) -> Vec<f32> {
     f[&format!("{clip}.wave")].to_vec1().unwrap()
 }
 
-fn max_diff(ours: &Tensor, theirs: &Tensor) -> f32 {
-    assert_eq!(ours.dims(), theirs.dims());
-    (ours - theirs)
-        .unwrap()
-        .abs()
-        .unwrap()
-        .flatten_all()
-        .unwrap()
-        .max(0)
-        .unwrap()
-        .to_scalar()
-        .unwrap()
-}
-
 /// f32 throughout, rounding differing from torch's only by accumulation order (~1e-7 per
 /// operation): measured worst 5e-7 on the semantic side and the residuals, 9.4e-5 on the DAC
 /// encoder (peak 3.7, 25 convolutions over 11 520 samples; 2.5e-5 relative). 1e-4 relative to
@@ -92,7 +79,7 @@ fn intermediates_match_the_official_encode() {
                 .unwrap()
                 .to_scalar()
                 .unwrap();
-            let d = max_diff(ours, &theirs);
+            let d = max_abs_diff(ours, &theirs);
             assert!(
                 d <= TOLERANCE * peak.max(1.0),
                 "{clip}.{name}: off by {d} (peak {peak})"
