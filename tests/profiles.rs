@@ -356,6 +356,83 @@ async fn bad_ids_and_bad_uploads_are_4xx_naming_the_field() {
     assert!(clones(&listed).is_empty(), "nothing was saved");
 }
 
+/// A refused upload is heard: the server reads what the client is still sending before it
+/// answers, so the client gets its 413 and not a reset, every time, on every upload route.
+#[tokio::test]
+async fn an_oversized_upload_gets_its_413_not_a_reset() {
+    let data = tempfile::tempdir().unwrap();
+    let server = server(data.path(), &["--max-upload-bytes", "100000"]).await;
+    let url = server.url.as_str();
+    // The clip is refused after 100 kB, with 900 kB still to come.
+    let clip = vec![7u8; 1_000_000];
+    let client = reqwest::Client::new();
+    let post = |path: &str, parts: &[Part]| {
+        client
+            .post(format!("{url}{path}"))
+            .header(
+                "content-type",
+                format!("multipart/form-data; boundary={BOUNDARY}"),
+            )
+            .body(form(parts))
+    };
+    for round in 0..6 {
+        let requests = [
+            (
+                "create",
+                post(
+                    "/v1/voices/profiles",
+                    &[
+                        Part::Text("profile_id", "p"),
+                        Part::File("ref_audio", &clip),
+                    ],
+                ),
+            ),
+            (
+                "change",
+                client
+                    .patch(format!("{url}/v1/voices/profiles/p"))
+                    .header(
+                        "content-type",
+                        format!("multipart/form-data; boundary={BOUNDARY}"),
+                    )
+                    .body(form(&[Part::File("ref_audio", &clip)])),
+            ),
+            (
+                "clone",
+                post(
+                    "/v1/audio/speech/clone",
+                    &[
+                        Part::Text("text", "Hello"),
+                        Part::Text("ref_text", "Hi"),
+                        Part::File("ref_audio", &clip),
+                    ],
+                ),
+            ),
+            (
+                // A declared length over the form's limit: refused before it is parsed.
+                "declared",
+                post(
+                    "/v1/voices/profiles",
+                    &[
+                        Part::Text("profile_id", "p"),
+                        Part::File("ref_audio", &[7u8; 1_500_000]),
+                    ],
+                ),
+            ),
+        ];
+        for (what, request) in requests {
+            let response = request
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("{what}, round {round}: no answer: {e:?}"));
+            let error = openai_error(response, 413).await;
+            assert_eq!(error["param"], "ref_audio", "{what}: {error}");
+        }
+    }
+    let listed = json(reqwest::get(format!("{url}/v1/voices")).await.unwrap(), 200).await;
+    assert!(clones(&listed).is_empty(), "nothing was saved");
+}
+
 #[tokio::test]
 async fn the_key_guards_every_profile_route() {
     let data = tempfile::tempdir().unwrap();

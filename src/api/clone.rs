@@ -14,6 +14,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
+use super::multipart::{self, TextFields};
 use super::schema::SpeechResponses;
 use super::speech::{answer, SpeechRequest};
 use super::{ApiError, AppState};
@@ -68,11 +69,8 @@ pub async fn create_cloned_speech(
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, ApiError> {
-    let multipart =
-        multipart.map_err(|rejection| ApiError::not_multipart(rejection.body_text()))?;
     let started = Instant::now();
-    let limit = usize::try_from(state.settings.max_upload_bytes).unwrap_or(usize::MAX);
-    let form = read_form(multipart, limit).await?;
+    let form = read_form(&headers, multipart, super::profiles::upload_limit(&state)).await?;
     let clip = tokio::task::spawn_blocking(move || upload::decode_upload(&form.clip))
         .await
         .map_err(|e| ApiError::internal(format!("decoding the clip failed: {e}")))??;
@@ -106,54 +104,36 @@ struct Form {
     request: SpeechRequest,
 }
 
-async fn read_form(mut multipart: Multipart, max_clip_bytes: usize) -> Result<Form, ApiError> {
-    let mut clip = None;
-    let mut fields = serde_json::Map::new();
-    let mut ref_text = None;
-    let mut model = None;
-    let bad_form = |error: axum::extract::multipart::MultipartError| {
-        if error.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-            return ApiError::payload_too_large(max_clip_bytes).with_param("ref_audio");
-        }
-        ApiError::invalid(
-            "ref_audio",
-            format!("The multipart form cannot be read: {error}"),
-        )
-    };
-    while let Some(mut field) = multipart.next_field().await.map_err(bad_form)? {
-        let name = field.name().unwrap_or_default().to_string();
-        if name == "ref_audio" {
-            let mut bytes = Vec::new();
-            while let Some(chunk) = field.chunk().await.map_err(bad_form)? {
-                if bytes.len() + chunk.len() > max_clip_bytes {
-                    return Err(ApiError::payload_too_large(max_clip_bytes).with_param("ref_audio"));
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            clip = Some(bytes);
-            continue;
-        }
-        let value = field.text().await.map_err(bad_form)?;
-        match name.as_str() {
-            "ref_text" => ref_text = Some(value),
-            "model" => model = Some(value),
-            "text" => {
-                fields.insert("input".into(), value.into());
-            }
-            _ => {
-                fields.insert(name.clone(), typed(&name, value)?);
-            }
-        }
-    }
-    let clip = clip.ok_or_else(|| {
+async fn read_form(
+    headers: &HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+    max_clip_bytes: usize,
+) -> Result<Form, ApiError> {
+    let mut form = multipart::read_form(
+        headers,
+        multipart,
+        "ref_audio",
+        TextFields::All,
+        max_clip_bytes,
+    )
+    .await?;
+    let clip = form.audio.take().ok_or_else(|| {
         ApiError::invalid("ref_audio", "'ref_audio' is required: the clip to clone.")
     })?;
-    if !fields.contains_key("input") {
+    let ref_text = form.take_text("ref_text");
+    let model = form.take_text("model");
+    let Some(text) = form.take_text("text") else {
         return Err(ApiError::invalid(
             "text",
             "'text' is required: the text to speak.",
         ));
+    };
+    let mut fields = serde_json::Map::new();
+    for (name, value) in form.into_texts() {
+        let value = typed(&name, value);
+        fields.insert(name, value);
     }
+    fields.insert("input".into(), text.into());
     // The placeholders are replaced once the clip is a voice.
     fields.insert("model".into(), omnivoice::ID.into());
     fields.insert("voice".into(), "".into());
@@ -172,7 +152,7 @@ async fn read_form(mut multipart: Multipart, max_clip_bytes: usize) -> Result<Fo
 
 /// A form field's text as the JSON value its speech-request field expects: forms carry only
 /// text, so numbers and booleans are read here.
-fn typed(name: &str, value: String) -> Result<serde_json::Value, ApiError> {
+fn typed(name: &str, value: String) -> serde_json::Value {
     const TEXT: [&str; 6] = [
         "response_format",
         "language",
@@ -182,18 +162,16 @@ fn typed(name: &str, value: String) -> Result<serde_json::Value, ApiError> {
         "lang_code",
     ];
     if TEXT.contains(&name) {
-        return Ok(value.into());
+        return value.into();
     }
     let trimmed = value.trim();
     match trimmed.to_ascii_lowercase().as_str() {
-        "true" => return Ok(true.into()),
-        "false" => return Ok(false.into()),
+        "true" => return true.into(),
+        "false" => return false.into(),
         _ => {}
     }
+    // Text that is not a number stays text; fields the request does not know are ignored, as
+    // in a JSON body.
     serde_json::from_str::<serde_json::Number>(trimmed)
-        .map(serde_json::Value::Number)
-        .or_else(|_| {
-            // Fields the request does not know are ignored, as in a JSON body.
-            Ok::<_, ApiError>(value.into())
-        })
+        .map_or_else(|_| value.into(), serde_json::Value::Number)
 }

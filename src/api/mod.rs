@@ -188,9 +188,9 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
     // A clip to clone is larger than any JSON body; its own limit is checked as it arrives.
     let uploads = OpenApiRouter::default()
         .routes(routes!(clone::create_cloned_speech))
-        .route_layer(DefaultBodyLimit::max(
-            profiles::upload_limit(state).saturating_add(multipart::FORM_OVERHEAD_BYTES),
-        ));
+        .route_layer(DefaultBodyLimit::max(multipart::route_body_limit(
+            profiles::upload_limit(state),
+        )));
     let speech = OpenApiRouter::default()
         .routes(routes!(speech::create_speech))
         .merge(uploads)
@@ -237,7 +237,7 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
 
 /// The voice profile routes, whose forms carry a clip of up to `--max-upload-bytes`.
 fn profile_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
-    let body_limit = profiles::upload_limit(state).saturating_add(multipart::FORM_OVERHEAD_BYTES);
+    let body_limit = multipart::route_body_limit(profiles::upload_limit(state));
     OpenApiRouter::default()
         .routes(routes!(profiles::list_voices))
         .routes(routes!(profiles::create_profile))

@@ -2,10 +2,15 @@
 //! read within bounds, every refusal OpenAI-shaped and naming its field.
 //!
 //! The clip is the one large part: it may be `--max-upload-bytes` long and no more, counted
-//! while it arrives (a client that claims a larger `Content-Length` is refused before a byte
-//! is read). Text fields are small; fields the route does not know are skipped unread.
+//! while it arrives. Text fields are small; fields the route does not know are skipped unread.
+//!
+//! A refusal is answered only after the rest of the body has been read and thrown away (up to
+//! [`route_body_limit`], for at most [`DRAIN_TIME`]). A server that answers while its client
+//! is still writing and then closes makes the client's kernel see a reset: most clients then
+//! report a broken pipe instead of the 413 they were sent.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
 use axum::extract::Multipart;
@@ -14,10 +19,30 @@ use axum::http::{header, HeaderMap, StatusCode};
 use super::ApiError;
 
 /// Room for the text fields and the part headers beside the clip.
-pub const FORM_OVERHEAD_BYTES: usize = 1024 * 1024;
+const FORM_OVERHEAD_BYTES: usize = 1024 * 1024;
 
 /// Longest text field; a transcript of a minute of speech is a few hundred characters.
 const MAX_TEXT_BYTES: usize = 64 * 1024;
+
+/// How long a refused body is read before the connection is closed on a slow client.
+const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// Which text fields a route reads.
+pub enum TextFields<'a> {
+    /// These, and no others (the rest are skipped unread).
+    Named(&'a [&'a str]),
+    /// Every field but the clip (a route that maps any field onto a speech request).
+    All,
+}
+
+impl TextFields<'_> {
+    fn takes(&self, name: &str) -> bool {
+        match self {
+            Self::Named(names) => names.contains(&name),
+            Self::All => true,
+        }
+    }
+}
 
 /// What a form held: its text fields by name, and the clip's bytes.
 #[derive(Debug, Default)]
@@ -29,6 +54,16 @@ pub struct UploadForm {
 impl UploadForm {
     pub fn text(&self, name: &str) -> Option<&str> {
         self.texts.get(name).map(String::as_str)
+    }
+
+    /// Takes a text field out of the form.
+    pub fn take_text(&mut self, name: &str) -> Option<String> {
+        self.texts.remove(name)
+    }
+
+    /// The text fields left, by name.
+    pub fn into_texts(self) -> BTreeMap<String, String> {
+        self.texts
     }
 
     /// A form boolean as FastAPI reads one (`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off`).
@@ -45,33 +80,70 @@ impl UploadForm {
     }
 }
 
-/// Refuses a body whose declared length is over what the form may be, before reading it.
-pub fn check_declared_length(headers: &HeaderMap, max_audio_bytes: usize) -> Result<(), ApiError> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let limit = max_audio_bytes.saturating_add(FORM_OVERHEAD_BYTES);
-    match declared {
-        Some(length) if length > limit as u64 => {
-            Err(ApiError::payload_too_large(limit).with_param("ref_audio"))
-        }
-        _ => Ok(()),
-    }
+/// The most a form with a clip of `max_audio_bytes` may be.
+fn form_limit(max_audio_bytes: usize) -> usize {
+    max_audio_bytes.saturating_add(FORM_OVERHEAD_BYTES)
+}
+
+/// The most an upload route reads of a body: twice what a form may be, so that a form that is
+/// refused for its size can still be read to its end (and the refusal be heard), up to a bound.
+pub fn route_body_limit(max_audio_bytes: usize) -> usize {
+    form_limit(max_audio_bytes).saturating_mul(2)
 }
 
 /// Reads the form: `audio_field` as bytes (at most `max_audio_bytes`), `text_fields` as text.
+/// A body that declares a length over the form's limit is refused without being parsed.
 pub async fn read_form(
+    headers: &HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
     audio_field: &str,
-    text_fields: &[&str],
+    text_fields: TextFields<'_>,
     max_audio_bytes: usize,
 ) -> Result<UploadForm, ApiError> {
     let mut multipart =
         multipart.map_err(|rejection| ApiError::not_multipart(rejection.body_text()))?;
-    let body_limit = max_audio_bytes.saturating_add(FORM_OVERHEAD_BYTES);
-    let body_error = |error| body_error(error, body_limit);
+    let limit = form_limit(max_audio_bytes);
+    let declared = declared_length(headers);
+    let read = match declared {
+        Some(length) if length > limit as u64 => {
+            Err(ApiError::payload_too_large(limit).with_param(audio_field))
+        }
+        _ => {
+            read_fields(
+                &mut multipart,
+                audio_field,
+                &text_fields,
+                max_audio_bytes,
+                limit,
+            )
+            .await
+        }
+    };
+    if read.is_err()
+        && declared.is_none_or(|length| length <= route_body_limit(max_audio_bytes) as u64)
+    {
+        discard_rest(&mut multipart).await;
+    }
+    read
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+async fn read_fields(
+    multipart: &mut Multipart,
+    audio_field: &str,
+    text_fields: &TextFields<'_>,
+    max_audio_bytes: usize,
+    form_limit: usize,
+) -> Result<UploadForm, ApiError> {
+    let body_error = |error| body_error(error, audio_field, form_limit);
     let mut form = UploadForm::default();
+    let mut total = 0usize;
     while let Some(field) = multipart.next_field().await.map_err(body_error)? {
         let Some(name) = field.name().map(str::to_string) else {
             continue;
@@ -81,17 +153,25 @@ pub async fn read_form(
             if form.audio.is_some() {
                 return Err(twice());
             }
-            form.audio = Some(read_bounded(field, &name, max_audio_bytes, body_limit).await?);
-        } else if text_fields.contains(&name.as_str()) {
+            let bytes =
+                read_bounded(field, &name, max_audio_bytes, audio_field, form_limit).await?;
+            total += bytes.len();
+            form.audio = Some(bytes);
+        } else if text_fields.takes(&name) {
             if form.texts.contains_key(&name) {
                 return Err(twice());
             }
-            let bytes = read_bounded(field, &name, MAX_TEXT_BYTES, body_limit).await?;
+            let bytes = read_bounded(field, &name, MAX_TEXT_BYTES, audio_field, form_limit).await?;
+            total += bytes.len();
             let text = String::from_utf8(bytes)
                 .map_err(|_| ApiError::invalid(&name, format!("'{name}' is not UTF-8 text.")))?;
             form.texts.insert(name, text);
         }
         // Other fields are dropped unread: `next_field` skips what is left of them.
+        if total > form_limit {
+            // Many text fields, each under its own limit, that together are not a form.
+            return Err(ApiError::payload_too_large(form_limit).with_param(audio_field));
+        }
     }
     Ok(form)
 }
@@ -101,13 +181,14 @@ async fn read_bounded(
     mut field: Field<'_>,
     name: &str,
     limit: usize,
-    body_limit: usize,
+    audio_field: &str,
+    form_limit: usize,
 ) -> Result<Vec<u8>, ApiError> {
     let mut bytes = Vec::new();
     while let Some(chunk) = field
         .chunk()
         .await
-        .map_err(|error| body_error(error, body_limit))?
+        .map_err(|error| body_error(error, audio_field, form_limit))?
     {
         if bytes.len() + chunk.len() > limit {
             return Err(if limit == MAX_TEXT_BYTES {
@@ -122,10 +203,21 @@ async fn read_bounded(
     Ok(bytes)
 }
 
-/// `body_limit`: the route's, the clip's limit plus the form's room.
-fn body_error(error: MultipartError, body_limit: usize) -> ApiError {
+/// Reads what is left of a refused body and throws it away, within the route's body limit and
+/// [`DRAIN_TIME`]; a body that passes either is left to the connection's close.
+async fn discard_rest(multipart: &mut Multipart) {
+    let drain = async {
+        while let Ok(Some(mut field)) = multipart.next_field().await {
+            while let Ok(Some(_)) = field.chunk().await {}
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+}
+
+/// A body that cannot be read as a form, or (past the route's limit) is too large.
+fn body_error(error: MultipartError, audio_field: &str, form_limit: usize) -> ApiError {
     if error.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        ApiError::payload_too_large(body_limit).with_param("ref_audio")
+        ApiError::payload_too_large(form_limit).with_param(audio_field)
     } else {
         ApiError::invalid(
             "body",

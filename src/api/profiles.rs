@@ -20,7 +20,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ErrorBody;
-use super::multipart::{check_declared_length, read_form, UploadForm};
+use super::multipart::{read_form, TextFields, UploadForm};
 use super::{ApiError, AppState};
 use crate::audio::upload::{decode_upload, Clip};
 use crate::engine::omnivoice::{self, AUTO, DESIGN, PRESETS};
@@ -200,8 +200,14 @@ pub async fn create_profile(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<(StatusCode, Json<Profile>), ApiError> {
     let limit = upload_limit(&state);
-    check_declared_length(&headers, limit)?;
-    let form = read_form(multipart, "ref_audio", &CREATE_FIELDS, limit).await?;
+    let form = read_form(
+        &headers,
+        multipart,
+        "ref_audio",
+        TextFields::Named(&CREATE_FIELDS),
+        limit,
+    )
+    .await?;
     let id = form.text("profile_id").map(str::to_string).ok_or_else(|| {
         ApiError::invalid("profile_id", "The form must have a 'profile_id' field.")
             .with_code("missing_required_parameter")
@@ -268,8 +274,14 @@ pub async fn update_profile(
 ) -> Result<Json<Profile>, ApiError> {
     let id = path_id(id)?;
     let limit = upload_limit(&state);
-    check_declared_length(&headers, limit)?;
-    let form = read_form(multipart, "ref_audio", &CHANGE_FIELDS, limit).await?;
+    let form = read_form(
+        &headers,
+        multipart,
+        "ref_audio",
+        TextFields::Named(&CHANGE_FIELDS),
+        limit,
+    )
+    .await?;
     let name = non_empty(&form, "name");
     let ref_text = form.text("ref_text").map(str::to_string);
     if form.audio.is_none() && ref_text.is_none() && name.is_none() {
