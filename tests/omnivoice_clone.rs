@@ -426,6 +426,29 @@ async fn a_profile_is_a_voice_on_every_front_door() {
         }
         common::wyoming::Spoken::Error(e) => panic!("Wyoming refused the profile: {e}"),
     }
+    // A voice of many languages reads the one Wyoming names with it, as HTTP's `language`.
+    let german = "Guten Morgen zusammen.";
+    let body = serde_json::json!({"model": "omnivoice", "voice": "clone:anna", "input": german,
+                                  "language": "de", "response_format": "wav", "stream": false});
+    let response = common::post_speech(&url, &body).await;
+    assert_eq!(response.status(), 200);
+    let (_, in_german) = read_wav(&response.bytes().await.unwrap());
+    let voice = serde_json::json!({"name": "clone:anna", "language": "de_DE"});
+    match common::wyoming::synthesize_as(&address, german, voice).await {
+        common::wyoming::Spoken::Audio { samples, .. } => {
+            assert!(close(&samples, &in_german), "Wyoming reads German");
+        }
+        common::wyoming::Spoken::Error(e) => panic!("Wyoming refused German: {e}"),
+    }
+    match common::wyoming::synthesize(&address, german, "clone:anna").await {
+        common::wyoming::Spoken::Audio { samples, .. } => {
+            assert!(
+                !close(&samples, &in_german),
+                "without it, the model's own guess"
+            );
+        }
+        common::wyoming::Spoken::Error(e) => panic!("{e}"),
+    }
     match common::wyoming::synthesize(&address, text, "clone:nobody").await {
         common::wyoming::Spoken::Error(e) => assert!(e.contains("nobody"), "{e}"),
         common::wyoming::Spoken::Audio { .. } => panic!("an unknown profile was spoken"),

@@ -362,6 +362,42 @@ async fn lang_switches_to_a_voice_of_that_language() {
     );
 }
 
+/// A Wyoming client that names only a language gets the voice HTTP's `language` would choose
+/// (the configured one first); a voice named with it speaks its own language, as a name wins
+/// over a language in the reference server.
+#[tokio::test]
+async fn wyoming_reads_a_language_in_the_configured_voice() {
+    use common::wyoming::{synthesize_as, Spoken};
+
+    let (server, _dir) = multilingual(&["--wyoming-port", "0"]).await;
+    let address = server.wyoming.clone().expect("the Wyoming address");
+    let text = "Bonjour à tous.";
+    let body = json!({"model": "kokoro", "voice": "ff_siwis", "input": text,
+                      "response_format": "wav", "stream": false});
+    let (http, _) = wav(&server.url, &body).await;
+    match synthesize_as(&address, text, json!({"language": "fr_FR"})).await {
+        Spoken::Audio { rate, samples } => {
+            assert_eq!(rate, 24_000, "Kokoro's rate: the configured voice");
+            assert_eq!(samples, http, "the configured voice's audio");
+        }
+        Spoken::Error(e) => panic!("Wyoming refused French: {e}"),
+    }
+    match synthesize_as(
+        &address,
+        "Hello.",
+        json!({"name": PIPER, "language": "fr_FR"}),
+    )
+    .await
+    {
+        Spoken::Audio { rate, .. } => assert_eq!(rate, 22_050, "the named Piper voice"),
+        Spoken::Error(e) => panic!("Wyoming refused a named voice: {e}"),
+    }
+    match synthesize_as(&address, "Qapla.", json!({"language": "tlh_QQ"})).await {
+        Spoken::Error(e) => assert!(e.contains("tlh_QQ"), "{e}"),
+        Spoken::Audio { .. } => panic!("a language no voice speaks was spoken"),
+    }
+}
+
 #[tokio::test]
 async fn the_language_field_chooses_the_voice_for_an_alias() {
     let (server, _dir) = multilingual(&[]).await;

@@ -42,7 +42,7 @@ pub use live::{LiveSpeech, LiveText, Sentence, SentenceAudio, SentencePart, Spok
 pub use phonemes::{Phonemization, PhonemizedSentence};
 pub use request::{Job, Request, TextSettings};
 pub use script::LanguageSettings;
-use script::{Script, Utterance};
+use script::{Script, Utterance, Voices};
 pub use stream::{SpeechStream, TimedChunk};
 pub use subtitles::{SubtitleFormat, Subtitles};
 pub use timed::{TimedSpeech, WordStamp};
@@ -132,6 +132,23 @@ impl SpeechService {
             &self.inner.limits,
             self.inner.lexicon.current(),
         )
+    }
+
+    /// Whether a request for `voice` of `model` (an alias, say) in language `tag` finds a voice
+    /// that reads it: the one `[voices.by_language]` names, the voice itself, or another of its
+    /// engine's, as [`prepare`](Self::prepare) would choose.
+    pub fn finds_voice_for(&self, model: &str, voice: &str, tag: &str) -> bool {
+        let registry = &self.inner.registry;
+        let Ok(voice) = registry.resolve(model, voice) else {
+            return false;
+        };
+        Voices {
+            registry,
+            voice: &voice,
+            languages: &self.inner.limits.text.languages,
+        }
+        .voice_for(tag)
+        .is_some()
     }
 
     /// The voice id of `model`'s engine that speaks like `reference`; a request then names it

@@ -47,6 +47,9 @@ pub(crate) enum RequestedVoice {
     Named {
         name: String,
         speaker: Option<String>,
+        /// Read by a voice that speaks many languages; others speak their own, as in the
+        /// reference server, where a name wins over a language.
+        language: Option<String>,
     },
     Language(String),
 }
@@ -128,9 +131,10 @@ impl From<Option<WireVoice>> for RequestedVoice {
     fn from(voice: Option<WireVoice>) -> Self {
         let voice = voice.unwrap_or_default();
         match (voice.name, voice.language) {
-            (Some(name), _) => RequestedVoice::Named {
+            (Some(name), language) => RequestedVoice::Named {
                 name,
                 speaker: voice.speaker,
+                language,
             },
             (None, Some(language)) => RequestedVoice::Language(language),
             (None, None) => RequestedVoice::Default,
@@ -309,16 +313,18 @@ mod tests {
             voice(json!({"name": "joe", "speaker": "p1"})),
             RequestedVoice::Named {
                 name: "joe".into(),
-                speaker: Some("p1".into())
+                speaker: Some("p1".into()),
+                language: None,
             }
         );
         assert_eq!(
             voice(json!({"name": "joe", "speaker": 3, "language": "de_DE"})),
             RequestedVoice::Named {
                 name: "joe".into(),
-                speaker: Some("3".into())
+                speaker: Some("3".into()),
+                language: Some("de_DE".into()),
             },
-            "a name wins over a language; a numeric speaker becomes its string"
+            "a name with its language; a numeric speaker becomes its string"
         );
         assert_eq!(
             voice(json!({"language": "de_DE", "speaker": "x"})),
@@ -349,7 +355,8 @@ mod tests {
             Ok(ClientEvent::SynthesizeStart {
                 voice: RequestedVoice::Named {
                     name: "joe".into(),
-                    speaker: None
+                    speaker: None,
+                    language: None,
                 }
             })
         );

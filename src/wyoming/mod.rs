@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt};
 use futures::stream::BoxStream;
 
 use crate::speech::Sentence;
@@ -29,6 +29,7 @@ mod session;
 mod tests;
 
 pub use accept::serve;
+use event::wyoming_language;
 pub use event::{Attribution, VoiceDescription};
 pub use session::serve_connection;
 
@@ -37,6 +38,20 @@ pub trait Synthesizer: Send + Sync {
     /// Every voice the server offers, for `info`. Asked on each `describe` (and to resolve a
     /// voice requested by language), so voices added at run time show up.
     fn voices(&self) -> BoxFuture<'_, Vec<VoiceDescription>>;
+
+    /// The voice for a client that names only a language (`de_DE`); `None` when no voice
+    /// speaks it. By default the first installed voice of [`voices`](Self::voices) that does.
+    fn voice_for_language<'a>(&'a self, language: &'a str) -> BoxFuture<'a, Option<VoiceChoice>> {
+        async move {
+            let voices = self.voices().await;
+            first_voice_speaking(&voices, language).map(|voice| VoiceChoice {
+                name: Some(voice.name.clone()),
+                speaker: None,
+                language: Some(language.to_string()),
+            })
+        }
+        .boxed()
+    }
 
     /// Starts speaking `text`, which may hold many sentences. Resolves once the voice is
     /// known (its errors come back here, before any audio is sent) and then streams mono
@@ -61,6 +76,9 @@ pub struct VoiceChoice {
     pub name: Option<String>,
     /// Speaker of a multi-speaker voice, by name (or id, as the client sent it).
     pub speaker: Option<String>,
+    /// The language asked for (`de_DE`), for a voice that speaks many; other voices speak
+    /// their own.
+    pub language: Option<String>,
 }
 
 /// Audio on its way: the sample rate, and mono 16-bit little-endian samples (what an
@@ -137,4 +155,25 @@ impl Limits {
             max_payload_bytes: self.max_payload_bytes,
         }
     }
+}
+
+/// The first installed voice listing `language` (`en_US`, `en-us`), or else the first whose
+/// language has the same primary subtag (`en` for `en_GB`).
+fn first_voice_speaking<'v>(
+    voices: &'v [VoiceDescription],
+    language: &str,
+) -> Option<&'v VoiceDescription> {
+    let canonical = |tag: &str| wyoming_language(tag).to_lowercase();
+    let wanted = canonical(language);
+    let primary = |tag: &str| tag.split('_').next().unwrap_or_default().to_string();
+    let installed = || voices.iter().filter(|v| v.installed);
+    installed()
+        .find(|v| v.languages.iter().any(|l| canonical(l) == wanted))
+        .or_else(|| {
+            installed().find(|v| {
+                v.languages
+                    .iter()
+                    .any(|l| primary(&canonical(l)) == primary(&wanted))
+            })
+        })
 }

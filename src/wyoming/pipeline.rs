@@ -26,6 +26,28 @@ impl Synthesizer for SpeechService {
         futures::future::ready(voices).boxed()
     }
 
+    /// The voice the server's settings choose for the language (`[voices.by_language]`, or
+    /// the default voice when it speaks it), as HTTP's `language` field chooses; else any
+    /// voice that speaks it.
+    fn voice_for_language<'a>(&'a self, language: &'a str) -> BoxFuture<'a, Option<VoiceChoice>> {
+        let tag = language.replace('_', "-");
+        let choice = if self.finds_voice_for(DEFAULT_MODEL, DEFAULT_VOICE, &tag) {
+            Some(VoiceChoice {
+                name: None,
+                speaker: None,
+                language: Some(language.to_string()),
+            })
+        } else {
+            let voices: Vec<_> = SpeechService::voices(self).iter().map(describe).collect();
+            super::first_voice_speaking(&voices, language).map(|voice| VoiceChoice {
+                name: Some(voice.name.clone()),
+                speaker: None,
+                language: Some(language.to_string()),
+            })
+        };
+        futures::future::ready(choice).boxed()
+    }
+
     fn speak(&self, text: String, voice: VoiceChoice) -> BoxFuture<'_, Result<Speech, SpeakError>> {
         let span = tracing::info_span!(
             "wyoming_synthesize",
@@ -120,18 +142,26 @@ impl SpeechService {
         Ok(Speech { sample_rate, pcm })
     }
 
-    /// The request of a Wyoming voice choice, without its input.
+    /// The request of a Wyoming voice choice, without its input. A language goes with the
+    /// default voice (which then reads it, or gives way to the voice that does) and with a
+    /// named voice that speaks many languages; a voice of one language speaks its own.
     fn wyoming_request(&self, voice: VoiceChoice) -> Result<Request, SpeakError> {
-        let (model, name) = match &voice.name {
-            None => (DEFAULT_MODEL.to_string(), DEFAULT_VOICE.to_string()),
+        let language = voice.language.map(|l| l.replace('_', "-"));
+        let (model, name, language) = match voice.name {
+            None => (
+                DEFAULT_MODEL.to_string(),
+                DEFAULT_VOICE.to_string(),
+                language,
+            ),
             Some(name) => {
                 // A Wyoming voice name is a voice id; its engine is the model.
-                let engine = SpeechService::voices(self)
+                let info = SpeechService::voices(self)
                     .into_iter()
-                    .find(|v| &v.info.id == name)
-                    .map(|v| v.info.engine)
+                    .find(|v| v.info.id == name)
+                    .map(|v| v.info)
                     .ok_or_else(|| SpeakError::UnknownVoice(name.clone()))?;
-                (engine, name.clone())
+                let language = language.filter(|_| info.language == crate::engine::MULTILINGUAL);
+                (info.engine, name, language)
             }
         };
         let voice = match voice.speaker {
@@ -141,6 +171,7 @@ impl SpeechService {
         Ok(Request {
             model,
             voice,
+            language,
             native_pcm: true,
             ..Request::default()
         })

@@ -14,9 +14,9 @@ use tokio::time::{sleep_until, timeout, timeout_at, Instant};
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::event::{wyoming_language, ClientEvent, EventError, RequestedVoice, ServerEvent};
+use super::event::{ClientEvent, EventError, RequestedVoice, ServerEvent};
 use super::frame::{Codec, FrameError};
-use super::{Limits, SpeakError, Speech, Synthesizer, VoiceChoice, VoiceDescription};
+use super::{Limits, SpeakError, Speech, Synthesizer, VoiceChoice};
 use crate::speech::{LiveText, Sentence};
 
 /// Serves one connection until the client closes it, breaks the protocol, goes idle past
@@ -253,24 +253,25 @@ where
         self.send(ServerEvent::AudioStop).await
     }
 
-    /// Turns a voice asked for by language into a named one; the pipeline resolves names.
+    /// Turns a voice asked for by language into the one that reads it; the pipeline resolves
+    /// names.
     async fn resolve(&self, voice: RequestedVoice) -> Result<VoiceChoice, Stop> {
         match voice {
             RequestedVoice::Default => Ok(VoiceChoice::default()),
-            RequestedVoice::Named { name, speaker } => Ok(VoiceChoice {
+            RequestedVoice::Named {
+                name,
+                speaker,
+                language,
+            } => Ok(VoiceChoice {
                 name: Some(name),
                 speaker,
+                language,
             }),
-            RequestedVoice::Language(language) => {
-                let voices = self.synthesizer.voices().await;
-                let voice = voice_for_language(&voices, &language).ok_or_else(|| {
-                    refuse("unknown-language", format!("no voice speaks '{language}'"))
-                })?;
-                Ok(VoiceChoice {
-                    name: Some(voice.name.clone()),
-                    speaker: None,
-                })
-            }
+            RequestedVoice::Language(language) => self
+                .synthesizer
+                .voice_for_language(&language)
+                .await
+                .ok_or_else(|| refuse("unknown-language", format!("no voice speaks '{language}'"))),
         }
     }
 
@@ -290,25 +291,4 @@ fn check_length(chars: usize, limit: usize) -> Result<(), Stop> {
         ));
     }
     Ok(())
-}
-
-/// The first installed voice listing `language` (`en_US`, `en-us`), or else the first whose
-/// language has the same primary subtag (`en` for `en_GB`).
-fn voice_for_language<'v>(
-    voices: &'v [VoiceDescription],
-    language: &str,
-) -> Option<&'v VoiceDescription> {
-    let canonical = |tag: &str| wyoming_language(tag).to_lowercase();
-    let wanted = canonical(language);
-    let primary = |tag: &str| tag.split('_').next().unwrap_or_default().to_string();
-    let installed = || voices.iter().filter(|v| v.installed);
-    installed()
-        .find(|v| v.languages.iter().any(|l| canonical(l) == wanted))
-        .or_else(|| {
-            installed().find(|v| {
-                v.languages
-                    .iter()
-                    .any(|l| primary(&canonical(l)) == primary(&wanted))
-            })
-        })
 }

@@ -317,7 +317,8 @@ async fn one_shot_gets_one_audio_run_around_all_sentences() {
             text.to_string(),
             VoiceChoice {
                 name: Some("multi".into()),
-                speaker: Some("bob".into())
+                speaker: Some("bob".into()),
+                language: None,
             }
         )]
     );

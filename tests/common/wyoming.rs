@@ -16,11 +16,16 @@ pub enum Spoken {
     Error(String),
 }
 
-/// Asks the server at `address` (`host:port`) to speak `text` in `voice`.
+/// Asks the server at `address` (`host:port`) to speak `text` in the voice named `voice`.
 pub async fn synthesize(address: &str, text: &str, voice: &str) -> Spoken {
+    synthesize_as(address, text, json!({ "name": voice })).await
+}
+
+/// Asks for `text` with the event's `voice` object as given (`{"language": "de_DE"}`).
+pub async fn synthesize_as(address: &str, text: &str, voice: Value) -> Spoken {
     let stream = TcpStream::connect(address).await.expect("connect");
     let (read, mut write) = stream.into_split();
-    let event = json!({"type": "synthesize", "data": {"text": text, "voice": {"name": voice}}});
+    let event = json!({"type": "synthesize", "data": {"text": text, "voice": voice}});
     write
         .write_all(format!("{event}\n").as_bytes())
         .await

@@ -350,7 +350,7 @@ impl OmniVoiceVoice {
     ) -> model::Request {
         model::Request {
             text: item.text.clone(),
-            language: item.language.clone(),
+            language: item.language.as_deref().map(known_language),
             instruct: self.instruct.clone(),
             speed: item.params.speed,
             duration: item.params.generation.duration,
@@ -437,7 +437,7 @@ impl Voice for OmniVoiceVoice {
 
     /// Every language the model knows, by its id or its name (`en`, `English`).
     fn reads_language(&self, language: &str) -> bool {
-        model::resolve_language(language).is_ok()
+        model::resolve_language(&known_language(language)).is_ok()
     }
 
     /// The model reads text, never phonemes.
@@ -447,6 +447,23 @@ impl Voice for OmniVoiceVoice {
 
     fn times_words(&self) -> bool {
         false
+    }
+}
+
+/// `language` as the model knows it: as written when it does (`en`, `English`, `yue`), else
+/// the primary subtag of a regional tag (`de` for `de-DE` or Wyoming's `de_DE`), which the
+/// model's own table does not list.
+fn known_language(language: &str) -> String {
+    if model::resolve_language(language).is_ok() {
+        return language.to_string();
+    }
+    match language.split(['-', '_']).next() {
+        Some(primary)
+            if primary.len() < language.len() && model::resolve_language(primary).is_ok() =>
+        {
+            primary.to_string()
+        }
+        _ => language.to_string(),
     }
 }
 
@@ -464,4 +481,22 @@ pub fn design_attributes() -> std::collections::BTreeMap<String, Vec<String>> {
         }
     }
     table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::known_language;
+
+    #[test]
+    fn a_regional_tag_is_read_in_its_language() {
+        assert_eq!(known_language("de-DE"), "de");
+        assert_eq!(known_language("de_DE"), "de");
+        assert_eq!(known_language("pt-BR"), "pt");
+        // Known as written: kept, as the model's own lookup takes it.
+        assert_eq!(known_language("de"), "de");
+        assert_eq!(known_language("English"), "English");
+        // Unknown either way: left for the refusal to name as sent.
+        assert_eq!(known_language("qq-ZZ"), "qq-ZZ");
+        assert_eq!(known_language("-"), "-");
+    }
 }
