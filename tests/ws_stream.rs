@@ -334,6 +334,106 @@ async fn pieces_cut_mid_word_sound_exactly_like_the_whole_text_at_once() {
     }
 }
 
+/// Sends `pieces` after the first message `settings`, then the end; what came back.
+async fn stream_of(server: &Binary, settings: Value, pieces: &[String]) -> Received {
+    let mut ws = connect(server).await;
+    send(&mut ws, settings).await;
+    for piece in pieces {
+        send(&mut ws, json!({ "text": piece })).await;
+    }
+    send(&mut ws, json!({"text": ""})).await;
+    let mut received = Received::default();
+    receive_all(&mut ws, &mut received).await;
+    received
+}
+
+/// A stream of SSML documents, cut anywhere (the end tag too): each is read as a whole request
+/// reads it, so with a seed its audio is the request's; breaks between documents are heard;
+/// bad or unclosed markup is refused with 1008 and its position.
+#[tokio::test]
+async fn ssml_documents_stream_as_a_request_reads_them() {
+    let server = Binary::ready(&["--no-batch"]).await;
+    let settings = json!({"text": " ", "model": "piper", "voice": VOICE, "seed": 42,
+                          "input_format": "ssml"});
+    let document = "<speak>Good morning.<break time=\"700ms\"/>Say \
+        <say-as interpret-as=\"characters\">ABC</say-as> <prosody rate=\"slow\">slowly</prosody>.</speak>";
+    let received = stream_of(&server, settings.clone(), &pieces(document, 5)).await;
+    assert_eq!(
+        received.close.as_ref().map(|c| c.0),
+        Some(1000),
+        "{received:?}"
+    );
+    let sentences = received.of_type("sentence");
+    assert_eq!(sentences.len(), 1, "one document, one unit: {sentences:?}");
+    let text = sentences[0]["text"].as_str().unwrap();
+    assert!(
+        !text.contains('<') && text.contains("Good morning."),
+        "{text}"
+    );
+    let whole = post_speech(
+        &server.url,
+        &json!({"model": "piper", "voice": VOICE, "input": document, "response_format": "pcm",
+                "seed": 42, "stream": true}),
+    )
+    .await;
+    assert_eq!(whole.status(), 200);
+    let whole = whole.bytes().await.unwrap();
+    assert_eq!(received.audio.len(), whole.len(), "the request's length");
+    assert!(received.audio == whole.as_ref(), "the request's audio");
+
+    // Documents follow each other; one of a break alone is silence between them.
+    let documents = [
+        "<speak>One.</speak>",
+        " <speak><break time=\"1s\"/></speak>",
+        "<speak>Two.</speak><speak>Three.</speak>",
+    ]
+    .map(String::from);
+    let received = stream_of(&server, settings.clone(), &documents).await;
+    assert_eq!(
+        received.close.as_ref().map(|c| c.0),
+        Some(1000),
+        "{received:?}"
+    );
+    let sentences = received.of_type("sentence");
+    let texts: Vec<&str> = sentences
+        .iter()
+        .map(|s| s["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts, ["One.", "Two.", "Three."]);
+    let gap = |a: &Value, b: &Value| {
+        b["start_s"].as_f64().unwrap()
+            - a["start_s"].as_f64().unwrap()
+            - a["duration_s"].as_f64().unwrap()
+    };
+    let (breaking, usual) = (
+        gap(sentences[0], sentences[1]),
+        gap(sentences[1], sentences[2]),
+    );
+    assert!((breaking - 1.0).abs() < 0.01, "the break: {breaking} s");
+    assert!((usual - 0.2).abs() < 0.01, "a sentence pause: {usual} s");
+
+    // Bad markup, an unclosed document at the end, and an unknown format are refused.
+    let bad = ["<speak>Hi <break time=\"soon\"/></speak>".to_string()];
+    let received = stream_of(&server, settings.clone(), &bad).await;
+    assert_refused(&received, 1008, "invalid_ssml");
+    let message = received.of_type("error")[0]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("line 1"), "{message}");
+    let unclosed = ["<speak>Never closed".to_string()];
+    let received = stream_of(&server, settings.clone(), &unclosed).await;
+    assert_refused(&received, 1008, "invalid_ssml");
+    let mut html = settings;
+    html["input_format"] = json!("html");
+    let received = stream_of(&server, html, &[]).await;
+    assert_refused(&received, 1008, "invalid_value");
+    assert_eq!(
+        received.of_type("error")[0]["error"]["param"],
+        "input_format"
+    );
+}
+
 #[tokio::test]
 async fn audio_starts_before_the_text_ends_and_a_clause_is_spoken_after_the_max_wait() {
     let server = Binary::ready(&[]).await;

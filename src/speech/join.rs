@@ -112,6 +112,23 @@ impl Joiner {
         }
     }
 
+    /// Sets the silence before sentence `i` (counted from the first this joiner joined), for
+    /// sentences whose pauses are known only as they come.
+    pub fn set_pause_before(&mut self, i: usize, pause: Duration) {
+        let usual = |at: usize| self.pauses.before(at);
+        let filled: Vec<Duration> = (self.pauses.before.len()..i).map(usual).collect();
+        self.pauses.before.extend(filled);
+        match self.pauses.before.get_mut(i) {
+            Some(slot) => *slot = pause,
+            None => self.pauses.before.push(pause),
+        }
+    }
+
+    /// Sets the silence after the last sentence.
+    pub fn set_pause_after(&mut self, pause: Duration) {
+        self.pauses.after = pause;
+    }
+
     /// Every sentence has ended: the silence after the last.
     pub fn finish(&mut self, out: &mut Vec<f32>) {
         self.silence(self.pauses.after, out);
@@ -197,6 +214,24 @@ fn fade_out(samples: &mut [f32], n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pauses_set_as_sentences_come_keep_the_usual_ones_before() {
+        let mut joiner = Joiner::new(1000);
+        joiner.set_pause_before(2, Duration::from_secs(1));
+        joiner.set_pause_before(0, Duration::from_millis(50));
+        joiner.set_pause_after(Duration::from_millis(30));
+        let mut out = Vec::new();
+        let mut starts = Vec::new();
+        for _ in 0..3 {
+            starts.push(joiner.push(&[0.5; 100], &mut out).unwrap());
+            joiner.end_sentence(&mut out);
+        }
+        joiner.finish(&mut out);
+        // 50 ms, a sentence, the usual 200 ms, a sentence, the 1 s set, a sentence, 30 ms.
+        assert_eq!(starts, [50, 50 + 100 + 200, 50 + 100 + 200 + 100 + 1000]);
+        assert_eq!(out.len(), 50 + 3 * 100 + 200 + 1000 + 30);
+    }
 
     #[test]
     fn sentences_joined_in_pieces_equal_sentences_joined_whole() {

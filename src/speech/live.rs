@@ -8,6 +8,10 @@
 //! seed sequence of a whole request, so that text streamed in pieces sounds exactly like the
 //! same text sent at once with the same seed. Live audio is never cached: every sentence is
 //! new text, and its bytes only make sense inside this stream's encoder.
+//!
+//! A stream of SSML (`input_format: "ssml"`) is a series of `<speak>` documents instead, each
+//! read as a whole request reads one (breaks, prosody, voice switches) and spoken as one unit
+//! once its `</speak>` has arrived: markup cannot be cut into sentences before it is whole.
 
 use std::time::Duration;
 
@@ -15,20 +19,71 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::script::{Reader, Script, Voices};
 use super::synthesis::Delivery;
-use super::{join, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS};
+use super::{
+    join, InvalidReason, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS,
+};
 use crate::audio::StreamEncoder;
 use crate::metrics as m;
 use crate::text::incremental::{SentenceBuffer, StreamNormalizer};
 
 /// A sentence of streamed text, normalized and cut as the whole text is cut into utterances:
-/// what [`LiveSpeech::sentence`] speaks, as it is.
+/// what [`LiveSpeech::sentence`] speaks, as it is. In an SSML stream, a whole document.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sentence(String);
+pub struct Sentence {
+    /// As written, markup gone.
+    text: String,
+    document: Option<LiveDocument>,
+}
+
+/// An SSML document of a stream, and the silence the documents before it left owing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LiveDocument {
+    markup: String,
+    owed: Duration,
+}
 
 impl Sentence {
     pub fn text(&self) -> &str {
-        &self.0
+        &self.text
+    }
+}
+
+/// An SSML stream's text: documents, each complete at its `</speak>`.
+#[derive(Debug, Default)]
+struct SsmlDocuments {
+    buffer: String,
+}
+
+impl SsmlDocuments {
+    const END: &'static str = "</speak>";
+
+    /// Adds a piece; returns the documents it completed.
+    fn push(&mut self, piece: &str) -> Vec<String> {
+        // Search from just before the piece: an end tag may straddle two pieces.
+        let from = self.buffer.len().saturating_sub(Self::END.len() - 1);
+        let from = (0..=from)
+            .rev()
+            .find(|&i| self.buffer.is_char_boundary(i))
+            .unwrap_or(0);
+        self.buffer.push_str(piece);
+        let mut documents = Vec::new();
+        let mut search = from;
+        while let Some(at) = self.buffer[search..].find(Self::END) {
+            let end = search + at + Self::END.len();
+            documents.push(self.buffer[..end].to_string());
+            self.buffer.drain(..end);
+            search = 0;
+        }
+        documents
+    }
+
+    /// The text after the last document, if it holds anything but white space: an unclosed
+    /// document, which the parser refuses with its position.
+    fn finish(&mut self) -> Option<String> {
+        let rest = std::mem::take(&mut self.buffer);
+        (!rest.trim().is_empty()).then_some(rest)
     }
 }
 
@@ -88,7 +143,13 @@ fn now() -> std::time::Instant {
 }
 
 fn wrap(sentences: Vec<String>) -> Vec<Sentence> {
-    sentences.into_iter().map(Sentence).collect()
+    sentences
+        .into_iter()
+        .map(|text| Sentence {
+            text,
+            document: None,
+        })
+        .collect()
 }
 
 /// One stream of speech fed text piece by piece. Each sentence the text makes
@@ -98,6 +159,11 @@ fn wrap(sentences: Vec<String>) -> Vec<Sentence> {
 pub struct LiveSpeech {
     service: SpeechService,
     text: LiveText,
+    /// Set for a stream of SSML documents, which then takes the text instead of `text`.
+    ssml: Option<SsmlDocuments>,
+    /// Silence the documents cut so far left owing: their trailing breaks, and documents of
+    /// breaks alone. It goes before the next document, or at the end of the stream.
+    owed: Duration,
     job: Job,
     base_seed: u64,
     /// Utterance index of the next sentence's first utterance, across the whole stream.
@@ -139,6 +205,17 @@ pub struct SpokenSentence {
 impl SpeechService {
     /// Validates everything of `request` but its input (which is ignored) and opens a stream.
     pub fn live(&self, request: Request) -> Result<LiveSpeech, SpeechError> {
+        let ssml = match request.input_format.as_deref() {
+            None | Some("text") => None,
+            Some("ssml") => Some(SsmlDocuments::default()),
+            Some(other) => {
+                return Err(SpeechError::invalid(
+                    "input_format",
+                    InvalidReason::Unsupported,
+                    format!("Unknown input_format '{other}'. Supported: text, ssml."),
+                ))
+            }
+        };
         let job = super::request::validate_settings(
             Request {
                 use_cache: false,
@@ -153,6 +230,8 @@ impl SpeechService {
         Ok(LiveSpeech {
             service: self.clone(),
             text: LiveText::new(None),
+            ssml,
+            owed: Duration::ZERO,
             base_seed: job.params().seed.unwrap_or_else(rand::random),
             job,
             next_utterance: 0,
@@ -184,20 +263,36 @@ impl LiveSpeech {
         self
     }
 
-    /// Adds a piece of the text; returns the sentences it completed, to hand in.
-    pub fn push_text(&mut self, piece: &str) -> Vec<Sentence> {
-        self.text.push(piece)
+    /// Adds a piece of the text; returns the sentences it completed, to hand in. An SSML
+    /// document that cannot be read is refused here, when its `</speak>` arrives.
+    pub fn push_text(&mut self, piece: &str) -> Result<Vec<Sentence>, SpeechError> {
+        match self.ssml.as_mut() {
+            None => Ok(self.text.push(piece)),
+            Some(documents) => {
+                let complete = documents.push(piece);
+                self.documents(complete)
+            }
+        }
     }
 
     /// The sentences of everything received, as if the text ended here.
-    pub fn flush(&mut self) -> Vec<Sentence> {
-        self.text.flush()
+    pub fn flush(&mut self) -> Result<Vec<Sentence>, SpeechError> {
+        match self.ssml.as_mut() {
+            None => Ok(self.text.flush()),
+            Some(documents) => {
+                let rest = documents.finish();
+                self.documents(rest.into_iter().collect())
+            }
+        }
     }
 
     /// When text will have waited too long for its sentence to end, if any waits: then
-    /// [`flush_overdue`](Self::flush_overdue).
+    /// [`flush_overdue`](Self::flush_overdue). Never for SSML: a document waits for its end.
     pub fn deadline(&self) -> Option<Instant> {
-        self.text.deadline()
+        match self.ssml {
+            None => self.text.deadline(),
+            Some(_) => None,
+        }
     }
 
     /// Past the [`deadline`](Self::deadline), the sentences that can be spoken without
@@ -208,23 +303,76 @@ impl LiveSpeech {
 
     /// Characters of text received and not yet in a sentence.
     pub fn pending_chars(&self) -> usize {
-        self.text.pending_chars()
+        match &self.ssml {
+            None => self.text.pending_chars(),
+            Some(documents) => documents.buffer.chars().count(),
+        }
+    }
+
+    /// Complete SSML documents as sentences, each read now so that bad markup is refused when
+    /// it arrives; a document of breaks alone only adds to the silence owed.
+    fn documents(&mut self, documents: Vec<String>) -> Result<Vec<Sentence>, SpeechError> {
+        let mut sentences = Vec::new();
+        for markup in documents {
+            let script = self.read(&markup)?;
+            if script.utterances.is_empty() {
+                self.owed = self.owed.max(script.trailing);
+                continue;
+            }
+            let text = script
+                .utterances
+                .iter()
+                .map(|u| u.written.trim())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let owed = std::mem::replace(&mut self.owed, script.trailing);
+            sentences.push(Sentence {
+                text,
+                document: Some(LiveDocument { markup, owed }),
+            });
+        }
+        Ok(sentences)
+    }
+
+    /// An SSML document as a whole request of this stream's settings reads it.
+    fn read(&self, markup: &str) -> Result<Script, SpeechError> {
+        let inner = &self.service.inner;
+        Reader {
+            voices: Voices {
+                registry: &inner.registry,
+                voice: self.job.voice(),
+                languages: &inner.limits.text.languages,
+            },
+            reading: self.job.reading(),
+            lexicon: self.job.lexicon(),
+        }
+        .script(markup, true)
     }
 
     /// Hands in the next sentence and starts synthesizing it.
     pub fn sentence(&mut self, sentence: Sentence) -> SentenceAudio {
         let job = &self.job;
-        let utterance = super::script::utterance(
-            &sentence.0,
-            job.reading(),
-            job.lexicon(),
-            &job.voice().language,
-        );
-        let script = super::Script::of(job.voice().clone(), vec![utterance]);
+        let script = match &sentence.document {
+            None => {
+                let utterance = super::script::utterance(
+                    &sentence.text,
+                    job.reading(),
+                    job.lexicon(),
+                    &job.voice().language,
+                );
+                Script::of(job.voice().clone(), vec![utterance])
+            }
+            Some(document) => match self.read(&document.markup) {
+                Ok(script) => {
+                    self.place_pauses(&script, document.owed);
+                    script
+                }
+                Err(e) => return SentenceAudio::failed(self.handed_in_next(), e),
+            },
+        };
         let first_index = self.next_utterance;
         self.next_utterance += script.utterances.len();
-        let index = self.handed_in;
-        self.handed_in += 1;
+        let index = self.handed_in_next();
         let (service, job, base_seed) = (self.service.clone(), self.job.clone(), self.base_seed);
         let (sender, parts) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
@@ -250,6 +398,33 @@ impl LiveSpeech {
             }
         });
         SentenceAudio { index, parts, task }
+    }
+
+    /// The index of the sentence being handed in.
+    fn handed_in_next(&mut self) -> usize {
+        self.handed_in += 1;
+        self.handed_in - 1
+    }
+
+    /// A document's pauses in the stream: its own between its sentences, and before its first
+    /// the longest of the usual sentence pause (none at the start of the stream), its opening
+    /// break and the silence owed before it (as breaks in a row join in one document).
+    fn place_pauses(&mut self, script: &Script, owed: Duration) {
+        let first = self.next_utterance;
+        for (i, utterance) in script.utterances.iter().enumerate() {
+            let pause = match i {
+                0 => {
+                    let usual = if first == 0 {
+                        Duration::ZERO
+                    } else {
+                        join::SENTENCE_PAUSE
+                    };
+                    usual.max(utterance.pause_before).max(owed)
+                }
+                _ => utterance.pause_before,
+            };
+            self.joiner.set_pause_before(first + i, pause);
+        }
     }
 
     /// Appends a part of the sentence being encoded to the stream: the bytes to send now.
@@ -306,13 +481,23 @@ impl LiveSpeech {
 
     /// Ends the stream: the encoder's last bytes.
     pub fn finish(&mut self) -> Result<Bytes, SpeechError> {
-        let Some(encoder) = self.encoder.take() else {
+        let Some(mut encoder) = self.encoder.take() else {
             return Ok(Bytes::new());
         };
+        // The silence the last documents left owing closes the stream.
+        let mut samples = Vec::new();
+        self.joiner.set_pause_after(self.owed);
+        self.joiner.finish(&mut samples);
         m::add_audio_seconds(self.duration_s());
+        let mut bytes = encoder
+            .push(&samples)
+            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}").into()))?;
         encoder
             .finish()
-            .map(Bytes::from)
+            .map(|last| {
+                bytes.extend(last);
+                Bytes::from(bytes)
+            })
             .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}").into()))
     }
 
@@ -323,6 +508,17 @@ impl LiveSpeech {
 }
 
 impl SentenceAudio {
+    /// A sentence that cannot be spoken: its one part is the error.
+    fn failed(index: usize, error: SpeechError) -> Self {
+        let (sender, parts) = mpsc::unbounded_channel();
+        let _ = sender.send(Err(error));
+        Self {
+            index,
+            parts,
+            task: tokio::spawn(async {}),
+        }
+    }
+
     /// The next part of the sentence's audio as it is computed; `None` once it is complete.
     pub async fn next_part(&mut self) -> Option<SentencePart> {
         let delivery = self.parts.recv().await?;
@@ -344,6 +540,32 @@ impl Drop for SentenceAudio {
 mod tests {
     use super::*;
 
+    #[test]
+    fn ssml_documents_end_at_their_end_tag_however_it_is_cut() {
+        let stream = "<speak>Één.</speak> <speak>Two.</speak><speak>Drei";
+        for n in 1..=stream.len() {
+            let mut documents = SsmlDocuments::default();
+            let mut out = Vec::new();
+            let chars: Vec<char> = stream.chars().collect();
+            for piece in chars.chunks(n) {
+                out.extend(documents.push(&piece.iter().collect::<String>()));
+            }
+            assert_eq!(
+                out,
+                ["<speak>Één.</speak>", " <speak>Two.</speak>"],
+                "pieces of {n}"
+            );
+            assert_eq!(documents.finish().as_deref(), Some("<speak>Drei"));
+        }
+        let mut documents = SsmlDocuments::default();
+        assert!(documents.push("<speak>A.</speak>\n  ").len() == 1);
+        assert_eq!(
+            documents.finish(),
+            None,
+            "white space after the last is no document"
+        );
+    }
+
     const MARKUP: &str = "# Streaming\nMr. **Smith** paid 3.50 dollars, i.e. *less*. See \
         [the docs. Really](https://x.org/a_b) now!\n\n- apples\n- pears. And more\nA heading\n\n\
         Some text, e.g. this. Dr. Jones met me at 3.14 p.m. Done. - not a list. “Quoted,” he \
@@ -357,7 +579,7 @@ mod tests {
         }
         out.extend(text.flush());
         assert_eq!(text.pending_chars(), 0);
-        out.into_iter().map(|s| s.0).collect()
+        out.into_iter().map(|s| s.text).collect()
     }
 
     /// Streamed in any pieces, the text becomes the utterances of the whole text, in order.
@@ -382,14 +604,14 @@ mod tests {
         let mut text = LiveText::new(None);
         assert!(text.push("First **sentence**. ").is_empty());
         let out = text.push("Sec");
-        assert_eq!(out, [Sentence("First sentence.".into())]);
+        assert_eq!(out, wrap(vec!["First sentence.".into()]));
         assert!(text.push("ond, unfinished").is_empty());
-        assert_eq!(text.flush(), [Sentence("Second, unfinished".into())]);
+        assert_eq!(text.flush(), wrap(vec!["Second, unfinished".into()]));
         // A link's text may still be cut off: nothing is settled inside it.
         assert!(text.push("Read [the docs. Now").is_empty());
         assert_eq!(
             text.push("](x) and go. "),
-            [Sentence("Read the docs.".into())]
+            wrap(vec!["Read the docs.".into()])
         );
     }
 

@@ -756,8 +756,8 @@ mod tests {
                 })
                 .unwrap();
             assert_eq!(live.sample_rate(), 22_050);
-            let mut sentences = live.push_text("Hello there. Fine. How are you?");
-            sentences.extend(live.flush());
+            let mut sentences = live.push_text("Hello there. Fine. How are you?").unwrap();
+            sentences.extend(live.flush().unwrap());
             let [hello, fine, how] = <[_; 3]>::try_from(sentences).expect("three sentences");
             let mut hello = live.sentence(hello);
             let mut fine = live.sentence(fine);

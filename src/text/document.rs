@@ -136,10 +136,10 @@ pub fn ssml(input: &str) -> Result<Document, SsmlError> {
         }
     }
     document.segments.extend(open);
+    // Breaks that end the document (or are all it holds: silence between the documents of a
+    // stream) close it with their silence.
     if let Gap::Break(pause) = gap {
-        if !document.segments.is_empty() {
-            document.trailing = pause;
-        }
+        document.trailing = pause;
     }
     document.text_ranges = Some(ranges);
     Ok(document)

@@ -62,6 +62,9 @@ pub(super) struct StreamSettings {
     /// clause mark; 0 waits for the sentence (or a flush).
     #[serde(default)]
     pub max_wait_ms: Option<u64>,
+    /// `ssml`: the text is a series of `<speak>` documents, each spoken once it is complete.
+    #[serde(default)]
+    pub input_format: Option<String>,
 }
 
 impl StreamSettings {
@@ -74,6 +77,7 @@ impl StreamSettings {
             && self.noise_scale.is_none()
             && self.noise_w.is_none()
             && self.max_wait_ms.is_none()
+            && self.input_format.is_none()
     }
 }
 

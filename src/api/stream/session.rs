@@ -196,7 +196,7 @@ impl Session {
             let busy = !self.in_flight.is_empty() || !self.waiting.is_empty();
             tokio::select! {
                 biased;
-                _ = shutdown.cancelled(), if self.ending.is_none() => self.end(Stop::ShutDown),
+                _ = shutdown.cancelled(), if self.ending.is_none() => self.end(Stop::ShutDown)?,
                 next = progress(&mut self.in_flight), if !self.in_flight.is_empty() => {
                     self.deliver(next).await?;
                 }
@@ -271,20 +271,16 @@ impl Session {
             .into());
         }
         match message.text.as_deref() {
-            Some("") => {
-                self.end(Stop::Done);
-                return Ok(());
-            }
+            Some("") => return self.end(Stop::Done),
             Some(text) => self.push(text)?,
             None => {}
         }
         if message.flush == Some(true) || message.kind == Some(Kind::Flush) {
-            let rest = self.live.as_mut().map(LiveSpeech::flush);
-            self.enqueue(rest.unwrap_or_default());
+            self.flush()?;
             self.waiting.push_back(Work::Flushed);
         }
         if message.kind == Some(Kind::End) {
-            self.end(Stop::Done);
+            self.end(Stop::Done)?;
         }
         Ok(())
     }
@@ -321,6 +317,7 @@ impl Session {
                 seed: settings.seed,
                 noise_scale: settings.noise_scale,
                 noise_w: settings.noise_w,
+                input_format: settings.input_format,
                 ..Request::default()
             })
             .map_err(Refusal::from)?
@@ -351,8 +348,16 @@ impl Session {
             )
             .into());
         }
-        let ready = live.push_text(text);
+        let ready = live.push_text(text).map_err(Refusal::from)?;
         self.enqueue(ready);
+        Ok(())
+    }
+
+    /// Everything buffered, as if the text ended here, goes to be spoken.
+    fn flush(&mut self) -> Result<(), Stop> {
+        let rest = self.live.as_mut().map(LiveSpeech::flush).transpose();
+        let rest = rest.map_err(Refusal::from)?;
+        self.enqueue(rest.unwrap_or_default());
         Ok(())
     }
 
@@ -364,10 +369,9 @@ impl Session {
     }
 
     /// No more text: what is buffered is spoken, then the stream closes with `how`.
-    fn end(&mut self, how: Stop) {
-        let rest = self.live.as_mut().map(LiveSpeech::flush);
-        self.enqueue(rest.unwrap_or_default());
+    fn end(&mut self, how: Stop) -> Result<(), Stop> {
         self.ending = Some(how);
+        self.flush()
     }
 
     /// Hands waiting sentences to the pipeline while fewer than [`LOOKAHEAD`] are in flight.
