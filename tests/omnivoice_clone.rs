@@ -417,6 +417,17 @@ async fn a_profile_is_a_voice_on_every_front_door() {
         "the default voice sounds otherwise"
     );
 
+    // A profile outranks instructions, as in the Python server: the clip is the voice.
+    let instructed = serde_json::json!({"model": "omnivoice", "voice": "clone:anna",
+        "instructions": "male, low pitch", "input": text, "response_format": "wav",
+        "stream": false});
+    let response = common::post_speech(&url, &instructed).await;
+    assert_eq!(response.status(), 200);
+    let (_, instructed) = read_wav(&response.bytes().await.unwrap());
+    assert!(close(&instructed, &http), "the profile, not the design");
+    let (_, designed) = speak("design:male, low pitch").await;
+    assert!(!close(&designed, &http), "a design sounds otherwise");
+
     // Wyoming.
     let address = server.wyoming.clone().expect("the Wyoming address");
     match common::wyoming::synthesize(&address, text, "clone:anna").await {

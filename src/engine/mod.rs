@@ -363,10 +363,15 @@ pub trait Engine: Send + Sync {
         String::new()
     }
 
-    /// The voice that follows a request's `instructions` (a voice design), or why they
-    /// cannot be followed, in words for the client; `None` for engines that take no
-    /// instructions (they are then accepted and have no effect, as OpenAI's older models).
-    fn instructed_voice(&self, _instructions: &str) -> Option<Result<String, String>> {
+    /// The voice that follows a request's `instructions` (a voice design) instead of `voice`
+    /// (the one the request named), or why they cannot be followed, in words for the client;
+    /// `None` for engines that take no instructions (they are then accepted and have no
+    /// effect, as OpenAI's older models).
+    fn instructed_voice(
+        &self,
+        _voice: &str,
+        _instructions: &str,
+    ) -> Option<Result<String, String>> {
         None
     }
 

@@ -420,7 +420,7 @@ impl Registry {
         instructions: &str,
     ) -> Result<Option<ResolvedVoice>, String> {
         let engine = voice.key.engine();
-        match self.engines[engine].instructed_voice(instructions) {
+        match self.engines[engine].instructed_voice(voice.key.voice(), instructions) {
             None => Ok(None),
             Some(Err(why)) => Err(why),
             Some(Ok(id)) => self

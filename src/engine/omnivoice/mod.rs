@@ -292,7 +292,12 @@ impl Engine for OmniVoiceEngine {
             .clone()
     }
 
-    fn instructed_voice(&self, instructions: &str) -> Option<Result<String, String>> {
+    /// A clone (a profile or an uploaded clip) outranks a design, as in the Python server's
+    /// resolution order: the clip is the voice asked for.
+    fn instructed_voice(&self, voice: &str, instructions: &str) -> Option<Result<String, String>> {
+        if is_clone(voice) {
+            return Some(Ok(voice.to_string()));
+        }
         Some(match voices::design_of(instructions) {
             Ok(Some(design)) => Ok(Choice::Design(design).id()),
             Ok(None) => Ok(AUTO.to_string()),
@@ -448,6 +453,12 @@ impl Voice for OmniVoiceVoice {
     fn times_words(&self) -> bool {
         false
     }
+}
+
+/// Whether a resolved voice id is a clone: a profile's (`clone:<id>@<version>`) or an
+/// uploaded clip's.
+fn is_clone(voice: &str) -> bool {
+    voice.starts_with(PROFILE) || voice.starts_with(cloning::UPLOAD)
 }
 
 /// `language` as the model knows it: as written when it does (`en`, `English`, `yue`), else
