@@ -208,6 +208,9 @@ struct Options {
     /// Directory of the voice profiles (POST /v1/voices/profiles), the Python omnivoice-server's setting of the same name; unset = <data_dir>/profiles
     #[arg(long, env = "OMNIVOICE_PROFILE_DIR")]
     profile_dir: Option<PathBuf>,
+    /// Directory of voice files (<name>.txt: a voice design, and settings such as seed: 42), the Python omnivoice-server's --voice-dir: clients send the name as the voice; unset = <data_dir>/voices
+    #[arg(long, env = "OMNIVOICE_VOICE_FILE_DIR")]
+    voice_file_dir: Option<PathBuf>,
     /// Largest accepted upload of a reference clip, in bytes; a larger one is a 413
     #[arg(long, env = "OMNIVOICE_MAX_UPLOAD_BYTES", default_value_t = DEFAULTS.max_upload_bytes)]
     max_upload_bytes: u64,
@@ -337,6 +340,7 @@ impl Default for Options {
             language_detect: false,
             data_dir: None,
             profile_dir: None,
+            voice_file_dir: None,
             // The Python omnivoice-server's limit (25 MB, its `max_ref_audio_mb`).
             max_upload_bytes: 25 * 1024 * 1024,
             request_timeout_s: 120,
@@ -535,6 +539,8 @@ pub struct Settings {
     pub data_dir: PathBuf,
     /// Where voice profiles are kept (`<data_dir>/profiles` unless set).
     pub profile_dir: PathBuf,
+    /// Where voice files are read (`<data_dir>/voices` unless set).
+    pub voice_file_dir: PathBuf,
     /// Largest accepted reference clip upload, in bytes.
     pub max_upload_bytes: u64,
     pub request_timeout_s: u64,
@@ -642,6 +648,10 @@ impl Settings {
             .profile_dir
             .clone()
             .unwrap_or_else(|| data_dir.join("profiles"));
+        let voice_file_dir = o
+            .voice_file_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("voices"));
         let preload = if o.preload.is_empty() {
             vec![default_voice.clone()]
         } else {
@@ -666,6 +676,7 @@ impl Settings {
             language_detect: o.language_detect,
             data_dir,
             profile_dir,
+            voice_file_dir,
             max_upload_bytes: o.max_upload_bytes,
             request_timeout_s: o.request_timeout_s,
             max_concurrent: o.max_concurrent.unwrap_or_else(num_cpus::get_physical),

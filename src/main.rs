@@ -11,6 +11,7 @@ use omnivoice_server::engine::kokoro::{self, KokoroEngine};
 use omnivoice_server::engine::omnivoice::{self, OmniVoiceEngine};
 use omnivoice_server::engine::piper::PiperEngine;
 use omnivoice_server::engine::Engine;
+use omnivoice_server::profiles::voice_files::VoiceFiles;
 use omnivoice_server::profiles::ProfileStore;
 use omnivoice_server::server;
 
@@ -89,7 +90,8 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
         let engine = OmniVoiceEngine::new(&settings.omnivoice_dir, device.clone())
             .with_precision(settings.precision.requested())
-            .with_profiles(profiles.clone());
+            .with_profiles(profiles.clone())
+            .with_voice_files(Arc::new(VoiceFiles::new(&settings.voice_file_dir)));
         engines.push(Arc::new(engine));
     } else {
         // The usual case (the checkpoint is a download of its own): not worth a line at info.

@@ -51,6 +51,16 @@ pub struct SynthesisParams {
     pub generation: Generation,
 }
 
+/// Settings a voice brings with it (a voice file's), weaker than the request's own: each one a
+/// request leaves unset takes the voice's.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VoiceDefaults {
+    pub seed: Option<u64>,
+    pub speed: Option<f64>,
+    pub language: Option<String>,
+    pub generation: Generation,
+}
+
 /// OmniVoice's generation fields (those of the Python omnivoice-server's requests); each
 /// `None` means the model's own default.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
@@ -72,6 +82,26 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// These fields, with `defaults`' where these are unset.
+    pub fn or(self, defaults: Generation) -> Generation {
+        Generation {
+            num_step: self.num_step.or(defaults.num_step),
+            guidance_scale: self.guidance_scale.or(defaults.guidance_scale),
+            t_shift: self.t_shift.or(defaults.t_shift),
+            position_temperature: self.position_temperature.or(defaults.position_temperature),
+            class_temperature: self.class_temperature.or(defaults.class_temperature),
+            layer_penalty_factor: self.layer_penalty_factor.or(defaults.layer_penalty_factor),
+            denoise: self.denoise.or(defaults.denoise),
+            duration: self.duration.or(defaults.duration),
+            preprocess_prompt: self.preprocess_prompt.or(defaults.preprocess_prompt),
+            postprocess_output: self.postprocess_output.or(defaults.postprocess_output),
+            audio_chunk_duration: self.audio_chunk_duration.or(defaults.audio_chunk_duration),
+            audio_chunk_threshold: self
+                .audio_chunk_threshold
+                .or(defaults.audio_chunk_threshold),
+        }
+    }
+
     /// Checks every ranged field; the first violation wins.
     pub fn validate(&self) -> Result<(), OutOfRange> {
         use generation::*;

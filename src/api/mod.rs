@@ -77,6 +77,8 @@ pub struct AppState {
     pub dialogues: Dialogues,
     /// Voice profiles (`/v1/voices/profiles`); the OmniVoice engine reads the same store.
     pub profiles: Arc<ProfileStore>,
+    /// Voice files, listed on `/v1/voices` (the OmniVoice engine reads the same directory).
+    pub voice_files: crate::profiles::voice_files::VoiceFiles,
     pub metrics: PrometheusHandle,
     pub started: Instant,
     pub device: String,
@@ -102,6 +104,7 @@ impl AppState {
                 settings.max_scripts,
                 settings.max_input_chars,
             ),
+            voice_files: crate::profiles::voice_files::VoiceFiles::new(&settings.voice_file_dir),
             settings,
             speech,
             profiles,

@@ -96,6 +96,21 @@ pub enum ListedVoice {
         kind: &'static str,
         description: String,
     },
+    /// A voice file, spoken with `voice: "<name>"`.
+    File {
+        /// The file's name without `.txt`.
+        id: String,
+        /// Always `file`.
+        #[serde(rename = "type")]
+        kind: &'static str,
+        /// The file's `description`, else its design.
+        description: String,
+        /// The design, in canonical form.
+        instructions: String,
+        /// The settings the file gives the voice (`seed`, `speed`, `num_step`, …).
+        #[schema(value_type = Object)]
+        params: serde_json::Map<String, serde_json::Value>,
+    },
     /// A profile, spoken with `voice: "clone:<profile_id>"`.
     Clone {
         /// `clone:<profile_id>`.
@@ -165,6 +180,19 @@ pub async fn list_voices(
                 description: format!("OpenAI-compatible preset mapped to '{design}'"),
             }),
     );
+    for file in state.voice_files.list() {
+        // Listed as the engine serves them: only files whose design it can follow.
+        let Some(instructions) = omnivoice::canonical_design(&file.design) else {
+            continue;
+        };
+        voices.push(ListedVoice::File {
+            id: file.name,
+            kind: "file",
+            description: file.description.unwrap_or_else(|| instructions.clone()),
+            instructions,
+            params: listed_settings(&file.defaults),
+        });
+    }
     voices.extend(profiles.into_iter().map(|p| ListedVoice::Clone {
         id: format!("clone:{}", p.id),
         kind: "clone",
@@ -178,6 +206,21 @@ pub async fn list_voices(
         voices,
         design_attributes: omnivoice::design_attributes(),
     }))
+}
+
+/// A voice file's settings as the Python server lists them: only those it sets.
+fn listed_settings(
+    defaults: &crate::params::VoiceDefaults,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut listed = match serde_json::to_value(defaults.generation) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => serde_json::Map::new(),
+    };
+    listed.insert("seed".into(), defaults.seed.into());
+    listed.insert("speed".into(), defaults.speed.into());
+    listed.insert("language".into(), defaults.language.clone().into());
+    listed.retain(|_, value| !value.is_null());
+    listed
 }
 
 /// Save a voice profile

@@ -363,6 +363,11 @@ pub trait Engine: Send + Sync {
         String::new()
     }
 
+    /// Settings `voice` (a resolved id) brings, which a request's own outrank (a voice file's).
+    fn voice_defaults(&self, _voice: &str) -> Option<crate::params::VoiceDefaults> {
+        None
+    }
+
     /// The voice that follows a request's `instructions` (a voice design) instead of `voice`
     /// (the one the request named), or why they cannot be followed, in words for the client;
     /// `None` for engines that take no instructions (they are then accepted and have no

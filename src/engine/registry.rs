@@ -430,6 +430,11 @@ impl Registry {
         }
     }
 
+    /// The settings `voice` brings, which the request's own outrank.
+    pub fn defaults_of(&self, voice: &ResolvedVoice) -> Option<crate::params::VoiceDefaults> {
+        self.engines[voice.key.engine()].voice_defaults(voice.key.voice())
+    }
+
     /// The voice of `model`'s engine cloned from `reference`; `Ok(None)` when that engine
     /// cannot clone, `Err` (words for the client) when the clip cannot be used.
     pub fn cloned(

@@ -41,6 +41,7 @@ use sha2::{Digest, Sha256};
 use crate::audio::upload::{encode_wav, Clip, WavSamples};
 
 mod timestamp;
+pub mod voice_files;
 
 /// The clip's file name, the Python server's.
 pub const AUDIO_FILE: &str = "ref_audio.wav";

@@ -248,6 +248,17 @@ pub(super) fn validate_settings(
             .map_err(|why| SpeechError::invalid("instructions", InvalidReason::Unsupported, why))?
             .unwrap_or(voice),
     };
+    let mut language = request.language.clone();
+    if let Some(defaults) = registry.defaults_of(&voice) {
+        // The voice's own settings (a voice file's) fill what the request left unset.
+        if request.speed.is_none() {
+            params.speed = defaults.speed.map_or(params.speed, |speed| speed as f32);
+        }
+        params.seed = request.seed.or(defaults.seed).or(limits.default_seed);
+        params.generation = params.generation.or(defaults.generation);
+        language = language.or(defaults.language);
+        params.validate()?;
+    }
     if params.generation.is_set() && !registry.takes_generation(&voice) {
         return Err(SpeechError::invalid(
             "model",
@@ -260,7 +271,7 @@ pub(super) fn validate_settings(
         ));
     }
     let reading = reading(&request, limits)?;
-    let voice = match request.language.as_deref() {
+    let voice = match language.as_deref() {
         None => voice,
         Some(tag) => voice_of_language(tag, voice, &request.voice, registry, limits)?,
     };

@@ -19,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::{Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo, MULTILINGUAL};
 use crate::params::Generation;
+use crate::profiles::voice_files::{VoiceFile, VoiceFiles};
 use crate::profiles::ProfileStore;
 use cloning::{Clip, Cloning, Profiles, PROFILE};
 use omnivoice_models::kernels::Precision;
@@ -62,6 +63,7 @@ pub struct OmniVoiceEngine {
     fingerprint: OnceLock<String>,
     cloning: Arc<Cloning>,
     profiles: Option<Profiles>,
+    voice_files: Option<Arc<VoiceFiles>>,
 }
 
 impl OmniVoiceEngine {
@@ -79,6 +81,7 @@ impl OmniVoiceEngine {
             fingerprint: OnceLock::new(),
             cloning: Arc::default(),
             profiles: None,
+            voice_files: None,
         }
     }
 
@@ -87,6 +90,55 @@ impl OmniVoiceEngine {
         Self {
             profiles: Some(Profiles::new(store)),
             ..self
+        }
+    }
+
+    /// Serves the voice files of `files` as voices, by their names.
+    pub fn with_voice_files(self, files: Arc<VoiceFiles>) -> Self {
+        Self {
+            voice_files: Some(files),
+            ..self
+        }
+    }
+
+    /// The voice file a name stands for (`<name>`, or `<name>@<version>` as resolved), with
+    /// its design in canonical form; `Err` says why the file of that name cannot be used.
+    fn voice_file(&self, name: &str) -> Option<Result<(VoiceFile, String), String>> {
+        let files = self.voice_files.as_ref()?;
+        let name = name.trim();
+        let (name, version) = match name.split_once('@') {
+            Some((name, version)) => (name, Some(version)),
+            None => (name, None),
+        };
+        if name.eq_ignore_ascii_case(AUTO) || name.contains(':') {
+            return None;
+        }
+        let unusable = |why: String| format!("The voice file '{name}.txt' cannot be used: {why}");
+        let Some(file) = files.get(name) else {
+            return files.problem(name).map(|why| Err(unusable(why)));
+        };
+        if version.is_some_and(|v| v != file.version) {
+            return Some(Err(format!(
+                "The voice file '{name}.txt' changed meanwhile; try again."
+            )));
+        }
+        Some(match voices::design_of(&file.design) {
+            Ok(Some(design)) => Ok((file, design)),
+            Ok(None) => Err(unusable("it names no voice attributes".into())),
+            Err(e) => Err(unusable(e.to_string())),
+        })
+    }
+
+    fn file_info(&self, id: String, design: String) -> VoiceInfo {
+        VoiceInfo {
+            id,
+            engine: ID.into(),
+            language: MULTILINGUAL.into(),
+            sample_rate: self.sample_rate,
+            speakers: Vec::new(),
+            gender: None,
+            unsupported: None,
+            design: Some(design),
         }
     }
 
@@ -209,6 +261,13 @@ impl Engine for OmniVoiceEngine {
                     .map(|id| self.clone_info(format!("{PROFILE}{id}"))),
             );
         }
+        if let Some(files) = &self.voice_files {
+            for file in files.list() {
+                if let Ok(Some(design)) = voices::design_of(&file.design) {
+                    voices.push(self.file_info(file.name, design));
+                }
+            }
+        }
         voices
     }
 
@@ -222,6 +281,11 @@ impl Engine for OmniVoiceEngine {
             return (fresh && profile.text.is_some())
                 .then(|| self.clone_info(format!("{PROFILE}{id}@{}", profile.version)));
         }
+        // A file outranks a preset of the same name: the operator made it.
+        if let Some(found) = self.voice_file(voice) {
+            let (file, design) = found.ok()?;
+            return Some(self.file_info(format!("{}@{}", file.name, file.version), design));
+        }
         voices::parse(voice).ok().map(|choice| self.info(&choice))
     }
 
@@ -231,6 +295,9 @@ impl Engine for OmniVoiceEngine {
                 None => cloning::no_transcript(&id),
                 Some(_) => format!("The voice profile '{id}' changed meanwhile; try again."),
             });
+        }
+        if let Some(Err(why)) = self.voice_file(voice) {
+            return Some(why);
         }
         if self.profiles.is_some() && voice.trim().to_lowercase().starts_with(PROFILE) {
             return Some(format!(
@@ -262,6 +329,11 @@ impl Engine for OmniVoiceEngine {
             let info = self.clone_info(voice.to_string());
             return self.voice(info, None, Some(Arc::new(clip)));
         }
+        if let Some(found) = self.voice_file(voice) {
+            let (_, design) = found.map_err(|why| EngineError::load(voice, why))?;
+            let info = self.file_info(voice.to_string(), design.clone());
+            return self.voice(info, Some(design), None);
+        }
         let choice = voices::parse(voice).map_err(|_| EngineError::UnknownVoice(voice.into()))?;
         self.voice(
             self.info(&choice),
@@ -292,10 +364,18 @@ impl Engine for OmniVoiceEngine {
             .clone()
     }
 
-    /// A clone (a profile or an uploaded clip) outranks a design, as in the Python server's
-    /// resolution order: the clip is the voice asked for.
+    fn voice_defaults(&self, voice: &str) -> Option<crate::params::VoiceDefaults> {
+        if !is_file_voice(voice) {
+            return None;
+        }
+        let (file, _) = self.voice_file(voice)?.ok()?;
+        Some(file.defaults)
+    }
+
+    /// A clone (a profile or an uploaded clip) and a voice file outrank a design, as in the
+    /// Python server's resolution order: they are the voice asked for.
     fn instructed_voice(&self, voice: &str, instructions: &str) -> Option<Result<String, String>> {
-        if is_clone(voice) {
+        if is_clone(voice) || is_file_voice(voice) {
             return Some(Ok(voice.to_string()));
         }
         Some(match voices::design_of(instructions) {
@@ -461,6 +541,11 @@ fn is_clone(voice: &str) -> bool {
     voice.starts_with(PROFILE) || voice.starts_with(cloning::UPLOAD)
 }
 
+/// Whether a resolved voice id is a voice file's (`<name>@<version>`).
+fn is_file_voice(voice: &str) -> bool {
+    !voice.contains(':') && voice.contains('@')
+}
+
 /// `language` as the model knows it: as written when it does (`en`, `English`, `yue`), else
 /// the primary subtag of a regional tag (`de` for `de-DE` or Wyoming's `de_DE`), which the
 /// model's own table does not list.
@@ -476,6 +561,11 @@ fn known_language(language: &str) -> String {
         }
         _ => language.to_string(),
     }
+}
+
+/// A design in the canonical form the model is given, if it is a valid one with attributes.
+pub fn canonical_design(design: &str) -> Option<String> {
+    voices::design_of(design).ok().flatten()
 }
 
 /// The attributes a design may combine, by category (the model's own table; the Chinese
