@@ -28,6 +28,13 @@ async fn server(files: &std::path::Path) -> Binary {
     .await
 }
 
+/// `GET /v1/voices`.
+async fn listed(url: &str) -> Value {
+    let response = reqwest::get(format!("{url}/v1/voices")).await.unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
 /// The samples of `TEXT` spoken with `fields` added to the request.
 async fn speak(url: &str, fields: Value) -> Vec<i16> {
     let mut body = json!({"model": "omnivoice", "input": TEXT, "response_format": "wav",
@@ -71,12 +78,7 @@ async fn a_voice_file_is_a_named_design_with_its_settings() {
     assert_eq!(speak(url, instructed).await, named);
 
     // Listed in the Python server's shape.
-    let listed: Value = reqwest::get(format!("{url}/v1/voices"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = listed(url).await;
     let files: Vec<&Value> = listed["voices"]
         .as_array()
         .unwrap()
@@ -121,12 +123,7 @@ async fn a_voice_file_that_cannot_be_used_is_refused_with_its_reason() {
         assert!(message.contains(&format!("{voice}.txt")), "{message}");
         assert!(message.contains(says), "{message}");
     }
-    let listed: Value = reqwest::get(format!("{url}/v1/voices"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = listed(url).await;
     assert!(
         !listed["voices"]
             .as_array()

@@ -129,16 +129,11 @@ impl OmniVoiceEngine {
         })
     }
 
+    /// A voice file's voice: its design's, under the file's name.
     fn file_info(&self, id: String, design: String) -> VoiceInfo {
         VoiceInfo {
             id,
-            engine: ID.into(),
-            language: MULTILINGUAL.into(),
-            sample_rate: self.sample_rate,
-            speakers: Vec::new(),
-            gender: None,
-            unsupported: None,
-            design: Some(design),
+            ..self.info(&Choice::Design(design))
         }
     }
 
