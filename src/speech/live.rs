@@ -21,9 +21,7 @@ use tokio::time::Instant;
 
 use super::script::{Reader, Script, Voices};
 use super::synthesis::Delivery;
-use super::{
-    join, InvalidReason, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS,
-};
+use super::{join, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS};
 use crate::audio::StreamEncoder;
 use crate::metrics as m;
 use crate::text::incremental::{SentenceBuffer, StreamNormalizer};
@@ -205,17 +203,10 @@ pub struct SpokenSentence {
 impl SpeechService {
     /// Validates everything of `request` but its input (which is ignored) and opens a stream.
     pub fn live(&self, request: Request) -> Result<LiveSpeech, SpeechError> {
-        let ssml = match request.input_format.as_deref() {
-            None | Some("text") => None,
-            Some("ssml") => Some(SsmlDocuments::default()),
-            Some(other) => {
-                return Err(SpeechError::invalid(
-                    "input_format",
-                    InvalidReason::Unsupported,
-                    format!("Unknown input_format '{other}'. Supported: text, ssml."),
-                ))
-            }
-        };
+        // A stream has no input yet to look at: plain text unless it says SSML.
+        let ssml = super::request::is_ssml_format(request.input_format.as_deref())?
+            .unwrap_or(false)
+            .then(SsmlDocuments::default);
         let job = super::request::validate_settings(
             Request {
                 use_cache: false,

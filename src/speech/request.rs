@@ -165,18 +165,8 @@ pub(super) fn validate(
             ),
         ));
     }
-    let ssml = match request.input_format.as_deref() {
-        None => crate::text::ssml::is_ssml(&request.input),
-        Some("ssml") => true,
-        Some("text") => false,
-        Some(other) => {
-            return Err(SpeechError::invalid(
-                "input_format",
-                InvalidReason::Unsupported,
-                format!("Unknown input_format '{other}'. Supported: text, ssml."),
-            ))
-        }
-    };
+    let ssml = is_ssml_format(request.input_format.as_deref())?
+        .unwrap_or_else(|| crate::text::ssml::is_ssml(&request.input));
     let mut job = validate_settings(request, registry, limits, lexicon)?;
     let reader = Reader {
         voices: Voices {
@@ -197,6 +187,21 @@ pub(super) fn validate(
     }
     job.script = Arc::new(script);
     Ok(job)
+}
+
+/// Whether `input_format` says SSML (`ssml`) or plain text (`text`); `None` when unset, for
+/// the caller to decide.
+pub(super) fn is_ssml_format(input_format: Option<&str>) -> Result<Option<bool>, SpeechError> {
+    match input_format {
+        None => Ok(None),
+        Some("ssml") => Ok(Some(true)),
+        Some("text") => Ok(Some(false)),
+        Some(other) => Err(SpeechError::invalid(
+            "input_format",
+            InvalidReason::Unsupported,
+            format!("Unknown input_format '{other}'. Supported: text, ssml."),
+        )),
+    }
 }
 
 /// Everything but the input: for text that arrives later, piece by piece (whoever feeds it
