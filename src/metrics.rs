@@ -14,6 +14,8 @@ pub const AUDIO_SECONDS_TOTAL: &str = "omnivoice_audio_seconds_total";
 pub const INFERENCE_SECONDS: &str = "omnivoice_inference_seconds";
 pub const BATCH_SIZE: &str = "omnivoice_batch_size";
 pub const BATCHES_TOTAL: &str = "omnivoice_batches_total";
+pub const OMNIVOICE_STEPS: &str = "omnivoice_decoding_steps_total";
+pub const OMNIVOICE_STEP_UTTERANCES: &str = "omnivoice_decoding_step_utterances";
 pub const QUEUE_DEPTH: &str = "omnivoice_queue_depth";
 pub const QUEUE_WAIT_SECONDS: &str = "omnivoice_queue_wait_seconds";
 pub const REJECTED: &str = "omnivoice_rejected_total";
@@ -67,6 +69,12 @@ pub fn install(phoneme_id_limits: &[usize]) -> PrometheusHandle {
                 .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), SECONDS_BUCKETS)
                 .and_then(|b| {
                     b.set_buckets_for_metric(Matcher::Full(BATCH_SIZE.into()), BATCH_BUCKETS)
+                })
+                .and_then(|b| {
+                    b.set_buckets_for_metric(
+                        Matcher::Full(OMNIVOICE_STEP_UTTERANCES.into()),
+                        BATCH_BUCKETS,
+                    )
                 })
                 .and_then(|b| {
                     b.set_buckets_for_metric(
@@ -138,6 +146,14 @@ fn describe() {
     );
     describe_histogram!(BATCH_SIZE, "Utterances per batched forward pass.");
     describe_counter!(BATCHES_TOTAL, "Batched forward passes run.");
+    describe_counter!(
+        OMNIVOICE_STEPS,
+        "OmniVoice decoding steps: one forward each, of every utterance in flight."
+    );
+    describe_histogram!(
+        OMNIVOICE_STEP_UTTERANCES,
+        "Utterances stepped together by one OmniVoice decoding step."
+    );
     describe_gauge!(QUEUE_DEPTH, "Utterances waiting for an inference worker.");
     describe_histogram!(
         QUEUE_WAIT_SECONDS,

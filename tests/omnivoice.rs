@@ -313,6 +313,70 @@ async fn concurrent_requests_share_generations() {
     assert_eq!(alone, bodies[2]);
 }
 
+#[tokio::test]
+async fn voices_generating_at_once_share_their_decoding_steps() {
+    // Two workers and batches of one: each request is generated on its own worker, two at a
+    // time, and two voices (which the batcher never puts in one batch) at once. Their
+    // utterances are stepped together, one forward a step for both: fewer steps than each
+    // batch taking its own 32, whenever two overlap at all.
+    let server = server(&[
+        "--no-cache",
+        "--max-concurrent",
+        "2",
+        "--batch-max-size",
+        "1",
+    ])
+    .await;
+    let url = server.url.clone();
+    audio(&url, &speech(json!({"input": "Warm up."}))).await;
+    let counters = |text: String| {
+        (
+            metric(&text, "omnivoice_decoding_steps_total"),
+            metric(&text, "omnivoice_batches_total"),
+        )
+    };
+    let (steps_before, batches_before) = counters(get_text(format!("{url}/metrics")).await);
+    let num_step = 32;
+    let body = |i: usize| {
+        let voice = if i.is_multiple_of(2) {
+            "alloy"
+        } else {
+            "design:male, low pitch"
+        };
+        speech(json!({
+            "voice": voice,
+            "input": format!(
+                "Request number {i} reads one sentence of a fair length, long enough that \
+                 two of them at once are stepped together for most of their steps"
+            ),
+            "seed": i,
+            "num_step": num_step,
+        }))
+    };
+    let handles: Vec<_> = (0..4)
+        .map(|i| {
+            let (url, body) = (url.clone(), body(i));
+            tokio::spawn(async move { audio(&url, &body).await.1 })
+        })
+        .collect();
+    let mut bodies = Vec::new();
+    for h in handles {
+        bodies.push(h.await.unwrap());
+    }
+    let (steps_after, batches_after) = counters(get_text(format!("{url}/metrics")).await);
+    let (steps, batches) = (steps_after - steps_before, batches_after - batches_before);
+    assert!(
+        batches >= 2.0,
+        "two voices are two batches at least: {batches}"
+    );
+    assert!(
+        steps < batches * f64::from(num_step),
+        "{batches} batches took {steps} steps"
+    );
+    // What a request says does not depend on what it was stepped with.
+    assert_eq!(audio(&url, &body(1)).await.1, bodies[1]);
+}
+
 #[test]
 fn selftest_runs_the_checks_and_refuses_noise() {
     // The fixture's random weights make noise: the self-test must get past loading, length

@@ -11,6 +11,10 @@
 //! a 5 s clip (what a first request adds), generation with the clip's frames in the prompt
 //! against design mode's, and the decode.
 //!
+//! `OMNIVOICE_BENCH_JOIN=1` times step-level batching instead: a second utterance arriving
+//! halfway through the first's `OMNIVOICE_BENCH_BATCH_STEPS` steps, generated after it or
+//! joining it at the next step, in the precision a server on this CPU picks.
+//!
 //! `OMNIVOICE_BENCH_QUICK=1` skips the full 32- and 16-step `f32` runs (≈ 1 min each on 2
 //! cores) and times `f32` per forward only. `OMNIVOICE_BENCH_BATCH_STEPS` (default 4) sets the
 //! steps of the batch rows. With `OMNIVOICE_REF_PYTHON` (a Python with the official
@@ -234,6 +238,69 @@ fn main() {
             let f = secs(|| drop(forward(&model)));
             println!("{precision}: one forward {f:.3} s");
         }
+        return;
+    }
+    // Step-level batching: a second utterance arriving after `joined` steps of the first.
+    // Whole-generation batching makes it wait for the first's last step; a scheduler lets it
+    // in at the next step, the two then sharing each forward.
+    if std::env::var_os("OMNIVOICE_BENCH_JOIN").is_some() {
+        let steps = batch_steps.max(2);
+        let joined = steps / 2;
+        let precision = Precision::auto();
+        let model = load(precision);
+        forward(&model);
+        let decoding = Decoding {
+            num_step: steps,
+            ..Decoding::default()
+        };
+        let second = prompt(&mut rng, text, 0, frames);
+        let fresh = |p: &Prompt, seed| {
+            let rng = rand::rngs::StdRng::seed_from_u64(seed);
+            model.utterance(p, &decoding, rng).unwrap()
+        };
+        let _c = omnivoice_models::spare::computing();
+        let _l = omnivoice_models::spare::lending();
+        // Whole generations, one after the other.
+        let started = Instant::now();
+        drop(model.run_to_end(vec![fresh(&one, 1)]).unwrap());
+        let first_done = started.elapsed().as_secs_f64();
+        let arrived = first_done * joined as f64 / steps as f64;
+        drop(model.run_to_end(vec![fresh(&second, 2)]).unwrap());
+        let whole = started.elapsed().as_secs_f64();
+        // Stepped: the second joins after `joined` steps.
+        let started = Instant::now();
+        let (mut a, mut b) = (fresh(&one, 1), fresh(&second, 2));
+        for _ in 0..joined {
+            model.step(&mut [&mut a]).unwrap();
+        }
+        let joined_at = started.elapsed().as_secs_f64();
+        let mut a_done = f64::NAN;
+        while !(a.is_done() && b.is_done()) {
+            model.step(&mut [&mut a, &mut b]).unwrap();
+            if a.is_done() && a_done.is_nan() {
+                a_done = started.elapsed().as_secs_f64();
+            }
+        }
+        let stepped = started.elapsed().as_secs_f64();
+        row(
+            format!("{precision}: whole generations, {steps} steps each, one after the other"),
+            whole,
+            format!(
+                "first done {first_done:.1} s; second waits {:.1} s, done {:.1} s after it came",
+                first_done - arrived,
+                whole - arrived
+            ),
+        );
+        row(
+            format!("{precision}: stepped, the second joining after {joined} steps"),
+            stepped,
+            format!(
+                "first done {a_done:.1} s; second done {:.1} s after it came; \
+                 total stepped/whole {:.2}",
+                stepped - joined_at,
+                stepped / whole
+            ),
+        );
         return;
     }
     // A clone request's parts: the clip's encode (the first request), generation with its

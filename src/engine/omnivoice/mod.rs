@@ -2,11 +2,12 @@
 //! every voice, and the voices its requests name (`auto`, presets, designs; [`voices`]).
 //!
 //! A voice here is only an instruct or a clip to clone ([`cloning`]): all of them run the one
-//! model, and a batch of one voice's sentences is one batched generation ([`Tts::synthesize`]). OmniVoice predicts no
-//! durations per token, so its audio comes without word timings, and the timestamp routes
-//! refuse it.
+//! model, and its [`scheduler`] steps the utterances of every voice's batches together, each
+//! joining at the next step and leaving at its last. OmniVoice predicts no durations per
+//! token, so its audio comes without word timings, and the timestamp routes refuse it.
 
 mod cloning;
+mod scheduler;
 pub mod selftest;
 mod voices;
 
@@ -25,6 +26,7 @@ use cloning::{Clip, Cloning, Profiles, PROFILE};
 use omnivoice_models::kernels::Precision;
 use omnivoice_models::omnivoice::{self as model, Tts};
 use omnivoice_models::spare;
+use scheduler::Scheduler;
 pub use voices::{Choice, AUTO, DESIGN, PRESETS};
 
 /// The engine's id, as clients send it in `model`.
@@ -58,8 +60,9 @@ pub struct OmniVoiceEngine {
     sample_rate: u32,
     frame_rate: f64,
     precision: Precision,
-    /// Loaded with the first voice (on a loader thread) and kept: every voice shares it.
-    model: Mutex<Option<Arc<Tts>>>,
+    /// Loaded with the first voice (on a loader thread) and kept: every voice shares it, and
+    /// its scheduler.
+    model: Mutex<Option<Loaded>>,
     fingerprint: OnceLock<String>,
     cloning: Arc<Cloning>,
     profiles: Option<Profiles>,
@@ -168,15 +171,20 @@ impl OmniVoiceEngine {
 
     /// The shared model, loaded on the first call; every error names the file.
     pub fn model(&self) -> Result<Arc<Tts>, Box<dyn std::error::Error + Send + Sync>> {
+        Ok(self.loaded()?.tts)
+    }
+
+    fn loaded(&self) -> Result<Loaded, Box<dyn std::error::Error + Send + Sync>> {
         let mut model = self.model.lock();
         if let Some(loaded) = model.as_ref() {
             return Ok(loaded.clone());
         }
         let started = std::time::Instant::now();
-        let loaded =
-            Tts::load(&self.dir, DType::F32, &self.device)?.with_precision(self.precision)?;
-        let loaded = Arc::new(loaded);
-        tracing::info!(dir = %self.dir.display(), precision = %loaded.precision().describe(), seconds = started.elapsed().as_secs_f64(), "OmniVoice model loaded");
+        let tts = Tts::load(&self.dir, DType::F32, &self.device)?.with_precision(self.precision)?;
+        let tts = Arc::new(tts);
+        tracing::info!(dir = %self.dir.display(), precision = %tts.precision().describe(), seconds = started.elapsed().as_secs_f64(), "OmniVoice model loaded");
+        let scheduler = Arc::new(Scheduler::start(tts.clone())?);
+        let loaded = Loaded { tts, scheduler };
         *model = Some(loaded.clone());
         Ok(loaded)
     }
@@ -218,7 +226,8 @@ impl OmniVoiceEngine {
         instruct: Option<String>,
         clip: Option<Arc<Clip>>,
     ) -> Result<Arc<dyn Voice>, EngineError> {
-        let tts = self.model().map_err(|e| EngineError::load(&info.id, e))?;
+        let Loaded { tts, scheduler } =
+            self.loaded().map_err(|e| EngineError::load(&info.id, e))?;
         Ok(Arc::new(OmniVoiceVoice {
             info,
             sample_rate: self.sample_rate,
@@ -228,6 +237,7 @@ impl OmniVoiceEngine {
             cloning: self.cloning.clone(),
             fingerprint: self.fingerprint(""),
             tts,
+            scheduler,
         }))
     }
 }
@@ -420,6 +430,14 @@ struct OmniVoiceVoice {
     /// The checkpoint's, which versions a profile's codes saved beside it.
     fingerprint: String,
     tts: Arc<Tts>,
+    scheduler: Arc<Scheduler>,
+}
+
+/// The model and the thread that steps its utterances, made together.
+#[derive(Clone)]
+struct Loaded {
+    tts: Arc<Tts>,
+    scheduler: Arc<Scheduler>,
 }
 
 impl OmniVoiceVoice {
@@ -486,14 +504,18 @@ impl Voice for OmniVoiceVoice {
         &self.info
     }
 
-    /// The whole batch in one generation: one forward per step for all its sentences.
+    /// The whole batch in one generation, stepped by the scheduler with every other
+    /// utterance in flight: one forward per step for all of them.
     fn synthesize_each(
         &self,
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
-        let _computing = spare::computing();
-        let reference = self.reference().map_err(EngineError::synthesis)?;
+        // Encoding a clip is this thread's work; the steps are the scheduler's.
+        let reference = {
+            let _computing = spare::computing();
+            self.reference().map_err(EngineError::synthesis)?
+        };
         // The request layer checked designs and languages; what fails here fails the batch.
         let prepared = batch
             .iter()
@@ -503,7 +525,7 @@ impl Voice for OmniVoiceVoice {
         let seeds: Vec<u64> = batch.iter().map(|i| i.params.item_seed()).collect();
         let audio = self
             .tts
-            .synthesize(&prepared, &seeds)
+            .synthesize_with(&prepared, &seeds, self.scheduler.as_ref())
             .map_err(EngineError::synthesis)?;
         for (index, samples) in audio.into_iter().enumerate() {
             done(index, Pcm::new(samples, self.sample_rate));

@@ -11,7 +11,10 @@
 //! [`Noise`] source (a generator when serving), so that the tests can replay the official
 //! run's own uniforms and compare sampled frames exactly.
 
+use std::cell::RefCell;
+
 use candle_core::{Result, Tensor};
+use rand::rngs::StdRng;
 use rand::Rng;
 
 use super::model::OmniVoice;
@@ -119,152 +122,244 @@ fn shifted_grid(num_step: usize, shift: f32) -> Vec<f32> {
         .collect()
 }
 
+/// One prompt being decoded: its row, how far through its schedule it is, and its noise.
+/// Utterances step independently: [`OmniVoice::step`] advances any set of them by one step
+/// each, in one packed forward, whatever step each is at, so a server can let a new one join
+/// the others between two steps and hand back each as soon as it is done.
+pub struct Utterance<R> {
+    /// [C][L] host ids; the target's masked positions are filled in place step by step.
+    ids: Vec<Vec<u32>>,
+    /// [L], 1 at audio positions.
+    audio: Vec<u8>,
+    frames: usize,
+    /// Positions to fix at each step.
+    schedule: Vec<usize>,
+    /// Steps taken.
+    step: usize,
+    decoding: Decoding,
+    noise: R,
+    /// The prompt's index in its [`OmniVoice::generate`] call: where replayed noise is read.
+    item: usize,
+}
+
+impl<R: Noise> Utterance<R> {
+    /// Whether every step has been taken.
+    pub fn is_done(&self) -> bool {
+        self.step == self.schedule.len()
+    }
+
+    /// Positions it adds to a step's packed forward: its conditional row and, for guidance,
+    /// its target again.
+    pub fn positions(&self) -> usize {
+        self.audio.len() + self.frames
+    }
+
+    /// Its frames, [C, frames] u32 (mask ids where no step has fixed one yet), and its noise
+    /// source, to go on drawing from.
+    pub fn into_frames(self, device: &candle_core::Device) -> Result<(Tensor, R)> {
+        let len = self.audio.len();
+        let frames: Vec<u32> = self
+            .ids
+            .iter()
+            .flat_map(|row| row[len - self.frames..].iter().copied())
+            .collect();
+        let codebooks = self.ids.len();
+        let frames = Tensor::from_vec(frames, (codebooks, self.frames), device)?;
+        Ok((frames, self.noise))
+    }
+}
+
+/// Decodes utterances to their last step: the model itself, one step after another, or a
+/// server's scheduler that steps them together with others in flight.
+pub trait Decoder {
+    fn finish(&self, utterances: Vec<Utterance<StdRng>>) -> Result<Vec<Utterance<StdRng>>>;
+}
+
+impl Decoder for OmniVoice {
+    fn finish(&self, utterances: Vec<Utterance<StdRng>>) -> Result<Vec<Utterance<StdRng>>> {
+        self.run_to_end(utterances)
+    }
+}
+
 impl OmniVoice {
     /// Decodes the target frames of every prompt together, each step one packed forward of
     /// all conditional rows and then all unconditional rows (the frames alone). Returns each
     /// prompt's frames, [C, frames] u32. The prompts draw their noise from `rng` in turn, so
-    /// a prompt's frames depend on the others in the batch; [`OmniVoice::generate_each`] gives
-    /// each its own generator.
+    /// a prompt's frames depend on the others in the batch; [`OmniVoice::utterance`]s with
+    /// generators of their own do not.
     pub fn generate(
         &self,
         prompts: &[Prompt],
         decoding: &Decoding,
         rng: &mut impl Noise,
     ) -> Result<Vec<Tensor>> {
-        self.decode_frames(prompts, decoding, Rngs::Shared(rng))
+        let shared = RefCell::new(rng);
+        let utterances = prompts
+            .iter()
+            .enumerate()
+            .map(|(item, p)| self.utterance_at(p, decoding, Shared(&shared), item))
+            .collect::<Result<Vec<_>>>()?;
+        self.frames_of(self.run_to_end(utterances)?)
     }
 
-    /// [`OmniVoice::generate`] with one generator per prompt (`rngs[i]` for `prompts[i]`), so
-    /// that each prompt's frames are what it would get alone, whatever else is batched with it.
-    pub fn generate_each<R: Noise>(
+    /// `prompt`'s target, all masked, to be decoded as `decoding` says with `noise`.
+    pub fn utterance<R: Noise>(
         &self,
-        prompts: &[Prompt],
+        prompt: &Prompt,
         decoding: &Decoding,
-        rngs: &mut [R],
-    ) -> Result<Vec<Tensor>> {
-        if rngs.len() != prompts.len() {
-            candle_core::bail!("{} generators for {} prompts", rngs.len(), prompts.len());
-        }
-        self.decode_frames(prompts, decoding, Rngs::Each(rngs))
+        noise: R,
+    ) -> Result<Utterance<R>> {
+        self.utterance_at(prompt, decoding, noise, 0)
     }
 
-    fn decode_frames<R: Noise>(
+    fn utterance_at<R: Noise>(
         &self,
-        prompts: &[Prompt],
+        prompt: &Prompt,
         decoding: &Decoding,
-        mut rngs: Rngs<'_, R>,
-    ) -> Result<Vec<Tensor>> {
+        noise: R,
+        item: usize,
+    ) -> Result<Utterance<R>> {
         let c = self.config();
-        let (codebooks, vocab, mask) = (c.num_audio_codebook, c.audio_vocab_size, c.audio_mask_id);
-        let device = self.device();
+        let (codebooks, mask) = (c.num_audio_codebook, c.audio_mask_id);
+        let mut ids: Vec<Vec<u32>> = prompt.ids.to_vec2()?;
+        let len = ids.first().map_or(0, Vec::len);
+        let frames = prompt.frames;
+        if ids.len() != codebooks || frames == 0 || frames > len {
+            candle_core::bail!("a prompt must be [{codebooks}, L] with 0 < frames ≤ L");
+        }
+        let audio: Vec<u8> = prompt.audio.to_vec1()?;
+        if audio.len() != len {
+            candle_core::bail!("a prompt's audio flags must be [{len}]");
+        }
+        for row in &mut ids {
+            row[len - frames..].fill(mask);
+        }
+        Ok(Utterance {
+            ids,
+            audio,
+            frames,
+            schedule: schedule(frames * codebooks, decoding.num_step, decoding.t_shift),
+            step: 0,
+            decoding: decoding.clone(),
+            noise,
+            item,
+        })
+    }
+
+    /// Steps `utterances` together until each has taken its last step.
+    pub fn run_to_end<R: Noise>(
+        &self,
+        mut utterances: Vec<Utterance<R>>,
+    ) -> Result<Vec<Utterance<R>>> {
         // The caller waits for all the frames: the kernels may share each step's products
         // with a core no other worker computes on (as a whole-body VITS synthesis does).
         let _computing = crate::spare::computing();
-        let _lending = device.is_cpu().then(crate::spare::lending);
-        // Each row as host ids [C][L], so a step's choices are written in place.
-        let mut rows: Vec<Vec<Vec<u32>>> = Vec::with_capacity(prompts.len());
-        let mut audio: Vec<Vec<u8>> = Vec::with_capacity(prompts.len());
-        for p in prompts {
-            let mut ids: Vec<Vec<u32>> = p.ids.to_vec2()?;
-            let len = ids.first().map_or(0, Vec::len);
-            if ids.len() != codebooks || p.frames == 0 || p.frames > len {
-                candle_core::bail!("a prompt must be [{codebooks}, L] with 0 < frames ≤ L");
+        let _lending = self.device().is_cpu().then(crate::spare::lending);
+        loop {
+            let mut pending: Vec<&mut Utterance<R>> =
+                utterances.iter_mut().filter(|u| !u.is_done()).collect();
+            if pending.is_empty() {
+                return Ok(utterances);
             }
-            for row in &mut ids {
-                row[len - p.frames..].fill(mask);
-            }
-            rows.push(ids);
-            audio.push(p.audio.to_vec1()?);
+            self.step(&mut pending)?;
         }
-        let schedules: Vec<Vec<usize>> = prompts
-            .iter()
-            .map(|p| schedule(p.frames * codebooks, decoding.num_step, decoding.t_shift))
-            .collect();
-        // Per step, how many positions of each prompt it fixes.
-        let steps: Vec<Vec<usize>> = (0..decoding.num_step)
-            .map(|step| schedules.iter().map(|s| s[step]).collect())
-            .collect();
-        for (step, counts) in steps.iter().enumerate() {
-            // Packed: conditional rows, then each target alone.
-            let mut segments = Vec::with_capacity(2 * prompts.len());
-            let mut ids: Vec<Vec<u32>> = vec![Vec::new(); codebooks];
-            let mut is_audio = Vec::new();
-            for (row, a) in rows.iter().zip(&audio) {
-                segments.push(a.len());
-                for (packed, own) in ids.iter_mut().zip(row) {
-                    packed.extend_from_slice(own);
-                }
-                is_audio.extend_from_slice(a);
-            }
-            for ((row, a), p) in rows.iter().zip(&audio).zip(prompts) {
-                segments.push(p.frames);
-                let from = a.len() - p.frames;
-                for (packed, own) in ids.iter_mut().zip(row) {
-                    packed.extend_from_slice(&own[from..]);
-                }
-                is_audio.extend_from_slice(&a[from..]);
-            }
-            let n = is_audio.len();
-            let ids = Tensor::from_vec(ids.concat(), (codebooks, n), device)?;
-            let is_audio = Tensor::from_vec(is_audio, n, device)?;
-            // [C, N, V] on the host.
-            let logits: Vec<Vec<Vec<f32>>> = self
-                .forward(&ids, &is_audio, &segments)?
-                .to_dtype(candle_core::DType::F32)?
-                .to_vec3()?;
-            let mut cond_start = 0;
-            let mut uncond_start: usize = segments[..prompts.len()].iter().sum();
-            for (i, p) in prompts.iter().enumerate() {
-                let len = segments[i];
-                let target = cond_start + len - p.frames;
-                let count = counts[i];
-                if count > 0 {
-                    let frames = Frames {
-                        logits: &logits,
-                        cond: target,
-                        uncond: uncond_start,
-                        frames: p.frames,
-                        vocab,
-                        mask,
-                    };
-                    let row = &mut rows[i];
-                    let mut noise = Located {
-                        noise: rngs.get(i),
-                        step,
-                        item: i,
-                    };
-                    frames.fix(row, len - p.frames, count, decoding, &mut noise);
-                }
-                cond_start += len;
-                uncond_start += p.frames;
-            }
-        }
-        rows.iter()
-            .zip(prompts)
-            .map(|(row, p)| {
-                let len = row[0].len();
-                let frames: Vec<u32> = row
-                    .iter()
-                    .flat_map(|r| r[len - p.frames..].to_vec())
-                    .collect();
-                Tensor::from_vec(frames, (codebooks, p.frames), device)
-            })
+    }
+
+    fn frames_of<R: Noise>(&self, utterances: Vec<Utterance<R>>) -> Result<Vec<Tensor>> {
+        utterances
+            .into_iter()
+            .map(|u| Ok(u.into_frames(self.device())?.0))
             .collect()
+    }
+
+    /// One step of every utterance in `batch` that is not done, each at its own step: one
+    /// packed forward of their conditional rows and then their unconditional rows (the
+    /// targets alone), the audio head read at the targets only, then each fixes its
+    /// scheduled number of positions.
+    pub fn step<R: Noise>(&self, batch: &mut [&mut Utterance<R>]) -> Result<()> {
+        let mut batch: Vec<&mut Utterance<R>> = batch
+            .iter_mut()
+            .filter(|u| !u.is_done())
+            .map(|u| &mut **u)
+            .collect();
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let c = self.config();
+        let (codebooks, vocab, mask) = (c.num_audio_codebook, c.audio_vocab_size, c.audio_mask_id);
+        let device = self.device();
+        // Packed: every conditional row, then every target alone.
+        let mut segments = Vec::with_capacity(2 * batch.len());
+        let mut ids: Vec<Vec<u32>> = vec![Vec::new(); codebooks];
+        let mut is_audio = Vec::new();
+        let mut cond_at = Vec::with_capacity(batch.len());
+        for u in &batch {
+            cond_at.push(is_audio.len() + u.audio.len() - u.frames);
+            segments.push(u.audio.len());
+            for (packed, own) in ids.iter_mut().zip(&u.ids) {
+                packed.extend_from_slice(own);
+            }
+            is_audio.extend_from_slice(&u.audio);
+        }
+        // The positions whose logits are scored: each utterance's conditional target, then
+        // its unconditional one.
+        let mut read = Vec::new();
+        for (u, &cond) in batch.iter().zip(&cond_at) {
+            let uncond = is_audio.len();
+            segments.push(u.frames);
+            let from = u.audio.len() - u.frames;
+            for (packed, own) in ids.iter_mut().zip(&u.ids) {
+                packed.extend_from_slice(&own[from..]);
+            }
+            is_audio.extend_from_slice(&u.audio[from..]);
+            read.extend((cond..cond + u.frames).map(|p| p as u32));
+            read.extend((uncond..uncond + u.frames).map(|p| p as u32));
+        }
+        let n = is_audio.len();
+        let rows = read.len();
+        let ids = Tensor::from_vec(ids.concat(), (codebooks, n), device)?;
+        let is_audio = Tensor::from_vec(is_audio, n, device)?;
+        let read = Tensor::from_vec(read, rows, device)?;
+        // [C, rows, V] on the host, flat.
+        let logits: Vec<f32> = self
+            .forward_at(&ids, &is_audio, &segments, &read)?
+            .to_dtype(candle_core::DType::F32)?
+            .flatten_all()?
+            .to_vec1()?;
+        let mut base = 0;
+        for u in batch.iter_mut() {
+            let count = u.schedule[u.step];
+            if count > 0 {
+                let frames = Frames {
+                    logits: &logits,
+                    rows,
+                    cond: base,
+                    uncond: base + u.frames,
+                    frames: u.frames,
+                    vocab,
+                    mask,
+                };
+                let start = u.audio.len() - u.frames;
+                let mut noise = Located {
+                    noise: &mut u.noise,
+                    step: u.step,
+                    item: u.item,
+                };
+                frames.fix(&mut u.ids, start, count, &u.decoding, &mut noise);
+            }
+            u.step += 1;
+            base += 2 * u.frames;
+        }
+        Ok(())
     }
 }
 
-/// Where each prompt's noise comes from.
-enum Rngs<'a, R> {
-    Shared(&'a mut R),
-    Each(&'a mut [R]),
-}
+/// One generator drawn from by every prompt of a [`OmniVoice::generate`] call, in turn.
+struct Shared<'a, N>(&'a RefCell<N>);
 
-impl<R: Noise> Rngs<'_, R> {
-    fn get(&mut self, prompt: usize) -> &mut R {
-        match self {
-            Rngs::Shared(rng) => rng,
-            Rngs::Each(rngs) => &mut rngs[prompt],
-        }
+impl<N: Noise> Noise for Shared<'_, &mut N> {
+    fn uniform(&mut self, at: Draw) -> f32 {
+        self.0.borrow_mut().uniform(at)
     }
 }
 
@@ -290,11 +385,12 @@ impl<R: Noise + ?Sized> Located<'_, R> {
     }
 }
 
-/// One prompt's target logits within a step's packed output.
+/// One prompt's target logits within a step's output.
 struct Frames<'a> {
-    /// [C][N][V]
-    logits: &'a [Vec<Vec<f32>>],
-    /// First target position of the conditional and the unconditional row.
+    /// [C, rows, V], flat.
+    logits: &'a [f32],
+    rows: usize,
+    /// The first row of the conditional and of the unconditional target.
     cond: usize,
     uncond: usize,
     frames: usize,
@@ -303,6 +399,12 @@ struct Frames<'a> {
 }
 
 impl Frames<'_> {
+    /// The logits of `codebook` at row `row`.
+    fn row(&self, codebook: usize, row: usize) -> &[f32] {
+        let at = (codebook * self.rows + row) * self.vocab;
+        &self.logits[at..at + self.vocab]
+    }
+
     /// Fixes the `count` best-scored masked positions of `row` (whose target starts at
     /// `start`) to their predictions.
     fn fix(
@@ -345,9 +447,9 @@ impl Frames<'_> {
         d: &Decoding,
         noise: &mut Located<'_, impl Noise + ?Sized>,
     ) -> (u32, f32) {
-        let cond = log_softmax(&self.logits[codebook][self.cond + t]);
+        let cond = log_softmax(self.row(codebook, self.cond + t));
         let mut guided = if d.guidance_scale != 0.0 {
-            let uncond = log_softmax(&self.logits[codebook][self.uncond + t]);
+            let uncond = log_softmax(self.row(codebook, self.uncond + t));
             let mixed: Vec<f32> = cond
                 .iter()
                 .zip(&uncond)

@@ -48,7 +48,7 @@ pub use codec::{CodecConfig, CodecDecoder};
 pub use config::{BackboneConfig, Config, ConfigError};
 pub use duration::target_frames;
 pub use encoder::{CodecEncoder, EncoderConfig};
-pub use generate::{schedule, Decoding, Draw, Noise, Prompt};
+pub use generate::{schedule, Decoder, Decoding, Draw, Noise, Prompt, Utterance};
 pub use instruct::{
     instruct_categories, is_none_literal, languages, resolve_instruct, resolve_language,
     InstructCategory, InstructError, LanguageError, UnknownItem,

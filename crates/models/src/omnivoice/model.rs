@@ -100,6 +100,26 @@ impl OmniVoice {
     ///
     /// Returns [C, N, audio_vocab_size].
     pub fn forward(&self, ids: &Tensor, audio: &Tensor, segments: &[usize]) -> Result<Tensor> {
+        let h = self.hidden(ids, audio, segments)?;
+        self.head(&h)
+    }
+
+    /// [`OmniVoice::forward`]'s logits at the positions `at` ([M] u32) only, [C, M, V]:
+    /// decoding scores the target frames, and the audio head over a prompt's text would be
+    /// work and memory (32 KB a position) thrown away.
+    pub fn forward_at(
+        &self,
+        ids: &Tensor,
+        audio: &Tensor,
+        segments: &[usize],
+        at: &Tensor,
+    ) -> Result<Tensor> {
+        let h = self.hidden(ids, audio, segments)?;
+        self.head(&h.index_select(at, 0)?)
+    }
+
+    /// [N, hidden]: the body's output at every position.
+    fn hidden(&self, ids: &Tensor, audio: &Tensor, segments: &[usize]) -> Result<Tensor> {
         let c = &self.config;
         let (codebooks, n) = ids.dims2()?;
         if codebooks != c.num_audio_codebook || audio.dims1()? != n {
@@ -126,11 +146,16 @@ impl OmniVoice {
         let frames = self.audio_embeddings.forward(&shifted)?.sum(0)?;
         let chosen = audio.unsqueeze(1)?.broadcast_as((n, hidden))?;
         let x = chosen.where_cond(&frames, &text)?;
-        // [N, hidden] → [N, C · V] → [C, N, V]
-        let h = self.backbone.forward(&x, segments)?;
-        let logits = self.audio_heads.forward(&h)?;
-        logits
-            .reshape((n, codebooks, c.audio_vocab_size))?
+        self.backbone.forward(&x, segments)
+    }
+
+    /// [M, hidden] → [M, C · V] → [C, M, V]
+    fn head(&self, h: &Tensor) -> Result<Tensor> {
+        let c = &self.config;
+        let m = h.dim(0)?;
+        self.audio_heads
+            .forward(h)?
+            .reshape((m, c.num_audio_codebook, c.audio_vocab_size))?
             .transpose(0, 1)?
             .contiguous()
     }

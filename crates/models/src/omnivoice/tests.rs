@@ -344,6 +344,60 @@ fn sampled_decoding_fills_every_frame_and_repeats_with_its_seed() {
     assert_ne!(ids(&a), ids(&other));
 }
 
+#[test]
+fn an_utterance_joining_others_mid_decoding_gets_the_frames_it_gets_alone() {
+    // A server steps utterances of different requests together, each at its own step, with
+    // settings of its own: joining late, leaving early or sharing a forward with other rows
+    // must change none of its ids (each draws from its own generator; the rows of a packed
+    // forward do not mix outside their segments).
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    let model = load(Config::from_json(&config_text()).unwrap(), DType::F32).unwrap();
+    let (prompts, _) = prompts();
+    let sampled = super::Decoding {
+        num_step: 6,
+        class_temperature: 1.0,
+        ..super::Decoding::default()
+    };
+    let longer = super::Decoding {
+        num_step: 9,
+        guidance_scale: 1.0,
+        ..sampled.clone()
+    };
+    let ids = |u: super::Utterance<StdRng>| -> Vec<Vec<u32>> {
+        u.into_frames(&Device::Cpu).unwrap().0.to_vec2().unwrap()
+    };
+    let fresh = |i: usize, d: &super::Decoding, seed| {
+        model
+            .utterance(&prompts[i], d, StdRng::seed_from_u64(seed))
+            .unwrap()
+    };
+    let alone = |i, d, seed| ids(model.run_to_end(vec![fresh(i, d, seed)]).unwrap().remove(0));
+    let (first_alone, second_alone) = (alone(0, &sampled, 3), alone(1, &longer, 4));
+
+    let mut first = fresh(0, &sampled, 3);
+    let mut second = fresh(1, &longer, 4);
+    let mut forwards = 0;
+    for _ in 0..2 {
+        model.step(&mut [&mut first]).unwrap();
+        forwards += 1;
+    }
+    while !(first.is_done() && second.is_done()) {
+        model.step(&mut [&mut first, &mut second]).unwrap();
+        forwards += 1;
+    }
+    // 6 and 9 steps, the second joining at the third forward: 2 + 9 forwards, not 6 + 9.
+    assert_eq!(forwards, 11);
+    let mask = model.config().audio_mask_id;
+    let (first, second) = (ids(first), ids(second));
+    assert!(second.iter().flatten().all(|&id| id < mask));
+    assert_eq!(first, first_alone);
+    assert_eq!(second, second_alone);
+    // The comparison can fail: another seed or other settings give other ids.
+    assert_ne!(alone(0, &sampled, 5), first_alone);
+    assert_ne!(alone(1, &sampled, 4), second_alone);
+}
+
 /// The official run's uniforms (`generate_noise.safetensors`), each read at the coordinate of
 /// the draw it was made for: the official loop draws whole [C, T, V] and [C, T] tensors per step
 /// and item, ours one uniform per masked candidate and kept id.

@@ -13,7 +13,8 @@
 //! cross-faded. With a reference every chunk is generated with it; without one the first chunk
 //! is generated alone and every later one with the first's text and frames as its reference.
 //! Each round (whole items and first chunks, then each later chunk index) is one batched
-//! decoding, whatever each item's reference. Every item draws its noise from a generator of
+//! decoding, whatever each item's reference and settings, by the model itself or by a
+//! [`Decoder`] that steps them with other work. Every item draws its noise from a generator of
 //! its own seed, so its audio does not depend on what else is in the batch.
 
 use std::path::{Path, PathBuf};
@@ -32,7 +33,8 @@ use crate::kernels::Precision;
 
 use super::{
     prepare_reference, resample, target_frames, CodecConfig, CodecDecoder, CodecEncoder, Config,
-    Decoding, EncoderConfig, OmniVoice, PostProcess, PreparedReference, Prompt, ReferenceError,
+    Decoder, Decoding, EncoderConfig, OmniVoice, PostProcess, PreparedReference, Prompt,
+    ReferenceError,
 };
 
 /// The network, its codec and its tokenizer, from one checkpoint directory.
@@ -379,6 +381,11 @@ impl Tts {
         self.model.precision()
     }
 
+    /// The network, for a scheduler that steps utterances itself ([`OmniVoice::step`]).
+    pub fn model(&self) -> &OmniVoice {
+        &self.model
+    }
+
     /// The output's samples per second and the codec's frames per second of the checkpoint
     /// in `dir`, read from its small files alone (the model need not be loaded).
     pub fn rates_of(dir: &Path) -> std::result::Result<(u32, u32), LoadError> {
@@ -548,64 +555,43 @@ impl Tts {
     }
 
     /// Synthesizes checked requests, `seeds[i]` seeding `items[i]`'s noise: the audio of
-    /// each, post-processed, at [`Tts::sample_rate`]. Items with the same [`Generation`] are
-    /// decoded together.
+    /// each, post-processed, at [`Tts::sample_rate`]. Each round's frames (whole items and
+    /// first chunks, then each later chunk index) are decoded together, one forward a step.
     pub fn synthesize(&self, items: &[Prepared], seeds: &[u64]) -> Result<Vec<Vec<f32>>> {
+        self.synthesize_with(items, seeds, &self.model)
+    }
+
+    /// [`Tts::synthesize`] with the frames decoded by `decoder` (a server's scheduler, which
+    /// steps them together with other requests' utterances).
+    pub fn synthesize_with(
+        &self,
+        items: &[Prepared],
+        seeds: &[u64],
+        decoder: &dyn Decoder,
+    ) -> Result<Vec<Vec<f32>>> {
         if items.len() != seeds.len() {
             candle_core::bail!("{} seeds for {} items", seeds.len(), items.len());
         }
-        let mut out: Vec<Option<Vec<f32>>> = vec![None; items.len()];
-        let mut done = vec![false; items.len()];
-        for first in 0..items.len() {
-            if done[first] {
-                continue;
-            }
-            let group: Vec<usize> = (first..items.len())
-                .filter(|&i| !done[i] && items[i].generation == items[first].generation)
-                .collect();
-            let members: Vec<&Prepared> = group.iter().map(|&i| &items[i]).collect();
-            let mut rngs: Vec<StdRng> = group
-                .iter()
-                .map(|&i| StdRng::seed_from_u64(seeds[i]))
-                .collect();
-            let audio = self.synthesize_group(&members, &mut rngs)?;
-            for (&i, a) in group.iter().zip(audio) {
-                done[i] = true;
-                out[i] = Some(a);
-            }
-        }
-        Ok(out.into_iter().map(|a| a.unwrap_or_default()).collect())
-    }
-
-    /// Items that share one [`Generation`].
-    fn synthesize_group(&self, items: &[&Prepared], rngs: &mut [StdRng]) -> Result<Vec<Vec<f32>>> {
-        let g = &items[0].generation;
         let rate = f64::from(self.frame_rate);
-        let threshold = (decimal(g.audio_chunk_threshold) * rate) as usize;
-        let long: Vec<bool> = items.iter().map(|item| item.frames > threshold).collect();
         // Each item's texts: itself, or its chunks.
+        let long: Vec<bool> = items.iter().map(|item| item.is_long(rate)).collect();
         let chunks: Vec<Vec<String>> = items
             .iter()
             .zip(&long)
-            .map(|(item, &long)| {
-                if !long {
-                    return vec![item.text.clone()];
-                }
-                let per_char = item.frames as f64 / item.text.chars().count() as f64;
-                let chunk_len = (decimal(g.audio_chunk_duration) * rate / per_char) as usize;
-                let chunks = chunk_text(&item.text, chunk_len, Some(3));
-                if chunks.is_empty() {
-                    vec![item.text.clone()]
-                } else {
-                    chunks
-                }
+            .map(|(item, &long)| match long {
+                true => item.chunks(rate),
+                false => vec![item.text.clone()],
             })
+            .collect();
+        let mut rngs: Vec<Option<StdRng>> = seeds
+            .iter()
+            .map(|&seed| Some(StdRng::seed_from_u64(seed)))
             .collect();
         // frames[i][k]: item i's chunk k, [C, T] u32.
         let mut frames: Vec<Vec<Tensor>> = vec![Vec::new(); items.len()];
         let rounds = chunks.iter().map(Vec::len).max().unwrap_or(0);
         for round in 0..rounds {
-            let mut prompts = Vec::new();
+            let mut utterances = Vec::new();
             let mut members = Vec::new();
             for (i, item) in items.iter().enumerate() {
                 let Some(text) = chunks[i].get(round) else {
@@ -627,6 +613,7 @@ impl Tts {
                 } else {
                     item.frames
                 };
+                let g = &item.generation;
                 let prompt = self.prompt(
                     text,
                     reference,
@@ -635,29 +622,34 @@ impl Tts {
                     g.denoise,
                     target,
                 )?;
-                prompts.push(prompt);
+                let rng = rngs[i]
+                    .take()
+                    .expect("an item's generator is back after its round");
+                utterances.push(self.model.utterance(&prompt, &g.decoding, rng)?);
                 members.push(i);
             }
-            let mut own: Vec<&mut StdRng> = rngs
-                .iter_mut()
-                .enumerate()
-                .filter(|(i, _)| members.contains(i))
-                .map(|(_, r)| r)
-                .collect();
-            let decoded = self.model.generate_each(&prompts, &g.decoding, &mut own)?;
-            for (&i, f) in members.iter().zip(decoded) {
+            let decoded = decoder.finish(utterances)?;
+            if decoded.len() != members.len() {
+                candle_core::bail!("{} utterances decoded of {}", decoded.len(), members.len());
+            }
+            for (&i, utterance) in members.iter().zip(decoded) {
+                let (f, rng) = utterance.into_frames(self.model.device())?;
                 frames[i].push(f);
+                rngs[i] = Some(rng);
             }
         }
-        let post = PostProcess {
-            trim_silence: g.postprocess_output,
-            pad_duration: g.pad_duration,
-            fade_duration: g.fade_duration,
-        };
+        // The codec is this thread's own work (a decoder may have stepped elsewhere).
+        let _computing = crate::spare::computing();
         frames
             .iter()
             .zip(items)
             .map(|(chunks, item)| {
+                let g = &item.generation;
+                let post = PostProcess {
+                    trim_silence: g.postprocess_output,
+                    pad_duration: g.pad_duration,
+                    fade_duration: g.fade_duration,
+                };
                 let audio = chunks
                     .iter()
                     .map(|f| self.codec.decode(f)?.to_dtype(DType::F32)?.to_vec1::<f32>())
@@ -667,5 +659,26 @@ impl Tts {
                 Ok(post.apply(&joined, self.sample_rate, rms))
             })
             .collect()
+    }
+}
+
+impl Prepared {
+    /// Whether its estimate is over `audio_chunk_threshold`, so that it is generated in chunks.
+    fn is_long(&self, frame_rate: f64) -> bool {
+        self.frames > (decimal(self.generation.audio_chunk_threshold) * frame_rate) as usize
+    }
+
+    /// A long text's chunks, of about `audio_chunk_duration` each (the whole text if it has
+    /// nowhere to cut).
+    fn chunks(&self, frame_rate: f64) -> Vec<String> {
+        let g = &self.generation;
+        let per_char = self.frames as f64 / self.text.chars().count() as f64;
+        let chunk_len = (decimal(g.audio_chunk_duration) * frame_rate / per_char) as usize;
+        let chunks = chunk_text(&self.text, chunk_len, Some(3));
+        if chunks.is_empty() {
+            vec![self.text.clone()]
+        } else {
+            chunks
+        }
     }
 }
