@@ -377,6 +377,55 @@ async fn voices_generating_at_once_share_their_decoding_steps() {
     assert_eq!(audio(&url, &body(1)).await.1, bodies[1]);
 }
 
+#[tokio::test]
+async fn a_client_that_hangs_up_stops_its_generation_between_two_steps() {
+    // 64 steps of a long sentence (12 s at this checkpoint's 175 frames a second: 2,100
+    // frames, a few hundred ms a step here) that the client gives up on after 1.5 s. The
+    // scheduler drops it at the next step instead of computing the other steps for nobody.
+    let server = server(&["--no-cache"]).await;
+    let url = server.url.clone();
+    audio(&url, &speech(json!({"input": "Warm up."}))).await;
+    let counters = |text: String| {
+        (
+            metric(&text, "omnivoice_decoding_steps_total"),
+            metric(
+                &text,
+                "omnivoice_rejected_total{reason=\"abandoned_mid_generation\"}",
+            ),
+        )
+    };
+    let (steps_before, dropped_before) = counters(get_text(format!("{url}/metrics")).await);
+    let body = speech(json!({"input": "One long sentence.", "num_step": 64, "duration": 12}));
+    let hung_up = reqwest::Client::new()
+        .post(format!("{url}/v1/audio/speech"))
+        .json(&body)
+        .timeout(std::time::Duration::from_millis(1500))
+        .send()
+        .await;
+    assert!(
+        hung_up.is_err(),
+        "the generation must outlast the client for this test"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let (steps, dropped) = loop {
+        let (steps, dropped) = counters(get_text(format!("{url}/metrics")).await);
+        if dropped > dropped_before || std::time::Instant::now() > deadline {
+            break (steps - steps_before, dropped - dropped_before);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        dropped, 1.0,
+        "the abandoned utterance is dropped and counted"
+    );
+    assert!(
+        (1.0..64.0).contains(&steps),
+        "{steps} steps were taken of 64"
+    );
+    // The server goes on serving.
+    audio(&url, &speech(json!({"input": "Still here."}))).await;
+}
+
 #[test]
 fn selftest_runs_the_checks_and_refuses_noise() {
     // The fixture's random weights make noise: the self-test must get past loading, length

@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::config::BatchSettings;
-use crate::engine::{SynthesisItem, Voice, VoiceKey};
+use crate::engine::{SynthesisItem, Voice, VoiceKey, Wanted};
 use crate::metrics as m;
 use drain::DrainRate;
 pub use queue::{BatchError, Reply};
@@ -340,14 +340,22 @@ fn compute(batch: Vec<Entry<Work>>) {
 
 /// One `synthesize_each` call for `items`; whatever it does not answer gets its failure.
 fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond>) {
+    // Weak, so that watching a reply channel never holds it open behind its last audio.
+    let watched: Vec<_> = replies.iter().map(Respond::downgrade).collect();
+    let wanted = Wanted::new(move || {
+        watched
+            .iter()
+            .any(|reply| reply.upgrade().is_some_and(|r| !r.is_closed()))
+    });
     let mut replies: Vec<Option<Respond>> = replies.into_iter().map(Some).collect();
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        voice.synthesize_each(items, &mut |index, pcm| {
+        let mut done = |index: usize, pcm| {
             // Taken, so the channel closes behind the audio: the item is complete.
             if let Some(reply) = replies.get_mut(index).and_then(Option::take) {
                 let _ = reply.send(Ok(pcm));
             }
-        })
+        };
+        voice.synthesize_each_while(items, &mut done, &wanted)
     }));
     let failure = failure(voice, items.len(), outcome);
     for reply in replies.into_iter().flatten() {
@@ -621,6 +629,90 @@ mod tests {
             assert_eq!(Instant::now() - t0, Duration::ZERO, "full: no wait");
         });
         drop(p.release); // before the runtime, which waits for the held batch
+    }
+
+    /// Reports what `wanted` says when its batch starts, again each time the test opens the
+    /// gate, and once more when it turns false (or after 10 s).
+    struct WatchingVoice {
+        info: crate::engine::VoiceInfo,
+        seen: std::sync::mpsc::Sender<bool>,
+        gate: Mutex<std::sync::mpsc::Receiver<()>>,
+    }
+
+    impl Voice for WatchingVoice {
+        fn info(&self) -> &crate::engine::VoiceInfo {
+            &self.info
+        }
+        fn synthesize_each(
+            &self,
+            _: &[SynthesisItem],
+            _: &mut dyn FnMut(usize, crate::engine::Pcm),
+        ) -> Result<(), crate::engine::EngineError> {
+            unreachable!("the batcher says who waits")
+        }
+        fn synthesize_each_while(
+            &self,
+            _: &[SynthesisItem],
+            _: &mut dyn FnMut(usize, crate::engine::Pcm),
+            wanted: &Wanted,
+        ) -> Result<(), crate::engine::EngineError> {
+            let _ = self.seen.send(wanted.still());
+            let _ = self.gate.lock().recv();
+            let _ = self.seen.send(wanted.still());
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while wanted.still() && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            let _ = self.seen.send(wanted.still());
+            Err(crate::engine::EngineError::synthesis("given up"))
+        }
+    }
+
+    #[test]
+    fn a_batch_is_wanted_until_its_last_caller_hangs_up() {
+        let (runtime, batcher) = started(8);
+        let (seen_tx, seen) = std::sync::mpsc::channel();
+        let (open, gate) = std::sync::mpsc::channel();
+        let voice: Arc<dyn Voice> = Arc::new(WatchingVoice {
+            info: crate::engine::VoiceInfo {
+                id: "watching".into(),
+                engine: "test".into(),
+                language: "en".into(),
+                sample_rate: 16_000,
+                speakers: vec![],
+                gender: None,
+                unsupported: None,
+                design: None,
+            },
+            seen: seen_tx,
+            gate: Mutex::new(gate),
+        });
+        let seen = Arc::new(Mutex::new(seen));
+        // What the voice reports next, waited for off the runtime the batcher runs on.
+        let next = || {
+            let seen = seen.clone();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    seen.lock().recv_timeout(Duration::from_secs(20)).unwrap()
+                })
+                .await
+                .unwrap()
+            }
+        };
+        runtime.block_on(async {
+            let key = VoiceKey::new("test", "watching");
+            let mut ticket = batcher.admit(2).unwrap();
+            let items = vec![SynthesisItem::new("a"), SynthesisItem::new("b")];
+            let mut receivers = batcher
+                .submit(&mut ticket, &key, &voice, items, false)
+                .unwrap();
+            assert!(next().await, "both wait at the start");
+            drop(receivers.remove(0));
+            open.send(()).unwrap();
+            assert!(next().await, "one still waits");
+            drop(receivers);
+            assert!(!next().await, "nobody waits");
+        });
     }
 
     /// Never asked to compute anything: these tests only queue.

@@ -133,6 +133,26 @@ pub struct VoiceInfo {
     pub design: Option<String>,
 }
 
+/// Whether anybody still waits for a batch's audio. Asked from whichever thread computes it,
+/// so it is shared and cheap: the batcher's answer looks at its reply channels.
+#[derive(Clone)]
+pub struct Wanted(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl Wanted {
+    pub fn new(still: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(still))
+    }
+
+    /// A batch that is never given up (a self-test, a caller of its own).
+    pub fn always() -> Self {
+        Self::new(|| true)
+    }
+
+    pub fn still(&self) -> bool {
+        (self.0)()
+    }
+}
+
 /// One utterance of a batch: usually one sentence of a request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SynthesisItem {
@@ -251,6 +271,20 @@ pub trait Voice: Send + Sync {
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError>;
+
+    /// [`synthesize_each`](Self::synthesize_each) for a batch whose callers may all leave
+    /// before it is done, after which `wanted` says so. An engine whose work comes in many
+    /// steps (OmniVoice's decoding) stops between two then, with an error nobody reads; the
+    /// default computes to the end.
+    fn synthesize_each_while(
+        &self,
+        batch: &[SynthesisItem],
+        done: &mut dyn FnMut(usize, Pcm),
+        wanted: &Wanted,
+    ) -> Result<(), EngineError> {
+        let _ = wanted;
+        self.synthesize_each(batch, done)
+    }
 
     /// Synthesizes one item and hands its audio to `piece` in consecutive pieces as they are
     /// computed, so that a listener hears the start of a long utterance before its end

@@ -18,7 +18,9 @@ use candle_core::{DType, Device};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use super::{Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo, MULTILINGUAL};
+use super::{
+    Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo, Wanted, MULTILINGUAL,
+};
 use crate::params::Generation;
 use crate::profiles::voice_files::{VoiceFile, VoiceFiles};
 use crate::profiles::ProfileStore;
@@ -504,12 +506,22 @@ impl Voice for OmniVoiceVoice {
         &self.info
     }
 
-    /// The whole batch in one generation, stepped by the scheduler with every other
-    /// utterance in flight: one forward per step for all of them.
     fn synthesize_each(
         &self,
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
+    ) -> Result<(), EngineError> {
+        self.synthesize_each_while(batch, done, &Wanted::always())
+    }
+
+    /// The whole batch in one generation, stepped by the scheduler with every other
+    /// utterance in flight (one forward per step for all of them) until it is done or
+    /// nobody waits for it.
+    fn synthesize_each_while(
+        &self,
+        batch: &[SynthesisItem],
+        done: &mut dyn FnMut(usize, Pcm),
+        wanted: &Wanted,
     ) -> Result<(), EngineError> {
         // Encoding a clip is this thread's work; the steps are the scheduler's.
         let reference = {
@@ -525,7 +537,7 @@ impl Voice for OmniVoiceVoice {
         let seeds: Vec<u64> = batch.iter().map(|i| i.params.item_seed()).collect();
         let audio = self
             .tts
-            .synthesize_with(&prepared, &seeds, self.scheduler.as_ref())
+            .synthesize_with(&prepared, &seeds, &self.scheduler.for_batch(wanted.clone()))
             .map_err(EngineError::synthesis)?;
         for (index, samples) in audio.into_iter().enumerate() {
             done(index, Pcm::new(samples, self.sample_rate));

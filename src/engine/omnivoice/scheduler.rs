@@ -12,6 +12,8 @@
 //!
 //! A step packs at most [`MAX_POSITIONS`] positions (one job alone may exceed it), so a burst
 //! of long requests waits its turn at the door rather than growing one forward without bound.
+//! And a job whose callers have all gone is dropped before the next step: a client that hangs
+//! up stops costing forwards at once, not after the rest of its 32.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -22,6 +24,7 @@ use omnivoice_models::omnivoice::{Decoder, OmniVoice, Tts, Utterance};
 use omnivoice_models::spare;
 use rand::rngs::StdRng;
 
+use crate::engine::Wanted;
 use crate::metrics as m;
 
 /// Most positions one step packs. A position costs about 40 KB of activations in the
@@ -33,6 +36,9 @@ pub const MAX_POSITIONS: usize = 8192;
 
 type Answer = Result<Vec<Utterance<StdRng>>, String>;
 
+/// What a job that nobody waits for any more is answered (and nobody reads).
+const ABANDONED: &str = "abandoned: nobody waits for this audio any more";
+
 /// The handle the voices decode through; dropping the last one ends the thread.
 pub struct Scheduler {
     jobs: mpsc::Sender<Job>,
@@ -42,6 +48,7 @@ pub struct Scheduler {
 struct Job {
     utterances: Vec<Utterance<StdRng>>,
     reply: mpsc::Sender<Answer>,
+    wanted: Wanted,
 }
 
 impl Job {
@@ -63,9 +70,23 @@ impl Scheduler {
             .spawn(move || run(&tts, &incoming))?;
         Ok(Self { jobs })
     }
+
+    /// The decoder for one batch, dropped between two steps once `wanted` says nobody waits.
+    pub fn for_batch(&self, wanted: Wanted) -> BatchDecoder<'_> {
+        BatchDecoder {
+            scheduler: self,
+            wanted,
+        }
+    }
 }
 
-impl Decoder for Scheduler {
+/// A batch's way into the scheduler.
+pub struct BatchDecoder<'a> {
+    scheduler: &'a Scheduler,
+    wanted: Wanted,
+}
+
+impl Decoder for BatchDecoder<'_> {
     fn finish(
         &self,
         utterances: Vec<Utterance<StdRng>>,
@@ -75,9 +96,12 @@ impl Decoder for Scheduler {
             return Ok(utterances);
         }
         let (reply, answer) = mpsc::channel();
-        self.jobs
-            .send(Job { utterances, reply })
-            .map_err(|_| stopped())?;
+        let job = Job {
+            utterances,
+            reply,
+            wanted: self.wanted.clone(),
+        };
+        self.scheduler.jobs.send(job).map_err(|_| stopped())?;
         answer
             .recv()
             .map_err(|_| stopped())?
@@ -143,9 +167,29 @@ impl Steps {
         }
     }
 
+    /// Answers and forgets the jobs nobody waits for any more, admitted or not.
+    fn drop_abandoned(&mut self) {
+        let abandoned = |job: &Job| !job.wanted.still();
+        let (gone, active): (Vec<Job>, Vec<Job>) = std::mem::take(&mut self.active)
+            .into_iter()
+            .partition(abandoned);
+        self.active = active;
+        let (gone_waiting, waiting): (VecDeque<Job>, VecDeque<Job>) =
+            std::mem::take(&mut self.waiting)
+                .into_iter()
+                .partition(abandoned);
+        self.waiting = waiting;
+        for job in gone.into_iter().chain(gone_waiting) {
+            metrics::counter!(m::REJECTED, "reason" => "abandoned_mid_generation")
+                .increment(job.utterances.len() as u64);
+            let _ = job.reply.send(Err(ABANDONED.into()));
+        }
+    }
+
     /// One step of every admitted utterance, in one forward; jobs now done are answered, and
     /// a failed step fails every job in it.
     fn step(&mut self, model: &OmniVoice) {
+        self.drop_abandoned();
         self.admit();
         let mut batch: Vec<&mut Utterance<StdRng>> = self
             .active
@@ -252,7 +296,12 @@ mod tests {
             })
             .collect();
         let (reply, answer) = mpsc::channel();
-        (Job { utterances, reply }, answer)
+        let job = Job {
+            utterances,
+            reply,
+            wanted: Wanted::always(),
+        };
+        (job, answer)
     }
 
     fn ids(answer: Answer) -> Vec<Vec<Vec<u32>>> {
@@ -302,6 +351,47 @@ mod tests {
     }
 
     #[test]
+    fn a_job_nobody_waits_for_is_dropped_before_the_next_step() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let tts = tts();
+        let model = tts.model();
+        let mut steps = Steps::new(MAX_POSITIONS);
+        let listening = Arc::new(AtomicBool::new(true));
+        let (mut left, left_answer) = job(&tts, &[(5, 6)], 8, 1);
+        left.wanted = Wanted::new({
+            let listening = listening.clone();
+            move || listening.load(Ordering::SeqCst)
+        });
+        let (stays, stays_answer) = job(&tts, &[(4, 6)], 8, 2);
+        steps.queue(left);
+        steps.queue(stays);
+        steps.step(model);
+        steps.step(model);
+        listening.store(false, Ordering::SeqCst);
+        steps.step(model);
+        assert_eq!(
+            left_answer.try_recv().unwrap().err().as_deref(),
+            Some(ABANDONED)
+        );
+        assert_eq!(steps.active.len(), 1);
+        // The other goes on to its last step, with the frames it gets alone.
+        for _ in 3..8 {
+            steps.step(model);
+        }
+        let (alone, _) = job(&tts, &[(4, 6)], 8, 2);
+        let alone = Ok(model.run_to_end(alone.utterances).unwrap());
+        assert_eq!(ids(stays_answer.try_recv().unwrap()), ids(alone));
+        assert!(steps.is_idle());
+        // One that is given up before it was admitted never takes a step.
+        let (mut late, late_answer) = job(&tts, &[(4, 6)], 8, 3);
+        late.wanted = Wanted::new(|| false);
+        steps.queue(late);
+        steps.step(model);
+        assert!(late_answer.try_recv().unwrap().is_err());
+        assert!(steps.is_idle());
+    }
+
+    #[test]
     fn a_step_packs_no_more_than_its_positions_and_the_rest_wait_their_turn() {
         let tts = tts();
         let model = tts.model();
@@ -341,7 +431,8 @@ mod tests {
                 let (tts, scheduler) = (tts.clone(), scheduler.clone());
                 std::thread::spawn(move || {
                     let utterances = || job(&tts, &[(4 + seed as usize, 5)], 5, seed).0.utterances;
-                    let frames = scheduler.finish(utterances()).unwrap();
+                    let decoder = scheduler.for_batch(Wanted::always());
+                    let frames = decoder.finish(utterances()).unwrap();
                     let alone = tts.model().run_to_end(utterances()).unwrap();
                     (frames, alone)
                 })
