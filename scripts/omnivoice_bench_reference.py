@@ -3,6 +3,9 @@ model's size with seeded random weights, on the batch one generation step of a 5
 utterance runs: a 165-position conditional row (40 text tokens, 125 frames) and the 125 frames
 alone, padded to one [2, 8, 165] batch with its block mask, as `_generate_iterative` builds it.
 Prints the best of 3 forwards, in seconds, on `torch.set_num_threads(THREADS)` (default 2).
+With `DEVICE=cuda` it runs on the GPU instead (the best of 10, synchronized), in `DTYPE`
+(`float32`, the default, or `bfloat16`), with `TF32=1` letting f32 products use TF32, and
+`BATCH=n` stacks n utterances' steps in the batch ([2n, 8, 165]).
 
     /path/to/.venv-omnivoice-ref/bin/python scripts/omnivoice_bench_reference.py
 
@@ -33,7 +36,10 @@ def main() -> None:
         num_audio_codebook=CODEBOOKS, llm_config=llm,
     )
     config.llm_config._attn_implementation = "sdpa"
-    model = OmniVoice(config).eval()
+    device = torch.device(os.environ.get("DEVICE", "cpu"))
+    dtype = getattr(torch, os.environ.get("DTYPE", "float32"))
+    torch.backends.cuda.matmul.allow_tf32 = os.environ.get("TF32") == "1"
+    model = OmniVoice(config).eval().to(device=device, dtype=dtype)
     c_len = TEXT + FRAMES
     mask_id = AUDIO_VOCAB - 1
     ids = torch.full((2, CODEBOOKS, c_len), mask_id, dtype=torch.long)
@@ -46,15 +52,27 @@ def main() -> None:
     attention[1, :, :FRAMES, :FRAMES] = True
     pad = torch.arange(FRAMES, c_len)
     attention[1, :, pad, pad] = True
+    batch = int(os.environ.get("BATCH", "1"))
+    ids, audio = ids.repeat(batch, 1, 1).to(device), audio.repeat(batch, 1).to(device)
+    attention = attention.repeat(batch, 1, 1, 1).to(device)
+    on_gpu = device.type == "cuda"
+    runs = 10 if on_gpu else 3
     times = []
     with torch.no_grad():
         model(input_ids=ids, audio_mask=audio, attention_mask=attention)
-        for _ in range(3):
+        for _ in range(runs):
+            if on_gpu:
+                torch.cuda.synchronize()
             started = time.perf_counter()
             model(input_ids=ids, audio_mask=audio, attention_mask=attention)
+            if on_gpu:
+                torch.cuda.synchronize()
             times.append(time.perf_counter() - started)
-    print(f"official forward, [2, 8, {c_len}] padded, {torch.get_num_threads()} threads: "
-          f"{min(times):.3f} s (best of 3)")
+    where = (f"{torch.cuda.get_device_name()}, {os.environ.get('DTYPE', 'float32')}"
+             f"{', TF32' if torch.backends.cuda.matmul.allow_tf32 else ''}"
+             if on_gpu else f"{torch.get_num_threads()} threads")
+    print(f"official forward, [{2 * batch}, 8, {c_len}] padded, {where}: "
+          f"{min(times):.4f} s (best of {runs})")
 
 
 if __name__ == "__main__":

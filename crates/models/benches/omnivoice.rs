@@ -15,6 +15,12 @@
 //! halfway through the first's `OMNIVOICE_BENCH_BATCH_STEPS` steps, generated after it or
 //! joining it at the next step, in the precision a server on this CPU picks.
 //!
+//! `OMNIVOICE_BENCH_DEVICE=cuda` (built with `--features cuda`) times the model on the GPU
+//! instead: first one packed forward on the CPU and the GPU from the same weights, compared
+//! (relative error, argmax agreement), then per precision (`f32`, `f32` with TF32 products,
+//! bf16 weights and activations) one forward, generation at 32 and 16 steps, and 1, 8 and 32
+//! utterances in one `generate`; then the codec's decode.
+//!
 //! `OMNIVOICE_BENCH_QUICK=1` skips the full 32- and 16-step `f32` runs (≈ 1 min each on 2
 //! cores) and times `f32` per forward only. `OMNIVOICE_BENCH_BATCH_STEPS` (default 4) sets the
 //! steps of the batch rows. With `OMNIVOICE_REF_PYTHON` (a Python with the official
@@ -226,6 +232,17 @@ fn main() {
         m.generate(prompts, &decoding, &mut rng).unwrap()
     };
 
+    if let Ok(name) = std::env::var("OMNIVOICE_BENCH_DEVICE") {
+        let device = match name.as_str() {
+            "cuda" => Device::new_cuda(0),
+            "metal" => Device::new_metal(0),
+            other => panic!("OMNIVOICE_BENCH_DEVICE: {other}? (cuda or metal)"),
+        }
+        .expect("the device (built with its feature?)");
+        on_device(&device, &one, &mut rng, &mut row);
+        println!("peak RSS (VmHWM): {:.0} MiB", peak_rss_mib());
+        return;
+    }
     // For a profiler: only forwards of one precision.
     if let Ok(p) = std::env::var("OMNIVOICE_BENCH_PROFILE") {
         let precision = if p == "bf16" {
@@ -479,4 +496,150 @@ fn main() {
         format!("RTF {:.3}", d / audio_secs),
     );
     println!("peak RSS (VmHWM): {:.0} MiB", peak_rss_mib());
+}
+
+/// The GPU table (`OMNIVOICE_BENCH_DEVICE`): agreement with the CPU first, then timings.
+fn on_device(
+    device: &Device,
+    one: &Prompt,
+    rng: &mut rand::rngs::StdRng,
+    row: &mut impl FnMut(String, f64, String),
+) {
+    let (ids, audio, segments) = step_batch(one);
+    let frames = one.frames;
+    let audio_secs = frames as f64 / 25.0;
+    let cpu = OmniVoice::from_var_builder(real_config(), random_vb()).unwrap();
+    let expected: Vec<f32> = {
+        let _c = omnivoice_models::spare::computing();
+        let _l = omnivoice_models::spare::lending();
+        let logits = cpu.forward(&ids, &audio, &segments).unwrap();
+        logits.flatten_all().unwrap().to_vec1().unwrap()
+    };
+    drop(cpu);
+    let (ids, audio) = (
+        ids.to_device(device).unwrap(),
+        audio.to_device(device).unwrap(),
+    );
+    let sync = || device.synchronize().unwrap();
+    let generate = |m: &OmniVoice, prompts: &[Prompt], steps: usize| {
+        let decoding = Decoding {
+            num_step: steps,
+            ..Decoding::default()
+        };
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        m.generate(prompts, &decoding, &mut rng)
+    };
+    let many: Vec<Prompt> = (0..32).map(|_| prompt(rng, 40, 0, frames)).collect();
+    for (label, dtype, tf32) in [
+        ("f32", DType::F32, false),
+        ("f32, TF32 products", DType::F32, true),
+        ("bf16", DType::BF16, false),
+    ] {
+        #[cfg(feature = "cuda")]
+        candle_core::cuda::set_gemm_reduced_precision_f32(tf32);
+        #[cfg(not(feature = "cuda"))]
+        let _ = tf32;
+        let started = Instant::now();
+        let vb = VarBuilder::from_backend(Box::new(Random), dtype, device.clone());
+        let timed = OmniVoice::from_var_builder(real_config(), vb).and_then(|model| {
+            println!(
+                "({label} model built in {:.1} s)",
+                started.elapsed().as_secs_f64()
+            );
+            let got: Vec<f32> = model
+                .forward(&ids, &audio, &segments)?
+                .to_dtype(DType::F32)?
+                .flatten_all()?
+                .to_vec1()?;
+            let (error, agree) = agreement(&expected, &got, 1025);
+            let f = best_of(5, || {
+                drop(model.forward(&ids, &audio, &segments).unwrap());
+                sync();
+            });
+            row(
+                format!(
+                    "{label}: one packed forward ({} positions)",
+                    segments.iter().sum::<usize>()
+                ),
+                f,
+                format!("against the CPU: relative error {error:.1e}, argmax agreement {agree:.4}"),
+            );
+            drop(generate(&model, std::slice::from_ref(one), 4)?); // warm
+            for steps in [32, 16] {
+                let started = Instant::now();
+                drop(generate(&model, std::slice::from_ref(one), steps)?);
+                let g = started.elapsed().as_secs_f64();
+                row(
+                    format!("{label}: generate, {steps} steps"),
+                    g,
+                    format!(
+                        "RTF {:.3}; outside the forward ≈ {:.1} ms/step",
+                        g / audio_secs,
+                        (g - f * steps as f64) / steps as f64 * 1e3
+                    ),
+                );
+            }
+            let started = Instant::now();
+            drop(generate(&model, &many[..1], 32)?);
+            let single = started.elapsed().as_secs_f64();
+            for n in [8, 32] {
+                let started = Instant::now();
+                drop(generate(&model, &many[..n], 32)?);
+                let g = started.elapsed().as_secs_f64();
+                row(
+                    format!("{label}: {n} utterances in one generate, 32 steps"),
+                    g,
+                    format!(
+                        "{:.1}× one's time for {n}× the audio; RTF per utterance {:.4}",
+                        g / single,
+                        g / (n as f64 * audio_secs)
+                    ),
+                );
+            }
+            Ok(())
+        });
+        if let Err(e) = timed {
+            println!("{label}: failed: {e}");
+        }
+    }
+    let vb = VarBuilder::from_backend(Box::new(Random), DType::F32, device.clone());
+    let codec = CodecDecoder::load(CodecConfig::from_json(CODEC_CONFIG).unwrap(), vb).unwrap();
+    let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
+    let codes = Tensor::from_vec(codes, (8, frames), device).unwrap();
+    let decode = || {
+        let samples = codec.decode(&codes).unwrap();
+        sync();
+        samples
+    };
+    let samples = decode().dim(0).unwrap();
+    let d = best_of(3, || drop(decode()));
+    row(
+        format!("codec decode on the device, {frames} frames → {samples} samples (f32)"),
+        d,
+        format!("RTF {:.4}", d / audio_secs),
+    );
+}
+
+/// `‖got − expected‖ / ‖expected‖`, and the share of rows of `vocab` logits whose argmax
+/// agrees.
+fn agreement(expected: &[f32], got: &[f32], vocab: usize) -> (f64, f64) {
+    assert_eq!(expected.len(), got.len(), "the logits' sizes differ");
+    let (mut diff, mut norm) = (0f64, 0f64);
+    for (e, g) in expected.iter().zip(got) {
+        diff += ((e - g) as f64).powi(2);
+        norm += (*e as f64).powi(2);
+    }
+    let argmax = |r: &[f32]| {
+        r.iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
+    };
+    let rows = expected.len() / vocab;
+    let same = expected
+        .chunks_exact(vocab)
+        .zip(got.chunks_exact(vocab))
+        .filter(|(e, g)| argmax(e) == argmax(g))
+        .count();
+    ((diff / norm).sqrt(), same as f64 / rows as f64)
 }

@@ -165,9 +165,14 @@ impl OmniVoiceEngine {
         Some((id.to_string(), version, voice))
     }
 
-    /// Runs the body's linear layers in `requested` (`None`: what this CPU runs fastest).
+    /// Runs the body's linear layers in `requested` (`None`: what this CPU runs fastest). On a
+    /// GPU, bf16 asked for is the weights' own dtype (cuBLAS runs it); the codec stays `f32`.
     pub fn with_precision(self, requested: Option<Precision>) -> Self {
-        let precision = super::cpu_precision(&self.device, requested, "OmniVoice model");
+        let precision = if !self.device.is_cpu() && requested == Some(Precision::Bf16) {
+            Precision::Bf16
+        } else {
+            super::cpu_precision(&self.device, requested, "OmniVoice model")
+        };
         Self { precision, ..self }
     }
 
@@ -182,9 +187,18 @@ impl OmniVoiceEngine {
             return Ok(loaded.clone());
         }
         let started = std::time::Instant::now();
-        let tts = Tts::load(&self.dir, DType::F32, &self.device)?.with_precision(self.precision)?;
+        let dtype = match self.precision {
+            Precision::Bf16 if !self.device.is_cpu() => DType::BF16,
+            _ => DType::F32,
+        };
+        let tts = Tts::load(&self.dir, dtype, &self.device)?.with_precision(self.precision)?;
         let tts = Arc::new(tts);
-        tracing::info!(dir = %self.dir.display(), precision = %tts.precision().describe(), seconds = started.elapsed().as_secs_f64(), "OmniVoice model loaded");
+        // Off the CPU the precision is the weights' dtype, run by the device's own library.
+        let precision = match self.device {
+            candle_core::Device::Cpu => tts.precision().describe(),
+            _ => format!("{} weights on the GPU", tts.precision()),
+        };
+        tracing::info!(dir = %self.dir.display(), %precision, seconds = started.elapsed().as_secs_f64(), "OmniVoice model loaded");
         let scheduler = Arc::new(Scheduler::start(tts.clone())?);
         let loaded = Loaded { tts, scheduler };
         *model = Some(loaded.clone());

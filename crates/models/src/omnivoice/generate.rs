@@ -16,6 +16,7 @@ use std::cell::RefCell;
 use candle_core::{Result, Tensor};
 use rand::rngs::StdRng;
 use rand::Rng;
+use rayon::prelude::*;
 
 use super::model::OmniVoice;
 
@@ -320,18 +321,26 @@ impl OmniVoice {
         let ids = Tensor::from_vec(ids.concat(), (codebooks, n), device)?;
         let is_audio = Tensor::from_vec(is_audio, n, device)?;
         let read = Tensor::from_vec(read, rows, device)?;
-        // [C, rows, V] on the host, flat.
-        let logits: Vec<f32> = self
+        let logits = self
             .forward_at(&ids, &is_audio, &segments, &read)?
-            .to_dtype(candle_core::DType::F32)?
-            .flatten_all()?
-            .to_vec1()?;
+            .to_dtype(candle_core::DType::F32)?;
+        // Greedy steps off the CPU are scored on the device: the host then receives two
+        // numbers per position instead of [C, rows, V] (a quarter of a gigabyte for 32
+        // utterances of 5 s, whose copy and scoring would otherwise be most of the step).
+        let greedy = batch.iter().all(|u| u.decoding.class_temperature <= 0.0);
+        let (logits, best) = if greedy && self.scores_on_device() {
+            (Vec::new(), Some(best_on_device(&logits, &batch, mask)?))
+        } else {
+            // [C, rows, V] on the host, flat.
+            (logits.flatten_all()?.to_vec1()?, None)
+        };
         let mut base = 0;
         for u in batch.iter_mut() {
             let count = u.schedule[u.step];
             if count > 0 {
                 let frames = Frames {
                     logits: &logits,
+                    best: best.as_ref().map(|b| (b, base / 2)),
                     rows,
                     cond: base,
                     uncond: base + u.frames,
@@ -385,10 +394,56 @@ impl<R: Noise + ?Sized> Located<'_, R> {
     }
 }
 
+/// Each target position's greedy choice, computed on the device: [C, R] each, R the step's
+/// target rows (each utterance's frames, one utterance after another).
+struct Best {
+    ids: Vec<Vec<u32>>,
+    confidence: Vec<Vec<f32>>,
+}
+
+/// [`Frames::guided`]'s most likely id and its log probability at every target position of
+/// a step, as tensor operations where the logits are ([C, rows, V], each utterance's
+/// conditional target rows, then its unconditional ones).
+fn best_on_device<R>(logits: &Tensor, batch: &[&mut Utterance<R>], mask: u32) -> Result<Best> {
+    use candle_core::D;
+    use candle_nn::ops::log_softmax;
+    let (device, vocab) = (logits.device(), logits.dim(2)?);
+    let (mut cond, mut uncond, mut scale) = (Vec::new(), Vec::new(), Vec::new());
+    let mut base = 0;
+    for u in batch {
+        let frames = u.frames as u32;
+        cond.extend(base..base + frames);
+        uncond.extend(base + frames..base + 2 * frames);
+        scale.extend(std::iter::repeat_n(u.decoding.guidance_scale, u.frames));
+        base += 2 * frames;
+    }
+    let r = cond.len();
+    let rows = |at: Vec<u32>| -> Result<Tensor> {
+        log_softmax(
+            &logits.index_select(&Tensor::from_vec(at, r, device)?, 1)?,
+            D::Minus1,
+        )
+    };
+    let (cond, uncond) = (rows(cond)?, rows(uncond)?);
+    // cond + scale · (cond − uncond), each utterance at its own scale.
+    let scale = Tensor::from_vec(scale, (1, r, 1), device)?;
+    let mixed = (&cond + (&cond - &uncond)?.broadcast_mul(&scale)?)?;
+    let mut never = vec![0f32; vocab];
+    never[mask as usize] = f32::NEG_INFINITY;
+    let guided =
+        log_softmax(&mixed, D::Minus1)?.broadcast_add(&Tensor::from_vec(never, vocab, device)?)?;
+    Ok(Best {
+        ids: guided.argmax(D::Minus1)?.to_vec2()?,
+        confidence: guided.max(D::Minus1)?.to_vec2()?,
+    })
+}
+
 /// One prompt's target logits within a step's output.
 struct Frames<'a> {
-    /// [C, rows, V], flat.
+    /// [C, rows, V], flat; empty where the step was scored on the device.
     logits: &'a [f32],
+    /// The step's greedy choices scored on the device, and this prompt's first row in them.
+    best: Option<(&'a Best, usize)>,
     rows: usize,
     /// The first row of the conditional and of the unconditional target.
     cond: usize,
@@ -415,20 +470,45 @@ impl Frames<'_> {
         d: &Decoding,
         noise: &mut Located<'_, impl Noise + ?Sized>,
     ) {
+        // Every still-masked position, codebook-major: the order the noise is drawn in.
+        let masked: Vec<(usize, usize)> = row
+            .iter()
+            .enumerate()
+            .flat_map(|(codebook, ids)| {
+                (0..self.frames)
+                    .filter(move |&t| ids[start + t] == self.mask)
+                    .map(move |t| (codebook, t))
+            })
+            .collect();
+        // The guided distributions are nearly all of the host's work in a step (two log
+        // softmaxes over the vocabulary per position): greedy predictions draw no noise, so
+        // they are computed on every core, then scored in order below.
+        let greedy: Option<Vec<(usize, f32)>> = match self.best {
+            Some((best, at)) => Some(
+                masked
+                    .iter()
+                    .map(|&(c, t)| (best.ids[c][at + t] as usize, best.confidence[c][at + t]))
+                    .collect(),
+            ),
+            None => (d.class_temperature <= 0.0).then(|| {
+                masked
+                    .par_iter()
+                    .map(|&(codebook, t)| argmax(&self.guided(codebook, t, d)))
+                    .collect()
+            }),
+        };
         // (score, codebook, frame, prediction) of every still-masked position.
-        let mut candidates: Vec<(f32, usize, usize, u32)> = Vec::new();
-        for (codebook, ids) in row.iter().enumerate() {
-            for t in 0..self.frames {
-                if ids[start + t] != self.mask {
-                    continue;
-                }
-                let (prediction, confidence) = self.predict(codebook, t, d, noise);
-                let mut score = confidence - codebook as f32 * d.layer_penalty_factor;
-                if d.position_temperature > 0.0 {
-                    score = score / d.position_temperature + noise.gumbel(codebook, t, None);
-                }
-                candidates.push((score, codebook, t, prediction));
+        let mut candidates: Vec<(f32, usize, usize, u32)> = Vec::with_capacity(masked.len());
+        for (i, &(codebook, t)) in masked.iter().enumerate() {
+            let (prediction, confidence) = match &greedy {
+                Some(greedy) => (greedy[i].0 as u32, greedy[i].1),
+                None => self.predict(codebook, t, d, noise),
+            };
+            let mut score = confidence - codebook as f32 * d.layer_penalty_factor;
+            if d.position_temperature > 0.0 {
+                score = score / d.position_temperature + noise.gumbel(codebook, t, None);
             }
+            candidates.push((score, codebook, t, prediction));
         }
         // Highest first; among equal scores the earlier position (codebook-major), as
         // torch's topk over the flattened scores keeps it.
@@ -438,15 +518,8 @@ impl Frames<'_> {
         }
     }
 
-    /// The id to place at (codebook, frame) and its confidence: the guided log probability of
-    /// the most likely id (the mask id excluded).
-    fn predict(
-        &self,
-        codebook: usize,
-        t: usize,
-        d: &Decoding,
-        noise: &mut Located<'_, impl Noise + ?Sized>,
-    ) -> (u32, f32) {
+    /// The guided log probabilities at (codebook, frame), the mask id's −∞.
+    fn guided(&self, codebook: usize, t: usize, d: &Decoding) -> Vec<f32> {
         let cond = log_softmax(self.row(codebook, self.cond + t));
         let mut guided = if d.guidance_scale != 0.0 {
             let uncond = log_softmax(self.row(codebook, self.uncond + t));
@@ -460,6 +533,19 @@ impl Frames<'_> {
             cond
         };
         guided[self.mask as usize] = f32::NEG_INFINITY;
+        guided
+    }
+
+    /// The id to place at (codebook, frame) and its confidence: the guided log probability of
+    /// the most likely id (the mask id excluded).
+    fn predict(
+        &self,
+        codebook: usize,
+        t: usize,
+        d: &Decoding,
+        noise: &mut Located<'_, impl Noise + ?Sized>,
+    ) -> (u32, f32) {
+        let guided = self.guided(codebook, t, d);
         let (best, confidence) = argmax(&guided);
         let prediction = if d.class_temperature > 0.0 {
             // Gumbel sampling among the top 10 % of ids: the official filter sets the others

@@ -21,6 +21,9 @@ pub struct OmniVoice {
     backbone: Backbone,
     audio_heads: Proj,
     precision: Precision,
+    /// Whether greedy decoding steps are scored where the logits are (off the CPU): then
+    /// only each position's best id and confidence come to the host.
+    scores_on_device: bool,
 }
 
 impl OmniVoice {
@@ -44,7 +47,11 @@ impl OmniVoice {
             backbone: Backbone::load(llm, b)?,
             audio_embeddings: embedding(rows, b.hidden_size, vb.pp("audio_embeddings"))?,
             audio_heads: Proj::load(b.hidden_size, rows, vb.pp("audio_heads"))?,
-            precision: Precision::F32,
+            precision: match vb.dtype() {
+                DType::BF16 => Precision::Bf16,
+                _ => Precision::F32,
+            },
+            scores_on_device: !vb.device().is_cpu(),
             config,
         })
     }
@@ -52,13 +59,17 @@ impl OmniVoice {
     /// The same model with the backbone's linear layers and the audio head in `precision`:
     /// they are nearly all of its work. Embeddings, norms, RoPE and attention stay `f32`.
     /// Reduced precisions are CPU kernels for a model loaded in `f32`: on other devices and
-    /// dtypes the model stays as it is. The packed bf16 weights replace the `f32` ones (which
+    /// dtypes the model stays as it is (a GPU runs bf16 as the weights' own dtype: load them
+    /// so, and [`OmniVoice::precision`] says bf16). The packed bf16 weights replace the `f32` ones (which
     /// would double the memory), so going back to `f32` is an error: load the model again.
     /// Which precision pays on a CPU is [`Precision::auto`]'s question.
     pub fn with_precision(mut self, precision: Precision) -> Result<Self> {
         let eligible =
             self.device().is_cpu() && self.embed_tokens.embeddings().dtype() == DType::F32;
-        let precision = if eligible && precision == Precision::Bf16 {
+        if !eligible {
+            return Ok(self);
+        }
+        let precision = if precision == Precision::Bf16 {
             precision
         } else {
             Precision::F32
@@ -158,6 +169,17 @@ impl OmniVoice {
             .reshape((m, c.num_audio_codebook, c.audio_vocab_size))?
             .transpose(0, 1)?
             .contiguous()
+    }
+
+    pub(super) fn scores_on_device(&self) -> bool {
+        self.scores_on_device
+    }
+
+    /// The same model scoring greedy steps with tensor operations, as off the CPU.
+    #[cfg(test)]
+    pub(super) fn with_scoring_on_device(mut self) -> Self {
+        self.scores_on_device = true;
+        self
     }
 
     #[cfg(test)]
