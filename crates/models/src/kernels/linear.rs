@@ -14,13 +14,20 @@
 //! (a pair of input channels per word), contiguous so that one strip (64 KiB for 1024 inputs)
 //! stays in L2 while every block of positions passes over it. The strips are what a spare
 //! core shares ([`crate::spare`]): each part computes whole strips for all positions.
+//!
+//! On CPUs with AMX the layer runs as a 1-tap convolution on the tile block instead
+//! ([`Bf16Weights`] packed for AMX): the two transposes cost less than the tiles gain.
 
 use std::mem::MaybeUninit;
 
 use candle_core::{Result, Tensor};
 
-use super::bf16::{pair, run_block, Bf16Isa, BlockArgs, Epilogue, BLOCK_ROWS};
+use super::bf16::{
+    bf16_isa, conv1d_rows, pair, run_block, worth_it, Bf16Isa, Bf16Weights, BlockArgs, Epilogue,
+    BLOCK_ROWS,
+};
 use super::isa::avx512_bf16;
+use super::rows::{Rows, RowsMut, SampleMap};
 use super::tensor::with_contiguous_f32;
 use crate::spare::{self, SharedOut};
 
@@ -29,11 +36,16 @@ const STRIP: usize = 32;
 
 /// A linear layer's weights (no bias) packed for the bf16 block.
 pub struct Bf16Linear {
-    /// [out / STRIP][in / 2][STRIP] pair words, features past `out` zero.
+    /// [out / STRIP][in / 2][STRIP] pair words, features past `out` zero (empty where
+    /// `tiles` serve instead).
     strips: Vec<u32>,
     in_features: usize,
     out_features: usize,
     isa: Bf16Isa,
+    /// On CPUs with AMX, the same weights as a 1-tap convolution's for the tile block: its
+    /// 32 × 32 tiles outrun the `vdpbf16ps` block several times over, which is worth the two
+    /// transposes a convolution's channel-major layout costs.
+    tiles: Option<Bf16Weights>,
 }
 
 impl std::fmt::Debug for Bf16Linear {
@@ -56,12 +68,24 @@ impl Bf16Linear {
         } else {
             Bf16Isa::Portable
         };
-        let strips = with_contiguous_f32(&w, |w| pack_weights(w, out_features, in_features))?;
+        let tiles = (bf16_isa() == Bf16Isa::Amx && worth_it(out_features, Bf16Isa::Amx))
+            .then(|| {
+                with_contiguous_f32(&w, |w| {
+                    Bf16Weights::new(w, out_features, in_features, 1, Bf16Isa::Amx)
+                })
+            })
+            .transpose()?;
+        // One packing only: the strips are not needed (nor their memory) beside tiles.
+        let strips = match tiles {
+            Some(_) => Vec::new(),
+            None => with_contiguous_f32(&w, |w| pack_weights(w, out_features, in_features))?,
+        };
         Ok(Self {
             strips,
             in_features,
             out_features,
             isa,
+            tiles,
         })
     }
 
@@ -97,6 +121,9 @@ impl Bf16Linear {
         assert_eq!(out.len(), n * m);
         if n == 0 || m == 0 {
             return;
+        }
+        if let Some(tiles) = &self.tiles {
+            return run_tiles(tiles, x, n, k, m, out);
         }
         let pairs = k.div_ceil(2);
         let acts = pack_activations(x, n, k);
@@ -143,6 +170,55 @@ impl Bf16Linear {
             }
         };
         spare::in_parts(m, STRIP, n * k * m, features);
+    }
+}
+
+/// [`Bf16Linear::run`] on AMX tiles: `x` [n, k] → [k, n], the 1-tap convolution to [m, n],
+/// and back to [n, m].
+fn run_tiles(
+    tiles: &Bf16Weights,
+    x: &[f32],
+    n: usize,
+    k: usize,
+    m: usize,
+    out: &mut [MaybeUninit<f32>],
+) {
+    let mut channels = vec![0f32; k * n];
+    transpose(x, n, k, |j, i, v| channels[j * n + i] = v);
+    let mut y = vec![0f32; m * n];
+    let identity = SampleMap {
+        scale: 1.0,
+        leaky_slope: None,
+        mask: None,
+    };
+    conv1d_rows(
+        RowsMut::new(&mut y, n, n),
+        false,
+        Rows::contiguous(&channels, n),
+        0,
+        tiles,
+        &vec![0f32; m],
+        1,
+        &identity,
+        &[],
+    );
+    transpose(&y, m, n, |i, o, v| {
+        out[i * m + o].write(v);
+    });
+}
+
+/// Calls `put(c, r, a[r, c])` for every element of row-major `a` [rows, cols], in square
+/// blocks: a plain loop would write one cache line per element once rows are long.
+fn transpose(a: &[f32], rows: usize, cols: usize, mut put: impl FnMut(usize, usize, f32)) {
+    const BLOCK: usize = 32;
+    for r0 in (0..rows).step_by(BLOCK) {
+        for c0 in (0..cols).step_by(BLOCK) {
+            for c in c0..(c0 + BLOCK).min(cols) {
+                for r in r0..(r0 + BLOCK).min(rows) {
+                    put(c, r, a[r * cols + c]);
+                }
+            }
+        }
     }
 }
 
@@ -263,6 +339,7 @@ mod speed {
             (290, 3072, 1024),
             (290, 1024, 2048),
             (290, 1024, 8200),
+            (2320, 1024, 3072),
         ] {
             let x = Tensor::randn(0f32, 1.0, (n, k), &Device::Cpu).unwrap();
             let w = Tensor::randn(0f32, 0.03, (m, k), &Device::Cpu).unwrap();
