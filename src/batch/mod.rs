@@ -469,6 +469,20 @@ mod tests {
         });
     }
 
+    /// A test voice's description: English, 16 kHz, one speaker.
+    fn test_info(id: &str) -> crate::engine::VoiceInfo {
+        crate::engine::VoiceInfo {
+            id: id.into(),
+            engine: "test".into(),
+            language: "en".into(),
+            sample_rate: 16_000,
+            speakers: vec![],
+            gender: None,
+            unsupported: None,
+            design: None,
+        }
+    }
+
     /// A voice that reports each batch it starts, and holds a batch containing "hold" until
     /// the test lets it go.
     struct GatedVoice {
@@ -527,16 +541,7 @@ mod tests {
         let (started_tx, started) = mpsc::unbounded_channel();
         let (release, gate) = std::sync::mpsc::channel();
         let voice: Arc<dyn Voice> = Arc::new(GatedVoice {
-            info: crate::engine::VoiceInfo {
-                id: "gated".into(),
-                engine: "test".into(),
-                language: "en".into(),
-                sample_rate: 16_000,
-                speakers: vec![],
-                gender: None,
-                unsupported: None,
-                design: None,
-            },
+            info: test_info("gated"),
             started: started_tx,
             gate: Mutex::new(gate),
         });
@@ -674,16 +679,7 @@ mod tests {
         let (seen_tx, seen) = std::sync::mpsc::channel();
         let (open, gate) = std::sync::mpsc::channel();
         let voice: Arc<dyn Voice> = Arc::new(WatchingVoice {
-            info: crate::engine::VoiceInfo {
-                id: "watching".into(),
-                engine: "test".into(),
-                language: "en".into(),
-                sample_rate: 16_000,
-                speakers: vec![],
-                gender: None,
-                unsupported: None,
-                design: None,
-            },
+            info: test_info("watching"),
             seen: seen_tx,
             gate: Mutex::new(gate),
         });

@@ -161,6 +161,17 @@ fn step_batch(p: &Prompt) -> (Tensor, Tensor, Vec<usize>) {
     (ids, audio, vec![len, p.frames])
 }
 
+/// `prompts` generated in one call at `steps` steps, the other settings the defaults, from a
+/// fixed seed.
+fn generate(m: &OmniVoice, prompts: &[Prompt], steps: usize) -> Result<Vec<Tensor>> {
+    let decoding = Decoding {
+        num_step: steps,
+        ..Decoding::default()
+    };
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    m.generate(prompts, &decoding, &mut rng)
+}
+
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
@@ -222,14 +233,6 @@ fn main() {
         let _c = omnivoice_models::spare::computing();
         let _l = omnivoice_models::spare::lending();
         m.forward(&ids, &audio, &segments).unwrap()
-    };
-    let generate = |m: &OmniVoice, prompts: &[Prompt], steps: usize| {
-        let decoding = Decoding {
-            num_step: steps,
-            ..Decoding::default()
-        };
-        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        m.generate(prompts, &decoding, &mut rng).unwrap()
     };
 
     if let Ok(name) = std::env::var("OMNIVOICE_BENCH_DEVICE") {
@@ -368,7 +371,7 @@ fn main() {
         let precision = Precision::auto();
         let model = load(precision);
         forward(&model);
-        let design = secs(|| drop(generate(&model, std::slice::from_ref(&one), steps)));
+        let design = secs(|| drop(generate(&model, std::slice::from_ref(&one), steps).unwrap()));
         row(
             format!("{precision}: design, generate {steps} steps"),
             design,
@@ -376,7 +379,7 @@ fn main() {
         );
         // The reference's transcript adds to the text: 20 tokens for a 5 s clip.
         let cloned = prompt(&mut rng, text + 20, reference, frames);
-        let g = secs(|| drop(generate(&model, std::slice::from_ref(&cloned), steps)));
+        let g = secs(|| drop(generate(&model, std::slice::from_ref(&cloned), steps).unwrap()));
         row(
             format!("{precision}: clone, generate {steps} steps ({reference} reference frames)"),
             g,
@@ -435,7 +438,7 @@ fn main() {
                 );
                 continue;
             }
-            let g = secs(|| drop(generate(&model, std::slice::from_ref(&one), steps)));
+            let g = secs(|| drop(generate(&model, std::slice::from_ref(&one), steps).unwrap()));
             let host = (g - f * steps as f64) / steps as f64;
             row(
                 format!("{precision}: generate, {steps} steps"),
@@ -450,10 +453,10 @@ fn main() {
         if precision == Precision::Bf16 {
             let mut rng = rand::rngs::StdRng::seed_from_u64(8);
             let eight: Vec<Prompt> = (0..8).map(|_| prompt(&mut rng, text, 0, frames)).collect();
-            let batched = secs(|| drop(generate(&model, &eight, batch_steps)));
+            let batched = secs(|| drop(generate(&model, &eight, batch_steps).unwrap()));
             let sequential = secs(|| {
                 for p in &eight {
-                    drop(generate(&model, std::slice::from_ref(p), batch_steps));
+                    drop(generate(&model, std::slice::from_ref(p), batch_steps).unwrap());
                 }
             });
             row(
@@ -521,14 +524,6 @@ fn on_device(
         audio.to_device(device).unwrap(),
     );
     let sync = || device.synchronize().unwrap();
-    let generate = |m: &OmniVoice, prompts: &[Prompt], steps: usize| {
-        let decoding = Decoding {
-            num_step: steps,
-            ..Decoding::default()
-        };
-        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
-        m.generate(prompts, &decoding, &mut rng)
-    };
     let many: Vec<Prompt> = (0..32).map(|_| prompt(rng, 40, 0, frames)).collect();
     for (label, dtype, tf32) in [
         ("f32", DType::F32, false),

@@ -36,16 +36,20 @@ const STRIP: usize = 32;
 
 /// A linear layer's weights (no bias) packed for the bf16 block.
 pub struct Bf16Linear {
-    /// [out / STRIP][in / 2][STRIP] pair words, features past `out` zero (empty where
-    /// `tiles` serve instead).
-    strips: Vec<u32>,
+    packed: Packed,
     in_features: usize,
     out_features: usize,
-    isa: Bf16Isa,
-    /// On CPUs with AMX, the same weights as a 1-tap convolution's for the tile block: its
-    /// 32 × 32 tiles outrun the `vdpbf16ps` block several times over, which is worth the two
+}
+
+/// The one packing a layer keeps, for the block this CPU runs.
+enum Packed {
+    /// [out / STRIP][in / 2][STRIP] pair words, features past `out` zero, for the register
+    /// block of `isa`.
+    Strips { words: Vec<u32>, isa: Bf16Isa },
+    /// On CPUs with AMX, the weights as a 1-tap convolution's for the tile block: its 32 × 32
+    /// tiles outrun the `vdpbf16ps` block several times over, which is worth the two
     /// transposes a convolution's channel-major layout costs.
-    tiles: Option<Bf16Weights>,
+    Tiles(Bf16Weights),
 }
 
 impl std::fmt::Debug for Bf16Linear {
@@ -68,24 +72,20 @@ impl Bf16Linear {
         } else {
             Bf16Isa::Portable
         };
-        let tiles = (bf16_isa() == Bf16Isa::Amx && worth_it(out_features, Bf16Isa::Amx))
-            .then(|| {
-                with_contiguous_f32(&w, |w| {
-                    Bf16Weights::new(w, out_features, in_features, 1, Bf16Isa::Amx)
-                })
-            })
-            .transpose()?;
-        // One packing only: the strips are not needed (nor their memory) beside tiles.
-        let strips = match tiles {
-            Some(_) => Vec::new(),
-            None => with_contiguous_f32(&w, |w| pack_weights(w, out_features, in_features))?,
+        let packed = if bf16_isa() == Bf16Isa::Amx && worth_it(out_features, Bf16Isa::Amx) {
+            Packed::Tiles(with_contiguous_f32(&w, |w| {
+                Bf16Weights::new(w, out_features, in_features, 1, Bf16Isa::Amx)
+            })?)
+        } else {
+            Packed::Strips {
+                words: with_contiguous_f32(&w, |w| pack_weights(w, out_features, in_features))?,
+                isa,
+            }
         };
         Ok(Self {
-            strips,
+            packed,
             in_features,
             out_features,
-            isa,
-            tiles,
         })
     }
 
@@ -122,9 +122,10 @@ impl Bf16Linear {
         if n == 0 || m == 0 {
             return;
         }
-        if let Some(tiles) = &self.tiles {
-            return run_tiles(tiles, x, n, k, m, out);
-        }
+        let (strips, isa) = match &self.packed {
+            Packed::Tiles(tiles) => return run_tiles(tiles, x, n, k, m, out),
+            Packed::Strips { words, isa } => (words, *isa),
+        };
         let pairs = k.div_ceil(2);
         let acts = pack_activations(x, n, k);
         let out_ptr = SharedOut::new(out);
@@ -135,7 +136,7 @@ impl Bf16Linear {
             let out_ptr = out_ptr.get();
             let mut sums = [0f32; BLOCK_ROWS * STRIP];
             for m0 in range.step_by(STRIP) {
-                let strip = &self.strips[m0 / STRIP * strip_words..][..strip_words];
+                let strip = &strips[m0 / STRIP * strip_words..][..strip_words];
                 let n_cols = STRIP.min(m - m0);
                 for (block, block_acts) in acts.chunks_exact(pairs * BLOCK_ROWS).enumerate() {
                     let i0 = block * BLOCK_ROWS;
@@ -148,7 +149,7 @@ impl Bf16Linear {
                         taps: 1,
                         dilation: 1,
                     };
-                    run_block(self.isa, &args, &mut sums);
+                    run_block(isa, &args, &mut sums);
                     let start = i0 * m + m0;
                     assert!(start + (n_rows - 1) * m + n_cols <= n * m);
                     let epilogue = Epilogue {

@@ -279,13 +279,13 @@ impl Attention {
             let mut mask = Vec::with_capacity(count * longest);
             for (m, &segment) in members.iter().enumerate() {
                 let (start, len) = (starts[segment], s.sizes[segment]);
-                for i in 0..longest {
-                    gather.push(if i < len { (start + i) as u32 } else { 0 });
-                    mask.push(if i < len { 0f32 } else { f32::NEG_INFINITY });
-                    if i < len {
-                        back[start + i] = (slots + m * longest + i) as u32;
-                    }
+                for i in 0..len {
+                    back[start + i] = (slots + m * longest + i) as u32;
                 }
+                gather.extend((start..start + len).map(|p| p as u32));
+                gather.extend(std::iter::repeat_n(0, longest - len));
+                mask.extend(std::iter::repeat_n(0f32, len));
+                mask.extend(std::iter::repeat_n(f32::NEG_INFINITY, longest - len));
             }
             slots += count * longest;
             let gather = Tensor::from_vec(gather, count * longest, device)?;
