@@ -316,7 +316,7 @@ fn bench_precisions<M: Measurement>(c: &mut Criterion<M>) {
         let p = d * (k - 1) / 2;
         let name = format!("{c_in}-{c_out} k{k} d{d} x{len}");
         group.throughput(Throughput::Elements((c_in * c_out * k * len) as u64));
-        for precision in ["f32", "bf16", "int8"] {
+        for precision in ["f32", "spectral", "bf16", "int8"] {
             let conv = routes::conv1d_direct_at(&w, Some(&b), p, d, precision).unwrap();
             conv(&x).unwrap();
             group.bench_function(BenchmarkId::new(precision, &name), |bench| {

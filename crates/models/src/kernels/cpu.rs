@@ -122,7 +122,11 @@ fn cached_pack<'c>(
     let cell = &cache.packed;
     if cell.get().is_none() {
         let packed = with_contiguous_f32(weight, |w| {
-            PackedConv::new(w, c_out, c_in, taps, cache.precision)
+            if cache.spectral {
+                PackedConv::allowing_spectra(w, c_out, c_in, taps, cache.precision)
+            } else {
+                PackedConv::new(w, c_out, c_in, taps, cache.precision)
+            }
         })?;
         let _ = cell.set(packed);
     }

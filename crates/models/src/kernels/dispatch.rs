@@ -244,8 +244,9 @@ pub mod routes {
         cpu::conv_transpose1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, None)
     }
 
-    /// [`conv1d_direct`] with the weights in `precision` (`"f32"`, `"bf16"` or `"int8"`),
-    /// packed on the first run of the returned closure and reused by the others.
+    /// [`conv1d_direct`] with the weights in `precision` (`"f32"`, `"bf16"`, `"int8"`, or
+    /// `"spectral"`: `f32` through the layer's spectra where that is worth it), packed on the
+    /// first run of the returned closure and reused by the others.
     pub fn conv1d_direct_at<'w>(
         weight: &'w Tensor,
         bias: Option<&'w Tensor>,
@@ -253,14 +254,19 @@ pub mod routes {
         dilation: usize,
         precision: &str,
     ) -> Result<impl Fn(&Tensor) -> Result<Tensor> + 'w> {
+        let spectral = precision == "spectral";
         let precision = match precision {
-            "f32" => Precision::F32,
+            "f32" | "spectral" => Precision::F32,
             "bf16" => Precision::Bf16,
             #[cfg(feature = "bench-kernels")]
             "int8" => Precision::Int8,
             other => candle_core::bail!("unknown precision {other}"),
         };
-        let cache = PackedWeightCache::new(precision);
+        let cache = if spectral {
+            PackedWeightCache::spectral(precision)
+        } else {
+            PackedWeightCache::new(precision)
+        };
         Ok(move |x: &Tensor| {
             let shape = conv1d_shape(x, weight, bias, padding, dilation, 1)?;
             cpu::conv1d_direct(

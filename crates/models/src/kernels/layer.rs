@@ -54,6 +54,9 @@ impl InputMap<'_> {
 pub(crate) struct PackedWeightCache {
     pub(super) packed: Arc<OnceLock<PackedConv>>,
     pub(super) precision: Precision,
+    /// Whether `f32` sums may go through the layer's spectra where faster (at several times
+    /// the weights' memory: see [`super::spectral`]).
+    pub(super) spectral: bool,
 }
 
 impl PackedWeightCache {
@@ -62,6 +65,15 @@ impl PackedWeightCache {
         Self {
             packed: Arc::default(),
             precision,
+            spectral: false,
+        }
+    }
+
+    /// [`PackedWeightCache::new`] for a layer whose `f32` sums may run through its spectra.
+    pub(crate) fn spectral(precision: Precision) -> Self {
+        Self {
+            spectral: true,
+            ..Self::new(precision)
         }
     }
 

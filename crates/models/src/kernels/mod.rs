@@ -73,6 +73,7 @@ mod paths;
 mod precision;
 mod rows;
 mod shape;
+mod spectral;
 pub(crate) mod stft;
 mod strips;
 mod tensor;

@@ -24,6 +24,7 @@ use super::direct::{self, PackedWeights};
 #[cfg(feature = "bench-kernels")]
 use super::int8::{self, Int8Weights};
 use super::rows::{Rows, RowsMut, SampleMap};
+use super::spectral::{self, SpectralWeights};
 
 /// The arithmetic of a model's convolutions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -93,6 +94,8 @@ impl std::fmt::Display for Precision {
 #[derive(Debug)]
 pub(super) enum PackedConv {
     F32(PackedWeights),
+    /// `f32` through the layer's spectra ([`super::spectral`]).
+    Spectral(SpectralWeights),
     Bf16(Bf16Weights),
     #[cfg(feature = "bench-kernels")]
     Int8(Int8Weights),
@@ -114,9 +117,26 @@ impl PackedConv {
         }
     }
 
+    /// [`PackedConv::new`] for a layer whose `f32` sums may go through its spectra, which they
+    /// do where that is faster ([`spectral::worth_it`]).
+    pub(super) fn allowing_spectra(
+        w: &[f32],
+        c_out: usize,
+        c_in: usize,
+        taps: usize,
+        p: Precision,
+    ) -> Self {
+        if p == Precision::F32 && spectral::worth_it(c_out, c_in, taps) {
+            PackedConv::Spectral(SpectralWeights::new(w, c_out, c_in, taps))
+        } else {
+            Self::new(w, c_out, c_in, taps, p)
+        }
+    }
+
     pub(super) fn has_shape(&self, c_out: usize, c_in: usize, taps: usize) -> bool {
         match self {
             PackedConv::F32(w) => w.has_shape(c_out, c_in, taps),
+            PackedConv::Spectral(w) => w.has_shape(c_out, c_in, taps),
             PackedConv::Bf16(w) => w.has_shape(c_out, c_in, taps),
             #[cfg(feature = "bench-kernels")]
             PackedConv::Int8(w) => w.has_shape(c_out, c_in, taps),
@@ -182,6 +202,9 @@ pub(super) fn conv1d_rows(
     let (bias, dilation, map) = (conv.bias, conv.dilation, &conv.map);
     match conv.weights {
         PackedConv::F32(w) => direct::conv1d_rows(
+            out, accumulate, x, offset, w, bias, dilation, map, residuals,
+        ),
+        PackedConv::Spectral(w) => spectral::conv1d_rows(
             out, accumulate, x, offset, w, bias, dilation, map, residuals,
         ),
         PackedConv::Bf16(w) => bf16::conv1d_rows(

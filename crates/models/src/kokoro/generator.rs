@@ -89,7 +89,7 @@ impl Conv {
             bias: Some(bias),
             padding,
             dilation,
-            cache: PackedWeightCache::new(Precision::F32),
+            cache: PackedWeightCache::spectral(Precision::F32),
         })
     }
 
@@ -109,7 +109,7 @@ impl Conv {
 
     /// The same convolution with its weights packed for `precision` (on first use).
     fn in_precision(&mut self, precision: Precision) {
-        self.cache = PackedWeightCache::new(precision);
+        self.cache = PackedWeightCache::spectral(precision);
     }
 }
 
