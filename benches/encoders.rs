@@ -5,29 +5,18 @@
 //!
 //! `cargo bench --bench encoders`
 
-use std::f32::consts::TAU;
 use std::time::Instant;
 
 use omnivoice_server::audio::{stream_encoder, AudioFormat};
 
+#[path = "../tests/common/signal.rs"]
+mod signal;
+
+use signal::voice_like;
+
 const RATE: u32 = 22_050;
 const SECONDS: f32 = 10.0;
 const RUNS: usize = 7;
-
-/// A harmonic tone with vibrato, syllable and phrase envelopes: what an encoder sees of speech.
-fn voice_like(seconds: f32, rate: u32) -> Vec<f32> {
-    let mut phase = 0.0f32;
-    (0..(seconds * rate as f32) as usize)
-        .map(|n| {
-            let t = n as f32 / rate as f32;
-            let f0 = 120.0 + 15.0 * (TAU * 5.0 * t).sin();
-            phase = (phase + TAU * f0 / rate as f32) % TAU;
-            let tone: f32 = (1..=10).map(|k| (k as f32 * phase).sin() / k as f32).sum();
-            let syllables = 0.5 - 0.5 * (TAU * 4.0 * t).cos();
-            0.33 * tone * syllables * (0.6 + 0.4 * (TAU * 0.5 * t).sin())
-        })
-        .collect()
-}
 
 /// Median seconds to encode `input` as `format`, and the bytes it became.
 fn encode(format: AudioFormat, input: &[f32]) -> (f64, usize) {

@@ -76,6 +76,9 @@ fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::from(EXIT_CONFIG);
         }
     };
+    // One reader for the engine and the routes that list them, so that a bad file is
+    // reported once.
+    let voice_files = Arc::new(VoiceFiles::new(&settings.voice_file_dir));
     // Said once the settings are known to be valid: a refused start stays one line.
     let kernel_paths = device.is_cpu().then(omnivoice_models::kernels::isa_report);
     let piper = PiperEngine::new(&settings.voices_dir, device.clone())
@@ -91,7 +94,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         let engine = OmniVoiceEngine::new(&settings.omnivoice_dir, device.clone())
             .with_precision(settings.precision.requested())
             .with_profiles(profiles.clone())
-            .with_voice_files(Arc::new(VoiceFiles::new(&settings.voice_file_dir)));
+            .with_voice_files(voice_files.clone());
         engines.push(Arc::new(engine));
     } else {
         // The usual case (the checkpoint is a download of its own): not worth a line at info.
@@ -111,7 +114,13 @@ fn serve(args: ServeArgs) -> ExitCode {
         .expect("tokio runtime");
     let code = runtime.block_on(async move {
         let address = (settings.host, settings.port);
-        let state = match server::build(settings, engines, profiles, device_name.clone()) {
+        let state = match server::build(
+            settings,
+            engines,
+            profiles,
+            voice_files,
+            device_name.clone(),
+        ) {
             Ok(state) => state,
             Err(e) => {
                 eprintln!("error: {e}");

@@ -20,6 +20,7 @@ use crate::cache::AudioCache;
 use crate::config::Settings;
 use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
+use crate::profiles::voice_files::VoiceFiles;
 use crate::profiles::ProfileStore;
 use crate::speech::{LanguageSettings, LexiconStore, SpeechService, TextSettings};
 use crate::text::english::{DateOrder, ReadingOptions};
@@ -103,13 +104,14 @@ fn wyoming_limits(settings: &Settings) -> crate::wyoming::Limits {
     }
 }
 
-/// The shared state of a server with these engines and this profile store (opened before the
-/// engines, which may read it). Fails on a setting that names a model or voice no engine
+/// The shared state of a server with these engines, this profile store and these voice files
+/// (opened before the engines, which may read them). Fails on a setting that names a model or voice no engine
 /// offers. Must run inside the Tokio runtime (it starts the batcher).
 pub fn build(
     settings: Settings,
     engines: Vec<Arc<dyn Engine>>,
     profiles: Arc<ProfileStore>,
+    voice_files: Arc<VoiceFiles>,
     device: String,
 ) -> Result<Arc<AppState>, InvalidSetting> {
     let registry = Arc::new(Registry::new(
@@ -168,7 +170,12 @@ pub fn build(
         crate::engine::kokoro::split::PASS_TOKENS,
     ]);
     Ok(Arc::new(AppState::new(
-        settings, speech, profiles, metrics, device,
+        settings,
+        speech,
+        profiles,
+        voice_files,
+        metrics,
+        device,
     )))
 }
 

@@ -472,8 +472,21 @@ async fn names_that_point_nowhere_are_startup_errors_naming_the_setting() {
         let dir = std::env::temp_dir().join("omnivoice-registry-test-profiles");
         std::sync::Arc::new(omnivoice_server::profiles::ProfileStore::open(dir).unwrap())
     };
-    let build =
-        |settings| omnivoice_server::server::build(settings, engines(), profiles(), "cpu".into());
+    let voice_files = || {
+        let dir = std::env::temp_dir().join("omnivoice-registry-test-voice-files");
+        std::sync::Arc::new(omnivoice_server::profiles::voice_files::VoiceFiles::new(
+            dir,
+        ))
+    };
+    let build = |settings| {
+        omnivoice_server::server::build(
+            settings,
+            engines(),
+            profiles(),
+            voice_files(),
+            "cpu".into(),
+        )
+    };
     let config = tempfile::NamedTempFile::new().unwrap();
     let cases = [
         ("[voices.aliases]\nalloy = \"a9\"\n", "voices.aliases.alloy"),

@@ -62,6 +62,7 @@ use headers::REQUEST_ID;
 
 use crate::config::Settings;
 use crate::metrics as m;
+use crate::profiles::voice_files::VoiceFiles;
 use crate::profiles::ProfileStore;
 use crate::speech::{Dialogues, SpeechService};
 
@@ -78,7 +79,7 @@ pub struct AppState {
     /// Voice profiles (`/v1/voices/profiles`); the OmniVoice engine reads the same store.
     pub profiles: Arc<ProfileStore>,
     /// Voice files, listed on `/v1/voices` (the OmniVoice engine reads the same directory).
-    pub voice_files: crate::profiles::voice_files::VoiceFiles,
+    pub voice_files: Arc<VoiceFiles>,
     pub metrics: PrometheusHandle,
     pub started: Instant,
     pub device: String,
@@ -94,6 +95,7 @@ impl AppState {
         settings: Settings,
         speech: SpeechService,
         profiles: Arc<ProfileStore>,
+        voice_files: Arc<VoiceFiles>,
         metrics: PrometheusHandle,
         device: String,
     ) -> Self {
@@ -104,7 +106,7 @@ impl AppState {
                 settings.max_scripts,
                 settings.max_input_chars,
             ),
-            voice_files: crate::profiles::voice_files::VoiceFiles::new(&settings.voice_file_dir),
+            voice_files,
             settings,
             speech,
             profiles,

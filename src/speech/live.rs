@@ -35,12 +35,25 @@ pub struct Sentence {
     document: Option<LiveDocument>,
 }
 
-/// An SSML document of a stream, and the silence the documents before it left owing.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An SSML document of a stream, as read when it arrived, and the silence the documents
+/// before it left owing.
+#[derive(Debug, Clone)]
 struct LiveDocument {
     markup: String,
+    /// Read once, on arrival: that is when bad markup is refused, and what is spoken.
+    script: Script,
     owed: Duration,
 }
+
+/// Two documents are the same when their markup and the silence before them are: the script
+/// is what the markup reads as.
+impl PartialEq for LiveDocument {
+    fn eq(&self, other: &Self) -> bool {
+        self.markup == other.markup && self.owed == other.owed
+    }
+}
+
+impl Eq for LiveDocument {}
 
 impl Sentence {
     pub fn text(&self) -> &str {
@@ -319,7 +332,11 @@ impl LiveSpeech {
             let owed = std::mem::replace(&mut self.owed, script.trailing);
             sentences.push(Sentence {
                 text,
-                document: Some(LiveDocument { markup, owed }),
+                document: Some(LiveDocument {
+                    markup,
+                    script,
+                    owed,
+                }),
             });
         }
         Ok(sentences)
@@ -343,7 +360,7 @@ impl LiveSpeech {
     /// Hands in the next sentence and starts synthesizing it.
     pub fn sentence(&mut self, sentence: Sentence) -> SentenceAudio {
         let job = &self.job;
-        let script = match &sentence.document {
+        let script = match sentence.document {
             None => {
                 let utterance = super::script::utterance(
                     &sentence.text,
@@ -353,13 +370,10 @@ impl LiveSpeech {
                 );
                 Script::of(job.voice().clone(), vec![utterance])
             }
-            Some(document) => match self.read(&document.markup) {
-                Ok(script) => {
-                    self.place_pauses(&script, document.owed);
-                    script
-                }
-                Err(e) => return SentenceAudio::failed(self.handed_in_next(), e),
-            },
+            Some(document) => {
+                self.place_pauses(&document.script, document.owed);
+                document.script
+            }
         };
         let first_index = self.next_utterance;
         self.next_utterance += script.utterances.len();
@@ -499,17 +513,6 @@ impl LiveSpeech {
 }
 
 impl SentenceAudio {
-    /// A sentence that cannot be spoken: its one part is the error.
-    fn failed(index: usize, error: SpeechError) -> Self {
-        let (sender, parts) = mpsc::unbounded_channel();
-        let _ = sender.send(Err(error));
-        Self {
-            index,
-            parts,
-            task: tokio::spawn(async {}),
-        }
-    }
-
     /// The next part of the sentence's audio as it is computed; `None` once it is complete.
     pub async fn next_part(&mut self) -> Option<SentencePart> {
         let delivery = self.parts.recv().await?;

@@ -5,6 +5,7 @@
 pub mod decode;
 pub mod fake;
 pub mod services;
+pub mod signal;
 pub mod wyoming;
 
 use std::io::{BufRead, BufReader};
@@ -41,9 +42,17 @@ impl InProcess {
         let (stop, stopped) = oneshot::channel::<()>();
         let profiles = omnivoice_server::profiles::ProfileStore::open(&settings.profile_dir)
             .expect("the profile directory");
-        let state =
-            omnivoice_server::server::build(settings, engines, Arc::new(profiles), "cpu".into())
-                .expect("valid test settings");
+        let voice_files = Arc::new(omnivoice_server::profiles::voice_files::VoiceFiles::new(
+            &settings.voice_file_dir,
+        ));
+        let state = omnivoice_server::server::build(
+            settings,
+            engines,
+            Arc::new(profiles),
+            voice_files,
+            "cpu".into(),
+        )
+        .expect("valid test settings");
         let handle = tokio::spawn(omnivoice_server::server::run(
             state,
             listener,

@@ -1,5 +1,6 @@
 //! Masked iterative decoding: T target frames × C codebooks start as the mask id and are
-//! filled over `num_step` steps, each one forward over the conditional and unconditional rows.
+//! filled over `num_step` steps, each one forward over the conditional and (for guidance)
+//! unconditional rows.
 //!
 //! At a step, every masked position is predicted from classifier-free-guided log
 //! probabilities, scored by its confidence less a penalty for later codebooks (coarse ones are
@@ -143,6 +144,18 @@ pub struct Utterance<R> {
     item: usize,
 }
 
+impl<R> Utterance<R> {
+    /// The target frames of its unconditional row: none without guidance, whose mix would
+    /// weigh them by 0 (the official loop computes them all the same).
+    fn unconditional_frames(&self) -> usize {
+        if self.decoding.guidance_scale != 0.0 {
+            self.frames
+        } else {
+            0
+        }
+    }
+}
+
 impl<R: Noise> Utterance<R> {
     /// Whether every step has been taken.
     pub fn is_done(&self) -> bool {
@@ -152,7 +165,7 @@ impl<R: Noise> Utterance<R> {
     /// Positions it adds to a step's packed forward: its conditional row and, for guidance,
     /// its target again.
     pub fn positions(&self) -> usize {
-        self.audio.len() + self.frames
+        self.audio.len() + self.unconditional_frames()
     }
 
     /// Its frames, [C, frames] u32 (mask ids where no step has fixed one yet), and its noise
@@ -184,7 +197,7 @@ impl Decoder for OmniVoice {
 
 impl OmniVoice {
     /// Decodes the target frames of every prompt together, each step one packed forward of
-    /// all conditional rows and then all unconditional rows (the frames alone). Returns each
+    /// all conditional rows and then the guided ones' unconditional rows (the frames alone). Returns each
     /// prompt's frames, [C, frames] u32. The prompts draw their noise from `rng` in turn, so
     /// a prompt's frames depend on the others in the batch; [`OmniVoice::utterance`]s with
     /// generators of their own do not.
@@ -274,8 +287,8 @@ impl OmniVoice {
     }
 
     /// One step of every utterance in `batch` that is not done, each at its own step: one
-    /// packed forward of their conditional rows and then their unconditional rows (the
-    /// targets alone), the audio head read at the targets only, then each fixes its
+    /// packed forward of their conditional rows and then the guided ones' unconditional rows
+    /// (the targets alone), the audio head read at the targets only, then each fixes its
     /// scheduled number of positions.
     pub fn step<R: Noise>(&self, batch: &mut [&mut Utterance<R>]) -> Result<()> {
         let mut batch: Vec<&mut Utterance<R>> = batch
@@ -303,18 +316,22 @@ impl OmniVoice {
             is_audio.extend_from_slice(&u.audio);
         }
         // The positions whose logits are scored: each utterance's conditional target, then
-        // its unconditional one.
+        // its unconditional one if it is guided.
         let mut read = Vec::new();
         for (u, &cond) in batch.iter().zip(&cond_at) {
+            read.extend((cond..cond + u.frames).map(|p| p as u32));
+            let frames = u.unconditional_frames();
+            if frames == 0 {
+                continue;
+            }
             let uncond = is_audio.len();
-            segments.push(u.frames);
-            let from = u.audio.len() - u.frames;
+            segments.push(frames);
+            let from = u.audio.len() - frames;
             for (packed, own) in ids.iter_mut().zip(&u.ids) {
                 packed.extend_from_slice(&own[from..]);
             }
             is_audio.extend_from_slice(&u.audio[from..]);
-            read.extend((cond..cond + u.frames).map(|p| p as u32));
-            read.extend((uncond..uncond + u.frames).map(|p| p as u32));
+            read.extend((uncond..uncond + frames).map(|p| p as u32));
         }
         let n = is_audio.len();
         let rows = read.len();
@@ -334,16 +351,20 @@ impl OmniVoice {
             // [C, rows, V] on the host, flat.
             (logits.flatten_all()?.to_vec1()?, None)
         };
-        let mut base = 0;
+        // This utterance's first row in the logits, and in the greedy choices (its
+        // conditional target's).
+        let (mut base, mut target) = (0, 0);
         for u in batch.iter_mut() {
             let count = u.schedule[u.step];
+            let unconditional = u.unconditional_frames();
             if count > 0 {
                 let frames = Frames {
                     logits: &logits,
-                    best: best.as_ref().map(|b| (b, base / 2)),
+                    best: best.as_ref().map(|b| (b, target)),
                     rows,
                     cond: base,
-                    uncond: base + u.frames,
+                    // Unguided, the conditional rows again: the mix never reads them.
+                    uncond: base + unconditional,
                     frames: u.frames,
                     vocab,
                     mask,
@@ -357,7 +378,8 @@ impl OmniVoice {
                 frames.fix(&mut u.ids, start, count, &u.decoding, &mut noise);
             }
             u.step += 1;
-            base += 2 * u.frames;
+            base += u.frames + unconditional;
+            target += u.frames;
         }
         Ok(())
     }
@@ -403,7 +425,7 @@ struct Best {
 
 /// [`Frames::guided`]'s most likely id and its log probability at every target position of
 /// a step, as tensor operations where the logits are ([C, rows, V], each utterance's
-/// conditional target rows, then its unconditional ones).
+/// conditional target rows, then its unconditional ones if it is guided).
 fn best_on_device<R>(logits: &Tensor, batch: &[&mut Utterance<R>], mask: u32) -> Result<Best> {
     use candle_core::D;
     use candle_nn::ops::log_softmax;
@@ -411,11 +433,17 @@ fn best_on_device<R>(logits: &Tensor, batch: &[&mut Utterance<R>], mask: u32) ->
     let (mut cond, mut uncond, mut scale) = (Vec::new(), Vec::new(), Vec::new());
     let mut base = 0;
     for u in batch {
-        let frames = u.frames as u32;
+        let (frames, unconditional) = (u.frames as u32, u.unconditional_frames() as u32);
         cond.extend(base..base + frames);
-        uncond.extend(base + frames..base + 2 * frames);
+        // Unguided (scale 0), the conditional rows stand in for the missing ones.
+        let from = if unconditional == 0 {
+            base
+        } else {
+            base + frames
+        };
+        uncond.extend(from..from + frames);
         scale.extend(std::iter::repeat_n(u.decoding.guidance_scale, u.frames));
-        base += 2 * frames;
+        base += frames + unconditional;
     }
     let r = cond.len();
     let rows = |at: Vec<u32>| -> Result<Tensor> {

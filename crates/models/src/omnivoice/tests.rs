@@ -318,6 +318,76 @@ fn greedy_decoding_gives_the_official_frames() {
 }
 
 #[test]
+fn unguided_decoding_leaves_the_unconditional_rows_out_and_gives_the_official_frames() {
+    // guidance_scale 0: the official loop still computes the unconditional rows and weighs
+    // them by 0; ours leaves them out of the forward. Its frames (which differ from the guided
+    // ones) must agree all the same, alone and stepped beside a guided utterance in one
+    // forward, scored on the host and on the device.
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+    let (prompts, guided) = prompts();
+    let f = candle_core::safetensors::load(
+        fixtures().join("generate_unguided.safetensors"),
+        &Device::Cpu,
+    )
+    .unwrap();
+    let frames =
+        |t: &Tensor| -> Vec<Vec<u32>> { t.to_dtype(DType::U32).unwrap().to_vec2().unwrap() };
+    let unguided: Vec<Vec<Vec<u32>>> = (0..2).map(|i| frames(&f[&format!("frames_{i}")])).collect();
+    let greedy = super::Decoding {
+        num_step: 6,
+        position_temperature: 0.0,
+        class_temperature: 0.0,
+        ..super::Decoding::default()
+    };
+    let off = super::Decoding {
+        guidance_scale: 0.0,
+        ..greedy.clone()
+    };
+    let model = || load(Config::from_json(&config_text()).unwrap(), DType::F32).unwrap();
+    for (scoring, model) in [
+        ("host", model()),
+        ("device", model().with_scoring_on_device()),
+    ] {
+        let utterance = |i: usize, d: &super::Decoding| {
+            model
+                .utterance(&prompts[i], d, StdRng::seed_from_u64(1))
+                .unwrap()
+        };
+        let (len, frames_1) = (prompts[1].ids.dim(1).unwrap(), prompts[1].frames);
+        assert_eq!(
+            utterance(1, &off).positions(),
+            len,
+            "its conditional row alone"
+        );
+        assert_eq!(utterance(1, &greedy).positions(), len + frames_1);
+        let mut done = model
+            .run_to_end(vec![utterance(0, &off), utterance(1, &off)])
+            .unwrap();
+        for (i, u) in done.drain(..).enumerate() {
+            let ours: Vec<Vec<u32>> = u.into_frames(&Device::Cpu).unwrap().0.to_vec2().unwrap();
+            assert_eq!(
+                ours, unguided[i],
+                "prompt {i} alone, scored on the {scoring}"
+            );
+        }
+        let done = model
+            .run_to_end(vec![utterance(0, &greedy), utterance(1, &off)])
+            .unwrap();
+        let ours: Vec<Vec<Vec<u32>>> = done
+            .into_iter()
+            .map(|u| u.into_frames(&Device::Cpu).unwrap().0.to_vec2().unwrap())
+            .collect();
+        assert_eq!(
+            ours[0],
+            frames(&guided[0]),
+            "guided beside unguided, {scoring}"
+        );
+        assert_eq!(ours[1], unguided[1], "unguided beside guided, {scoring}");
+    }
+}
+
+#[test]
 fn sampled_decoding_fills_every_frame_and_repeats_with_its_seed() {
     use rand::SeedableRng;
     let model = load(Config::from_json(&config_text()).unwrap(), DType::F32).unwrap();
