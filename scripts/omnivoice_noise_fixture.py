@@ -60,8 +60,8 @@ def run(model, prompts, config):
         return model._generate_iterative(task, config)
 
 
-def main() -> None:
-    model = load_model()
+def generate_prompts():
+    """`generate.safetensors` and its two prompts, as `run` takes them."""
     f = load_file(os.path.join(OUT, "generate.safetensors"))
     prompts = [
         {
@@ -71,6 +71,12 @@ def main() -> None:
         }
         for i in range(2)
     ]
+    return f, prompts
+
+
+def main() -> None:
+    model = load_model()
+    f, prompts = generate_prompts()
 
     # The weights and prompts are the ones generate.safetensors was made from only if the
     # greedy loop still gives its frames.

@@ -14,25 +14,17 @@ import os
 import sys
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from omnivoice.models.omnivoice import OmniVoiceGenerationConfig
 
 sys.path.insert(0, os.path.dirname(__file__))
-from omnivoice_noise_fixture import NUM_STEP, OUT, load_model, run  # noqa: E402
+from omnivoice_noise_fixture import NUM_STEP, OUT, generate_prompts, load_model, run  # noqa: E402
 
 
 def main() -> None:
     model = load_model()
-    f = load_file(os.path.join(OUT, "generate.safetensors"))
-    prompts = [
-        {
-            "input_ids": f[f"prompt_{i}"].unsqueeze(0),
-            "audio_mask": f[f"prompt_audio_{i}"].to(torch.bool).unsqueeze(0),
-            "frames": f[f"frames_{i}"].shape[1],
-        }
-        for i in range(2)
-    ]
+    f, prompts = generate_prompts()
     config = OmniVoiceGenerationConfig(
         num_step=NUM_STEP, guidance_scale=0.0, position_temperature=0.0, class_temperature=0.0
     )
