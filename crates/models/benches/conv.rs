@@ -306,6 +306,10 @@ fn bench_precisions<M: Measurement>(c: &mut Criterion<M>) {
         // the last stage over 4× the columns (a padded batch of four on one core).
         (128, 128, 12000, 11, 5),
         (256, 256, 2000, 7, 3),
+        (128, 128, 12000, 7, 3),
+        (256, 256, 2000, 11, 5),
+        (128, 128, 12000, 3, 1),
+        (256, 256, 2000, 3, 1),
         (1090, 1024, 100, 3, 1),
         (128, 128, 48000, 11, 5),
     ];

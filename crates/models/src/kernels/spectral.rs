@@ -3,8 +3,8 @@
 //!
 //! A dense convolution costs `C_out · C_in · K` multiply-adds per output sample however it is
 //! scheduled, and on a CPU with only AVX2 the direct kernel already runs near its `f32` peak.
-//! Kokoro's generator spends most of its time in 11-tap residual convolutions (128 and 256
-//! channels, over the audio-rate signal), where going to the frequency domain needs far fewer
+//! Kokoro's generator spends most of its time in 7- and 11-tap residual convolutions (128 and
+//! 256 channels, over the audio-rate signal), where going to the frequency domain needs far fewer
 //! operations: a block of `M = N − K + 1` outputs per `N`-point transform costs
 //! `4 · C_out · C_in · (N/2 + 1)` real multiply-adds, so about `2.4 · C_out · C_in` per sample at
 //! `N = 64` instead of `11 · C_out · C_in`, plus transforms that grow only with the channel
@@ -14,7 +14,7 @@
 //! A dilation `d` splits the signal into `d` phases (every `d`-th sample), each a dense
 //! convolution of its own. Every (phase, block) is one column of the per-bin products, so one
 //! product per bin covers a whole part of the signal. The price is memory: a layer keeps
-//! `(N/2 + 1)` complex matrices instead of `K` real ones (6× the weights at `N = 64`), which
+//! `(N/2 + 1)` complex matrices instead of `K` real ones (6× the weights at `N = 64` and 11 taps, 9× at 7), which
 //! is why only layers that ask for it ([`super::PackedWeightCache::spectral`]) and are wide
 //! enough to gain ([`worth_it`]) are packed this way.
 
@@ -33,17 +33,18 @@ use crate::spare::{self, SharedOut};
 const COLUMNS: usize = 64;
 
 /// Whether a layer of this shape runs faster through its spectra than through the direct
-/// kernel: measured (`benches/conv.rs`, `spectral`) to pay from 11 taps at 128 channels, and
-/// not at 7 taps or 64 channels.
+/// kernel: measured (`benches/conv.rs`, `spectral`) to pay from 7 taps at 128 and 256 channels
+/// (1.4–1.6× on AVX2), and not at 3 taps or 64 channels.
 pub(super) fn worth_it(c_out: usize, c_in: usize, taps: usize) -> bool {
-    taps >= 9 && c_out >= 128 && c_in >= 128
+    taps >= 7 && c_out >= 128 && c_in >= 128
 }
 
-/// The transform length for a layer: wider layers spend relatively more in the products, which
-/// shorter transforms (fewer bins per output) favour.
-fn transform_len(c_out: usize, c_in: usize, taps: usize) -> usize {
-    let n = if c_out.max(c_in) >= 256 { 32 } else { 64 };
-    n.max((2 * taps).next_power_of_two())
+/// The transform length for a layer: 64 points, or more for kernels longer than 32 taps.
+/// Longer transforms need fewer bins per output (33 for 58 outputs at 7 taps), but their
+/// per-group spectra leave the L2 cache: measured on AVX2, 64 points beat 32 by 1.1–1.3× at
+/// 256 channels, and 128 points gain at most 1.1× at 128 channels and lose 2× at 256.
+fn transform_len(taps: usize) -> usize {
+    64.max((2 * taps).next_power_of_two())
 }
 
 /// A layer's weights as spectra: for each bin, the [C_out, C_in] complex matrix of the
@@ -73,7 +74,7 @@ impl std::fmt::Debug for SpectralWeights {
 impl SpectralWeights {
     /// `w` is row-major [c_out, c_in, taps].
     pub fn new(w: &[f32], c_out: usize, c_in: usize, taps: usize) -> Self {
-        Self::with_len(w, c_out, c_in, taps, transform_len(c_out, c_in, taps))
+        Self::with_len(w, c_out, c_in, taps, transform_len(taps))
     }
 
     fn with_len(w: &[f32], c_out: usize, c_in: usize, taps: usize, n: usize) -> Self {
@@ -165,42 +166,71 @@ pub(super) fn conv1d_rows(
         .collect();
     let (out_stride, out_len) = (out.stride, out.data.len());
     let out_ptr = SharedOut::new(out.data);
+    // Segment sample s of a column reads input column `start(col) + d·s`.
+    let start = |col: &Column| (col.phase + dilation * col.first) as isize + offset;
     let part = |range: Range<usize>| {
         let out_ptr = out_ptr.get();
-        let (mut signal, mut spectrum) = (w.forward.make_input_vec(), w.forward.make_output_vec());
+        let mut signal = w.forward.make_input_vec();
+        // One row's segments as spectra, [cols][bins]: the transforms' own layout, moved to
+        // and from the products' [bins][rows][cols] in runs of `cols` values per bin.
+        let mut row_spectra = vec![c32::new(0.0, 0.0); bins * COLUMNS];
         let mut scratch = w.forward.make_scratch_vec();
         let mut inverse_scratch = w.inverse.make_scratch_vec();
+        let mut mapped = Vec::new();
+        // [bins][c_in][cols] and [bins][c_out][cols]: one product per bin.
         let mut spectra_in = vec![c32::new(0.0, 0.0); bins * c_in * COLUMNS];
         let mut spectra_out = vec![c32::new(0.0, 0.0); bins * c_out * COLUMNS];
         for group in columns[range].chunks(COLUMNS) {
             let cols = group.len();
-            // Each input row's segments, transformed: [bins][c_in][cols].
+            // The input columns the group's segments read, mapped once per row.
+            let reach = (dilation * (n - 1)) as isize;
+            let lo = group.iter().map(|c| start(c)).min().unwrap_or(0).max(0);
+            let hi = group
+                .iter()
+                .map(|c| start(c) + reach + 1)
+                .max()
+                .unwrap_or(0)
+                .min(l_in as isize);
+            let (lo, hi) = (lo as usize, (hi as usize).max(lo as usize));
+            mapped.resize(hi - lo, 0.0);
             for ci in 0..c_in {
-                let row = &x.data[ci * x.stride..];
+                let row = &x.data[ci * x.stride..][..l_in];
+                map.apply_slice(&mut mapped, &row[lo..hi], lo);
                 for (c, col) in group.iter().enumerate() {
-                    // Segment sample s reads input column phase + offset + d·(first + s).
-                    let start = (col.phase + dilation * col.first) as isize + offset;
-                    for (s, v) in signal.iter_mut().enumerate() {
-                        let i = start + (dilation * s) as isize;
-                        *v = if i >= 0 && (i as usize) < l_in {
-                            let i = i as usize;
-                            let mut v = row[i] * map.scale;
-                            if let Some(slope) = map.leaky_slope {
-                                v = v.max(v * slope);
-                            }
-                            match map.mask {
-                                Some(mask) => v * mask[i],
-                                None => v,
-                            }
+                    let start = start(col);
+                    // The samples whose input column lies in lo..hi; the rest read zeros.
+                    let first = if start >= lo as isize {
+                        0
+                    } else {
+                        ((lo as isize - start) as usize).div_ceil(dilation)
+                    };
+                    let end = if start >= hi as isize {
+                        0
+                    } else {
+                        ((hi as isize - start) as usize).div_ceil(dilation).min(n)
+                    };
+                    let first = first.min(end);
+                    signal[..first].fill(0.0);
+                    signal[end..].fill(0.0);
+                    if first < end {
+                        let from = (start + (dilation * first) as isize) as usize - lo;
+                        let values = &mut signal[first..end];
+                        if dilation == 1 {
+                            values.copy_from_slice(&mapped[from..from + values.len()]);
                         } else {
-                            0.0
-                        };
+                            let taken = mapped[from..].iter().step_by(dilation);
+                            values.iter_mut().zip(taken).for_each(|(v, &m)| *v = m);
+                        }
                     }
+                    let spectrum = &mut row_spectra[c * bins..][..bins];
                     w.forward
-                        .process_with_scratch(&mut signal, &mut spectrum, &mut scratch)
+                        .process_with_scratch(&mut signal, spectrum, &mut scratch)
                         .expect("buffers made by the plan");
-                    for (bin, &v) in spectrum.iter().enumerate() {
-                        spectra_in[(bin * c_in + ci) * cols + c] = v;
+                }
+                for bin in 0..bins {
+                    let run = &mut spectra_in[(bin * c_in + ci) * cols..][..cols];
+                    for (c, v) in run.iter_mut().enumerate() {
+                        *v = row_spectra[c * bins + bin];
                     }
                 }
             }
@@ -237,38 +267,47 @@ pub(super) fn conv1d_rows(
             }
             // Each output row's blocks back to samples; the valid ones are M from K − 1.
             for co in 0..c_out {
-                for (c, col) in group.iter().enumerate() {
-                    for (bin, v) in spectrum.iter_mut().enumerate() {
-                        *v = spectra_out[(bin * c_out + co) * cols + c];
+                for bin in 0..bins {
+                    let run = &spectra_out[(bin * c_out + co) * cols..][..cols];
+                    for (c, &v) in run.iter().enumerate() {
+                        row_spectra[c * bins + bin] = v;
                     }
+                }
+                for (c, col) in group.iter().enumerate() {
+                    let spectrum = &mut row_spectra[c * bins..][..bins];
                     // A real signal's first and last bins are real: drop the rounding.
                     spectrum[0].im = 0.0;
                     spectrum[bins - 1].im = 0.0;
                     w.inverse
-                        .process_with_scratch(&mut spectrum, &mut signal, &mut inverse_scratch)
+                        .process_with_scratch(spectrum, &mut signal, &mut inverse_scratch)
                         .expect("buffers made by the plan");
                     let len = (l_out - col.phase).div_ceil(dilation);
-                    for (s, &v) in signal[taps - 1..].iter().enumerate() {
-                        let q = col.first + s;
-                        if q >= len {
-                            break;
+                    let count = (len - col.first).min(m);
+                    let values = &mut signal[taps - 1..taps - 1 + count];
+                    let at = |s: usize| col.phase + dilation * (col.first + s);
+                    values.iter_mut().for_each(|v| *v += bias[co]);
+                    for r in residuals {
+                        let row = &r.data[co * r.stride..];
+                        for (s, v) in values.iter_mut().enumerate() {
+                            *v += row[at(s)];
                         }
-                        let j = col.phase + dilation * q;
-                        let mut total = v + bias[co];
-                        for r in residuals {
-                            total += r.data[co * r.stride + j];
-                        }
-                        let at = co * out_stride + j;
-                        assert!(at < out_len);
-                        // SAFETY: in bounds; each output sample belongs to exactly one
-                        // column, so the parts write disjoint samples, and one read with
-                        // `accumulate` reads a value the caller initialized.
-                        unsafe {
-                            let dst = out_ptr.add(at);
-                            if accumulate {
-                                total += dst.read();
+                    }
+                    assert!(co * out_stride + at(count - 1) < out_len);
+                    // SAFETY: in bounds (the last sample checked above, the others below it);
+                    // each output sample belongs to exactly one column, so the parts write
+                    // disjoint samples, and a read with `accumulate` reads a value the caller
+                    // initialized.
+                    unsafe {
+                        let row = out_ptr.add(co * out_stride);
+                        if accumulate {
+                            for (s, &v) in values.iter().enumerate() {
+                                let dst = row.add(at(s));
+                                dst.write(v + dst.read());
                             }
-                            dst.write(total);
+                        } else {
+                            for (s, &v) in values.iter().enumerate() {
+                                row.add(at(s)).write(v);
+                            }
                         }
                     }
                 }
@@ -362,10 +401,10 @@ mod tests {
     fn only_wide_layers_with_many_taps_go_through_spectra() {
         assert!(worth_it(128, 128, 11));
         assert!(worth_it(256, 256, 11));
-        assert!(!worth_it(128, 128, 7));
+        assert!(worth_it(128, 128, 7));
+        assert!(!worth_it(256, 256, 3));
         assert!(!worth_it(64, 64, 11));
-        assert_eq!(transform_len(128, 128, 11), 64);
-        assert_eq!(transform_len(256, 256, 11), 32);
-        assert_eq!(transform_len(8, 8, 40), 128);
+        assert_eq!(transform_len(11), 64);
+        assert_eq!(transform_len(40), 128);
     }
 }
