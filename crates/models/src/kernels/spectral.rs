@@ -184,7 +184,7 @@ pub(super) fn conv1d_rows(
             let cols = group.len();
             // The input columns the group's segments read, mapped once per row.
             let reach = (dilation * (n - 1)) as isize;
-            let lo = group.iter().map(|c| start(c)).min().unwrap_or(0).max(0);
+            let lo = group.iter().map(&start).min().unwrap_or(0).max(0);
             let hi = group
                 .iter()
                 .map(|c| start(c) + reach + 1)
