@@ -14,9 +14,10 @@
 //! A dilation `d` splits the signal into `d` phases (every `d`-th sample), each a dense
 //! convolution of its own. Every (phase, block) is one column of the per-bin products, so one
 //! product per bin covers a whole part of the signal. The price is memory: a layer keeps
-//! `(N/2 + 1)` complex matrices instead of `K` real ones (6× the weights at `N = 64` and 11 taps, 9× at 7), which
-//! is why only layers that ask for it ([`super::PackedWeightCache::spectral`]) and are wide
-//! enough to gain ([`worth_it`]) are packed this way.
+//! `(N/2 + 1)` complex matrices instead of `K` real ones (at `N = 64`, 6× the weights at 11
+//! taps and 9× at 7), which is why only layers that ask for it
+//! ([`super::PackedWeightCache::spectral`]) and are wide enough to gain ([`worth_it`]) are
+//! packed this way.
 
 use std::ops::Range;
 use std::sync::Arc;
