@@ -102,6 +102,12 @@ impl Generation {
         }
     }
 
+    /// Whether the chunking of long texts is set explicitly: then a stream is the official
+    /// chunked audio, the same as the response body.
+    pub fn sets_chunking(&self) -> bool {
+        self.audio_chunk_duration.is_some() || self.audio_chunk_threshold.is_some()
+    }
+
     /// Checks every ranged field; the first violation wins.
     pub fn validate(&self) -> Result<(), OutOfRange> {
         use generation::*;

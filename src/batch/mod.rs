@@ -318,17 +318,35 @@ fn compute(batch: Vec<Entry<Work>>) {
     let (items, replies): (Vec<SynthesisItem>, Vec<Respond>) =
         batch.into_iter().map(|e| (e.work.item, e.respond)).unzip();
     // A listener waiting to play an item gets it in pieces, where the engine computes items
-    // one after another anyway; a padded pass (a GPU) computes the whole batch at once.
-    let in_pieces = !voice.computes_batches_at_once() && items.iter().any(|i| i.in_pieces);
+    // one after another anyway, or computes items apart together (OmniVoice's steps); a
+    // padded pass (a GPU) computes the whole batch at once.
+    let apart = voice.streams_items_apart();
+    let in_pieces =
+        (apart || !voice.computes_batches_at_once()) && items.iter().any(|i| i.in_pieces);
     let (items, replies) = if in_pieces {
         let (pieces, rest): (Vec<_>, Vec<_>) = items
             .into_iter()
             .zip(replies)
             .partition(|(item, _)| item.in_pieces);
-        for (item, respond) in pieces {
-            compute_in_pieces(voice.as_ref(), &item, respond);
+        let (items, replies): (Vec<_>, Vec<_>) = rest.into_iter().unzip();
+        if apart {
+            // Each on a thread of its own, waiting for the voice that computes them together.
+            std::thread::scope(|scope| {
+                for (item, respond) in pieces {
+                    let voice = voice.as_ref();
+                    scope.spawn(move || compute_in_pieces(voice, &item, respond));
+                }
+                if !items.is_empty() {
+                    compute_each(voice.as_ref(), &items, replies);
+                }
+            });
+            (Vec::new(), Vec::new())
+        } else {
+            for (item, respond) in pieces {
+                compute_in_pieces(voice.as_ref(), &item, respond);
+            }
+            (items, replies)
         }
-        rest.into_iter().unzip()
     } else {
         (items, replies)
     };
@@ -366,12 +384,18 @@ fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond
 /// One item, its pieces sent as they come; a failure after some pieces still reaches the
 /// listener, so a cut-off stream never passes for a complete one.
 fn compute_in_pieces(voice: &dyn Voice, item: &SynthesisItem, respond: Respond) {
+    let watched = respond.downgrade();
+    let wanted = Wanted::new(move || watched.upgrade().is_some_and(|r| !r.is_closed()));
     let mut sent = false;
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        voice.synthesize_in_pieces(item, &mut |pcm| {
-            sent = true;
-            respond.send(Ok(pcm)).is_ok()
-        })
+        voice.synthesize_in_pieces_while(
+            item,
+            &mut |pcm| {
+                sent = true;
+                respond.send(Ok(pcm)).is_ok()
+            },
+            &wanted,
+        )
     }));
     if sent && matches!(outcome, Ok(Ok(()))) {
         return;

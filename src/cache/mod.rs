@@ -82,6 +82,10 @@ pub struct CacheKey<'a> {
     /// A digest of the pronunciation dictionary's entries that the input uses (empty when it
     /// uses none): a changed entry makes the audio it affects, and only that, miss.
     pub lexicon: &'a str,
+    /// `stream` where a streamed response is other audio than the whole body (an OmniVoice
+    /// text streamed piece by piece); empty, and then left out of the hash, elsewhere.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    pub delivery: &'a str,
     pub server_version: &'a str,
 }
 

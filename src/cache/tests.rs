@@ -272,8 +272,8 @@ async fn without_a_ttl_entries_do_not_age() {
 }
 
 #[test]
-fn keys_differ_by_format_parameters_reading_language_and_lexicon() {
-    let key_in = |format, params: &SynthesisParams, reading, lexicon, reads_in| {
+fn keys_differ_by_format_parameters_reading_language_lexicon_and_delivery() {
+    let key_as = |format, params: &SynthesisParams, reading, lexicon, reads_in, delivery| {
         CacheKey {
             engine: "piper",
             voice: "v",
@@ -286,9 +286,13 @@ fn keys_differ_by_format_parameters_reading_language_and_lexicon() {
             params,
             reading,
             lexicon,
+            delivery,
             server_version: "0",
         }
         .hash()
+    };
+    let key_in = |format, params: &SynthesisParams, reading, lexicon, reads_in| {
+        key_as(format, params, reading, lexicon, reads_in, "")
     };
     let key_with = |format, params: &SynthesisParams, reading, lexicon| {
         key_in(format, params, reading, lexicon, "")
@@ -317,4 +321,9 @@ fn keys_differ_by_format_parameters_reading_language_and_lexicon() {
     assert_ne!(key("wav", &plain), key_read("wav", &plain, "verbatim"));
     assert_ne!(key("wav", &plain), key_with("wav", &plain, "mdy", "0a1b"));
     assert_ne!(key("wav", &plain), key_in("wav", &plain, "mdy", "", "de"));
+    // A stream made otherwise than the body is other audio.
+    assert_ne!(
+        key("wav", &plain),
+        key_as("wav", &plain, "mdy", "", "", "stream")
+    );
 }

@@ -175,6 +175,39 @@ pub struct SynthesisItem {
     /// for a voice named outright): the voice says it with that language's phonemizer, in its
     /// own timbre. Only languages [`Voice::reads_language`] accepts come here.
     pub language: Option<String>,
+    /// Where it stands in a conversation that keeps one voice (a WebSocket stream).
+    pub continuation: Continuation,
+}
+
+/// An utterance's place in a conversation that keeps one voice throughout: the first leaves
+/// its voice behind for the later ones. Engines whose voices never drift ignore it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Continuation {
+    /// On its own.
+    #[default]
+    Alone,
+    /// The first: its audio brings what the later ones continue from ([`Pcm::continuity`]).
+    Leads,
+    /// A later one: it continues from what the first left.
+    Follows(Continuity),
+}
+
+/// What an engine keeps of an utterance so that later ones speak on in its voice (OmniVoice:
+/// its text and frames, their reference). Opaque outside the engine that made it.
+#[derive(Clone)]
+pub struct Continuity(pub Arc<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Continuity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Continuity")
+    }
+}
+
+/// The same when it is the same utterance's.
+impl PartialEq for Continuity {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl SynthesisItem {
@@ -186,6 +219,7 @@ impl SynthesisItem {
             in_pieces: false,
             pronunciations: Vec::new(),
             language: None,
+            continuation: Continuation::Alone,
         }
     }
 }
@@ -229,6 +263,9 @@ pub struct Pcm {
     /// When the item asked for [`SynthesisItem::word_timings`] and the engine can tell: where
     /// each spoken word of the item's text lies in `samples`, in order. `None` otherwise.
     pub words: Option<Vec<WordTiming>>,
+    /// For an item that [leads](Continuation::Leads) a conversation, what the later ones
+    /// continue from (on its first piece); `None` otherwise.
+    pub continuity: Option<Continuity>,
 }
 
 /// A word of an utterance's text and when it is spoken.
@@ -248,6 +285,7 @@ impl Pcm {
             samples,
             sample_rate,
             words: None,
+            continuity: None,
         }
     }
 
@@ -300,6 +338,28 @@ pub trait Voice: Send + Sync {
         self.synthesize_each(std::slice::from_ref(item), &mut |_, pcm| {
             piece(pcm);
         })
+    }
+
+    /// [`synthesize_in_pieces`](Self::synthesize_in_pieces) for an item whose listener may
+    /// leave before it is done, after which `wanted` says so. An engine whose work comes in
+    /// many steps stops between two then; the default computes to the end (or until `piece`
+    /// says nobody listens).
+    fn synthesize_in_pieces_while(
+        &self,
+        item: &SynthesisItem,
+        piece: &mut dyn FnMut(Pcm) -> bool,
+        wanted: &Wanted,
+    ) -> Result<(), EngineError> {
+        let _ = wanted;
+        self.synthesize_in_pieces(item, piece)
+    }
+
+    /// Whether streamed items are computed in pieces, each on a thread of its own, even
+    /// though the voice computes batches at once: it still computes them together (OmniVoice's
+    /// scheduler steps every utterance in flight in one forward), and each piece is heard as
+    /// soon as it exists.
+    fn streams_items_apart(&self) -> bool {
+        false
     }
 
     /// Whether a batch costs about as much as its longest item (one padded pass on a GPU), so
@@ -417,6 +477,13 @@ pub trait Engine: Send + Sync {
     /// Whether the engine decodes with OmniVoice's generation fields (`num_step`, …); a
     /// request that sets them for another engine is refused rather than heard unchanged.
     fn takes_generation(&self) -> bool {
+        false
+    }
+
+    /// Whether the engine is given a text whole rather than sentence by sentence: a model
+    /// that estimates the length of a whole text and keeps one voice through it (OmniVoice,
+    /// as its official `generate` speaks a text) would sound otherwise if cut up.
+    fn speaks_whole_texts(&self) -> bool {
         false
     }
 

@@ -459,6 +459,7 @@ impl Voice for PiperVoice {
                         samples: std::mem::take(&mut samples),
                         sample_rate: rate,
                         words,
+                        continuity: None,
                     };
                     done(owner, pcm);
                 }
@@ -772,6 +773,7 @@ mod tests {
                 in_pieces: true,
                 pronunciations: Vec::new(),
                 language: None,
+                continuation: Default::default(),
             };
             let whole = whole_of(&voice, &item);
             let pieces = pieces_of(&voice, &item);

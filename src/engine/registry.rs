@@ -460,6 +460,11 @@ impl Registry {
         self.engines[voice.key.engine()].takes_generation()
     }
 
+    /// Whether `voice`'s engine is given texts whole, not sentence by sentence.
+    pub fn speaks_whole_texts(&self, voice: &ResolvedVoice) -> bool {
+        self.engines[voice.key.engine()].speaks_whole_texts()
+    }
+
     /// A content fingerprint of the voice (changes when its model file changes).
     pub fn fingerprint(&self, voice: &ResolvedVoice) -> String {
         self.engines[voice.key.engine()].fingerprint(voice.key.voice())

@@ -9,6 +9,9 @@
 //! same text sent at once with the same seed. Live audio is never cached: every sentence is
 //! new text, and its bytes only make sense inside this stream's encoder.
 //!
+//! An engine that would give each sentence a voice of its own (OmniVoice without a clone) is
+//! kept to one: the first sentence leads, and the later ones continue from it ([`OneVoice`]).
+//!
 //! A stream of SSML (`input_format: "ssml"`) is a series of `<speak>` documents instead, each
 //! read as a whole request reads one (breaks, prosody, voice switches) and spoken as one unit
 //! once its `</speak>` has arrived: markup cannot be cut into sentences before it is whole.
@@ -16,13 +19,14 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::script::{Reader, Script, Voices};
 use super::synthesis::Delivery;
 use super::{join, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS};
 use crate::audio::StreamEncoder;
+use crate::engine::{Continuation, Continuity};
 use crate::metrics as m;
 use crate::text::incremental::{SentenceBuffer, StreamNormalizer};
 
@@ -188,6 +192,21 @@ pub struct LiveSpeech {
     sentence_start: Option<usize>,
     /// The voice's native rate, at which sentences arrive.
     rate: u32,
+    one_voice: OneVoice,
+}
+
+/// How a stream keeps one voice where its engine would otherwise give each sentence a voice
+/// of its own (an engine that speaks whole texts, OmniVoice): its first sentence leads, and
+/// every later one continues from what the first leaves, waiting for it on its own task, not
+/// on a worker.
+enum OneVoice {
+    /// The engine's voices do not drift.
+    Unneeded,
+    /// The first sentence is still to come.
+    FirstToCome,
+    /// What the first sentence leaves, once it has; closed without it, it left nothing
+    /// (it failed, or its engine had nothing to leave), and the rest speak on their own.
+    LeftBy(watch::Receiver<Option<Continuity>>),
 }
 
 /// A sentence on its way: its audio arrives in parts, from a task that stops when this is
@@ -231,6 +250,10 @@ impl SpeechService {
         )?;
         let rate = job.voice().sample_rate;
         let encoder = super::stream_encoder(&job)?;
+        let one_voice = match self.inner.registry.speaks_whole_texts(job.voice()) {
+            true => OneVoice::FirstToCome,
+            false => OneVoice::Unneeded,
+        };
         Ok(LiveSpeech {
             service: self.clone(),
             text: LiveText::new(None),
@@ -245,6 +268,7 @@ impl SpeechService {
             joiner: join::Joiner::new(rate),
             sentence_start: None,
             rate,
+            one_voice,
         })
     }
 }
@@ -379,14 +403,34 @@ impl LiveSpeech {
         self.next_utterance += script.utterances.len();
         let index = self.handed_in_next();
         let (service, job, base_seed) = (self.service.clone(), self.job.clone(), self.base_seed);
+        let (leaves, follows) = match &self.one_voice {
+            OneVoice::Unneeded => (None, None),
+            OneVoice::FirstToCome => {
+                let (leaves, left) = watch::channel(None);
+                self.one_voice = OneVoice::LeftBy(left);
+                (Some(leaves), None)
+            }
+            OneVoice::LeftBy(left) => (None, Some(left.clone())),
+        };
         let (sender, parts) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
+            let continuation = match (&leaves, follows) {
+                (Some(_), _) => Continuation::Leads,
+                (None, Some(mut left)) => match left.wait_for(Option::is_some).await {
+                    Ok(first) => first
+                        .clone()
+                        .map_or(Continuation::Alone, Continuation::Follows),
+                    Err(_) => Continuation::Alone,
+                },
+                (None, None) => Continuation::Alone,
+            };
             metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
             let utterances = Utterances {
                 script,
                 base_seed,
                 first_index,
                 word_timings: false,
+                continuation,
             };
             let mut synthesis = match service.start_utterances(&job, utterances, true).await {
                 Ok(synthesis) => synthesis,
@@ -396,6 +440,11 @@ impl LiveSpeech {
                 }
             };
             while let Some(delivery) = synthesis.next_piece().await {
+                if let (Some(leaves), Ok(Delivery::Piece(pcm))) = (&leaves, &delivery) {
+                    if let Some(left) = &pcm.continuity {
+                        leaves.send_replace(Some(left.clone()));
+                    }
+                }
                 let failed = delivery.is_err();
                 if sender.send(delivery).is_err() || failed {
                     return;

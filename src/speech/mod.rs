@@ -28,7 +28,7 @@ use crate::cache::{
     AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
 };
 use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolveError, ResolvedVoice};
-use crate::engine::{Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
+use crate::engine::{Continuation, Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
 use crate::text::lexicon::Entry;
 
@@ -297,9 +297,17 @@ impl SpeechService {
         self.inner.registry.unload_idle();
     }
 
-    fn key(&self, job: &Job) -> KeyHash {
+    /// The cache key of `job`'s audio, whole or `streamed`.
+    fn key(&self, job: &Job, streamed: bool) -> KeyHash {
         let voice = job.voice();
         let registry = &self.inner.registry;
+        let delivery = match streamed
+            && registry.speaks_whole_texts(voice)
+            && !job.params().generation.sets_chunking()
+        {
+            true => "stream",
+            false => "",
+        };
         let fingerprint = registry.fingerprint(voice);
         let reading = job
             .reading()
@@ -322,6 +330,7 @@ impl SpeechService {
             params: job.params(),
             reading,
             lexicon: &script.lexicon_digest(job.lexicon()),
+            delivery,
             server_version: env!("CARGO_PKG_VERSION"),
         }
         .hash()
@@ -329,7 +338,7 @@ impl SpeechService {
 
     /// Synthesizes (or finds) the whole response body.
     pub async fn speak(&self, job: Job) -> Result<Spoken, SpeechError> {
-        let key = self.key(&job);
+        let key = self.key(&job, false);
         let this = self.clone();
         let bypass = !job.use_cache();
         let work = async move { this.synthesize_whole(job).await };
@@ -386,6 +395,7 @@ impl SpeechService {
             base_seed,
             first_index,
             word_timings,
+            continuation,
         } = utterances;
         let voices = self.load_voices(script.voices).await?;
         check_sayable(&voices, &script.utterances)?;
@@ -424,6 +434,13 @@ impl SpeechService {
                     in_pieces: listening && resolved.sample_rate == rate,
                     pronunciations: utterance.spoken.pronunciations,
                     language: resolved.reads_in.clone(),
+                    // One leads: the first.
+                    continuation: match (&continuation, i) {
+                        (Continuation::Leads, 0) | (Continuation::Follows(_), _) => {
+                            continuation.clone()
+                        }
+                        _ => Continuation::Alone,
+                    },
                 };
                 (utterance.voice, item)
             })
@@ -457,6 +474,8 @@ struct Utterances {
     base_seed: u64,
     first_index: usize,
     word_timings: bool,
+    /// Their place in a stream that keeps one voice (a live stream's sentences).
+    continuation: Continuation,
 }
 
 impl Utterances {
@@ -467,6 +486,7 @@ impl Utterances {
             base_seed: job.params().seed.unwrap_or_else(rand::random),
             first_index: 0,
             word_timings,
+            continuation: Continuation::Alone,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! What a job's input becomes before any engine sees it: utterances in reading order, each
 //! with the voice that reads it, its speed and the silence before it.
 //!
-//! Plain text is read by the job's voice, a sentence pause between sentences. An SSML
+//! Plain text is read by the job's voice, a sentence pause between sentences; an engine that
+//! speaks texts whole (OmniVoice) is given each segment of text as one utterance. An SSML
 //! document says more (`text::document`): breaks, speeds, and languages, each of which is
 //! read by a voice that speaks it. With `--language-detect`, each sentence of plain text is
 //! read by the configured voice of the language it is written in.
@@ -230,7 +231,16 @@ impl Reader<'_> {
                 Gap::Paragraph => PARAGRAPH_PAUSE,
                 Gap::Break(pause) => pause,
             };
-            let sentences = crate::text::split_sentences(&segment.text, MAX_UTTERANCE_CHARS);
+            // An engine that speaks texts whole gets the segment as one utterance, unless
+            // its sentences may go to voices of other languages.
+            let whole = detector.is_none()
+                && voices
+                    .registry
+                    .speaks_whole_texts(&script.voices[segment_voice.unwrap_or(0)]);
+            let sentences = match whole {
+                true => vec![segment.text.clone()],
+                false => crate::text::split_sentences(&segment.text, MAX_UTTERANCE_CHARS),
+            };
             for (i, sentence) in sentences.iter().enumerate() {
                 let voice = match (segment_voice, &detector) {
                     (Some(voice), _) => voice,

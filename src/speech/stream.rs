@@ -66,7 +66,12 @@ impl SpeechService {
         let lease = if !job.use_cache() {
             None
         } else {
-            match self.inner.cache.lead_or_follow(self.key(&job)).await? {
+            match self
+                .inner
+                .cache
+                .lead_or_follow(self.key(&job, true))
+                .await?
+            {
                 StreamRole::Lead(lease) => lease,
                 StreamRole::Done(audio, outcome) => {
                     let bytes = audio.bytes.clone();

@@ -186,6 +186,7 @@ fn resampled(pcm: Pcm, rate: u32) -> Result<Pcm, SpeechError> {
         samples,
         sample_rate: rate,
         words,
+        continuity: pcm.continuity,
     })
 }
 

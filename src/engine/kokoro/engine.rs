@@ -478,6 +478,7 @@ impl KokoroVoice {
             samples,
             sample_rate: SAMPLE_RATE,
             words,
+            continuity: None,
         })
     }
 }

@@ -19,7 +19,8 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use super::{
-    Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo, Wanted, MULTILINGUAL,
+    Continuation, Continuity, Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo,
+    Wanted, MULTILINGUAL,
 };
 use crate::params::Generation;
 use crate::profiles::voice_files::{VoiceFile, VoiceFiles};
@@ -410,6 +411,13 @@ impl Engine for OmniVoiceEngine {
         true
     }
 
+    /// As the official `generate` speaks a text: one length estimate and one voice for all of
+    /// it, chunked (with the first chunk as the rest's reference) only past
+    /// `audio_chunk_threshold`.
+    fn speaks_whole_texts(&self) -> bool {
+        true
+    }
+
     fn unknown_cues(&self, text: &str) -> Vec<String> {
         model::unknown_nonverbal_tags(text)
     }
@@ -470,7 +478,26 @@ impl OmniVoiceVoice {
             duration: item.params.generation.duration,
             generation: generation(&item.params.generation),
             reference,
+            follows: match &item.continuation {
+                Continuation::Follows(Continuity(first)) => first.clone().downcast().ok(),
+                _ => None,
+            },
         }
+    }
+
+    /// The batch's items checked as the model takes them, with the clip to clone.
+    fn prepare(&self, batch: &[SynthesisItem]) -> Result<Vec<model::Prepared>, EngineError> {
+        // Encoding a clip is this thread's work; the steps are the scheduler's.
+        let reference = {
+            let _computing = spare::computing();
+            self.reference().map_err(EngineError::synthesis)?
+        };
+        // The request layer checked designs and languages; what fails here fails the batch.
+        batch
+            .iter()
+            .map(|item| self.tts.check(&self.request(item, reference.clone())))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(EngineError::synthesis)
     }
 
     /// The clip to clone, encoded on the first batch that needs it.
@@ -537,17 +564,7 @@ impl Voice for OmniVoiceVoice {
         done: &mut dyn FnMut(usize, Pcm),
         wanted: &Wanted,
     ) -> Result<(), EngineError> {
-        // Encoding a clip is this thread's work; the steps are the scheduler's.
-        let reference = {
-            let _computing = spare::computing();
-            self.reference().map_err(EngineError::synthesis)?
-        };
-        // The request layer checked designs and languages; what fails here fails the batch.
-        let prepared = batch
-            .iter()
-            .map(|item| self.tts.check(&self.request(item, reference.clone())))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(EngineError::synthesis)?;
+        let prepared = self.prepare(batch)?;
         let seeds: Vec<u64> = batch.iter().map(|i| i.params.item_seed()).collect();
         let audio = self
             .tts
@@ -557,6 +574,50 @@ impl Voice for OmniVoiceVoice {
             done(index, Pcm::new(samples, self.sample_rate));
         }
         Ok(())
+    }
+
+    /// A streamed text: its first piece alone, then the rest with it as their reference
+    /// ([`Tts::synthesize_streamed`]), each piece handed on as soon as it is decoded. With
+    /// the chunk fields given, the client asked for the official chunked audio, which the
+    /// official code levels as a whole: it comes whole, the same as the response body.
+    fn synthesize_in_pieces_while(
+        &self,
+        item: &SynthesisItem,
+        piece: &mut dyn FnMut(Pcm) -> bool,
+        wanted: &Wanted,
+    ) -> Result<(), EngineError> {
+        if item.params.generation.sets_chunking() {
+            return self.synthesize_each_while(
+                std::slice::from_ref(item),
+                &mut |_, pcm| {
+                    piece(pcm);
+                },
+                wanted,
+            );
+        }
+        let prepared = self.prepare(std::slice::from_ref(item))?.remove(0);
+        let rate = self.sample_rate;
+        let leads = item.continuation == Continuation::Leads;
+        self.tts
+            .synthesize_streamed(
+                &prepared,
+                item.params.item_seed(),
+                &self.scheduler.for_batch(wanted.clone()),
+                &mut |samples, spoken| {
+                    let continuity = spoken
+                        .filter(|_| leads)
+                        .map(|spoken| Continuity(Arc::new(spoken)));
+                    piece(Pcm {
+                        continuity,
+                        ..Pcm::new(samples, rate)
+                    })
+                },
+            )
+            .map_err(EngineError::synthesis)
+    }
+
+    fn streams_items_apart(&self) -> bool {
+        true
     }
 
     fn computes_batches_at_once(&self) -> bool {

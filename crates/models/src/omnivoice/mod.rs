@@ -37,6 +37,9 @@ mod reference;
 #[cfg(test)]
 mod reference_tests;
 mod resample;
+mod stream;
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -54,8 +57,11 @@ pub use instruct::{
     InstructCategory, InstructError, LanguageError, UnknownItem,
 };
 pub use model::OmniVoice;
-pub use post::PostProcess;
+pub use post::{PostProcess, Streamed};
 pub use reference::{prepare_reference, PreparedReference, ReferenceError};
 pub use resample::resample;
-pub use text::{chunk_text, combine_text, cross_fade, unknown_nonverbal_tags, NONVERBAL_TAGS};
-pub use tts::{Generation, LoadError, Prepared, Reference, Request, RequestError, Tts};
+pub use stream::{FIRST_PIECE_MAX_CHARS, FIRST_PIECE_MIN_CHARS};
+pub use text::{
+    chunk_text, combine_text, cross_fade, first_piece, unknown_nonverbal_tags, NONVERBAL_TAGS,
+};
+pub use tts::{Generation, LoadError, Prepared, Reference, Request, RequestError, Spoken, Tts};

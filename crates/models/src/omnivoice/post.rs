@@ -57,6 +57,110 @@ impl PostProcess {
     }
 }
 
+/// The official post-processing of a text's audio, done a piece at a time as it is streamed:
+/// each piece is ready as soon as it is decoded, and nothing waits for the next.
+///
+/// The pieces are joined as the official code joins chunks ([`super::cross_fade`]: the piece
+/// before fades out, 0.1 s of silence, the next fades in), and each is then processed as the
+/// whole would be, with what only the whole could know replaced by what is known so far:
+/// - pauses over 500 ms are shortened as in the whole; the stream's first and last edges are
+///   trimmed to 100 ms, and the edges at a join keep up to 500 ms, as a pause there would;
+/// - the level is the first piece's (peak 0.5), so that the voice keeps its loudness; a later
+///   piece that would peak above 0.5 at it is brought down to 0.5 (the whole's ceiling). A
+///   quiet reference scales every piece alike, as it does the whole;
+/// - the fades and the padding go at the stream's two ends.
+///
+/// One piece alone is exactly [`PostProcess::apply`].
+#[derive(Debug, Clone)]
+pub struct Streamed {
+    post: PostProcess,
+    rate: u32,
+    reference_rms: Option<f32>,
+    /// The first piece's peak, which sets the level of the rest.
+    first_peak: Option<f32>,
+}
+
+impl Streamed {
+    pub fn new(post: PostProcess, rate: u32, reference_rms: Option<f32>) -> Self {
+        Self {
+            post,
+            rate,
+            reference_rms,
+            first_peak: None,
+        }
+    }
+
+    /// The next piece of the stream from the codec's audio of it, `first` and `last` saying
+    /// where it lies.
+    pub fn piece(&mut self, raw: &[f32], first: bool, last: bool) -> Vec<f32> {
+        // The join, as `cross_fade` makes it.
+        let join = (0.3 * f64::from(self.rate)) as usize / 3;
+        let mut audio = Vec::with_capacity(raw.len() + join);
+        if !first {
+            audio.resize(join, 0.0);
+            let n = join.min(raw.len());
+            let ramp = super::text::linspace(0.0, 1.0, n);
+            audio.extend(raw.iter().enumerate().map(|(i, &x)| match ramp.get(i) {
+                Some(w) => x * w,
+                None => x,
+            }));
+        } else {
+            audio.extend_from_slice(raw);
+        }
+        if !last {
+            let n = join.min(audio.len());
+            let from = audio.len() - n;
+            for (x, w) in audio[from..]
+                .iter_mut()
+                .zip(super::text::linspace(1.0, 0.0, n))
+            {
+                *x *= w;
+            }
+        }
+        if self.post.trim_silence {
+            let lead = if first { 100 } else { 500 };
+            let trail = if last { 100 } else { 500 };
+            audio = remove_silence(&audio, self.rate, 500, lead, trail);
+        }
+        match self.reference_rms {
+            Some(rms) if rms < 0.1 => audio.iter_mut().for_each(|x| *x = *x * rms / 0.1),
+            Some(_) => {}
+            None => {
+                let peak = audio.iter().fold(0f32, |m, x| m.max(x.abs()));
+                let level = *self.first_peak.get_or_insert(peak);
+                let peak = level.max(peak);
+                if peak > 1e-6 {
+                    audio.iter_mut().for_each(|x| *x = *x / peak * 0.5);
+                }
+            }
+        }
+        let fade = (self.post.fade_duration as f64 * self.rate as f64) as usize;
+        let pad = (self.post.pad_duration as f64 * self.rate as f64) as usize;
+        match (first, last) {
+            (true, true) => fade_and_pad(audio, fade, pad),
+            (true, false) => {
+                let k = fade.min(audio.len() / 2);
+                for i in 0..k {
+                    audio[i] *= linspace(0.0, 1.0, k, i);
+                }
+                let mut out = vec![0f32; pad];
+                out.extend_from_slice(&audio);
+                out
+            }
+            (false, true) => {
+                let k = fade.min(audio.len() / 2);
+                let n = audio.len();
+                for i in 0..k {
+                    audio[n - k + i] *= linspace(1.0, 0.0, k, i);
+                }
+                audio.resize(n + pad, 0.0);
+                audio
+            }
+            (false, false) => audio,
+        }
+    }
+}
+
 /// The official `remove_silence(audio, rate, mid_sil, lead_sil, trail_sil)`: pauses over
 /// `mid` ms cut to `mid` ms on each side of the sound (none cut when `mid` is 0), then the
 /// edges trimmed to `lead` and `trail` ms of silence. Pieces are joined as they are, which is

@@ -22,7 +22,8 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/omnivoice")
 }
 
-fn load(name: &str) -> (HashMap<String, Tensor>, HashMap<String, String>) {
+/// A fixture's tensors and its metadata strings.
+pub(super) fn load(name: &str) -> (HashMap<String, Tensor>, HashMap<String, String>) {
     let path = fixtures().join(name);
     let tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
     // The header: its length (u64, little-endian), then JSON with the `__metadata__` strings.

@@ -167,31 +167,7 @@ const ABBREVIATIONS: [&str; 53] = [
 /// then consecutive sentences are merged while they fit in `chunk_len` characters, then chunks
 /// under `min_chunk_len` are merged into the one before (the first into the second).
 pub fn chunk_text(text: &str, chunk_len: usize, min_chunk_len: Option<usize>) -> Vec<String> {
-    let mut sentences: Vec<Vec<char>> = Vec::new();
-    let mut current: Vec<char> = Vec::new();
-    for c in text.chars() {
-        let splits = SPLIT_PUNCTUATION.contains(c);
-        if current.is_empty() && !sentences.is_empty() && (splits || CLOSING_MARKS.contains(c)) {
-            sentences.last_mut().expect("not empty").push(c);
-            continue;
-        }
-        current.push(c);
-        if splits {
-            let abbreviation = c == '.' && {
-                let so_far: String = current.iter().collect();
-                so_far
-                    .split(is_py_space)
-                    .rfind(|w| !w.is_empty())
-                    .is_some_and(|w| ABBREVIATIONS.contains(&w))
-            };
-            if !abbreviation {
-                sentences.push(std::mem::take(&mut current));
-            }
-        }
-    }
-    if !current.is_empty() {
-        sentences.push(current);
-    }
+    let sentences = clauses(text);
 
     let mut merged: Vec<Vec<char>> = Vec::new();
     let mut chunk: Vec<char> = Vec::new();
@@ -231,6 +207,73 @@ pub fn chunk_text(text: &str, chunk_len: usize, min_chunk_len: Option<usize>) ->
         .collect()
 }
 
+/// The pieces the official chunker cuts a text into before merging them: each ends at
+/// punctuation (`,` and `;` too, so a piece is a clause), with the punctuation and closing
+/// marks that follow it; an abbreviation's period ends none.
+fn clauses(text: &str) -> Vec<Vec<char>> {
+    let mut sentences: Vec<Vec<char>> = Vec::new();
+    let mut current: Vec<char> = Vec::new();
+    for c in text.chars() {
+        let splits = SPLIT_PUNCTUATION.contains(c);
+        if current.is_empty() && !sentences.is_empty() && (splits || CLOSING_MARKS.contains(c)) {
+            sentences.last_mut().expect("not empty").push(c);
+            continue;
+        }
+        current.push(c);
+        if splits {
+            let abbreviation = c == '.' && {
+                let so_far: String = current.iter().collect();
+                so_far
+                    .split(is_py_space)
+                    .rfind(|w| !w.is_empty())
+                    .is_some_and(|w| ABBREVIATIONS.contains(&w))
+            };
+            if !abbreviation {
+                sentences.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    if !current.is_empty() {
+        sentences.push(current);
+    }
+    sentences
+}
+
+/// Where a sentence ends, of the chunker's punctuation (commas and colons end clauses).
+const SENTENCE_END: &str = ".!?。！？";
+
+/// A streamed text's first piece and the rest of it, both stripped: the first sentence (at the
+/// chunker's boundaries, so abbreviations hold), extended by the next while shorter than
+/// `min_chars`; of a sentence longer than `max_chars`, the clauses that fit in it (at least
+/// one). `None` when that is the whole text: it is spoken as one piece.
+pub fn first_piece(text: &str, min_chars: usize, max_chars: usize) -> Option<(String, String)> {
+    let clauses = clauses(text);
+    let mut taken = 0;
+    let mut len = 0;
+    for clause in &clauses {
+        if taken > 0 && len + clause.len() > max_chars {
+            break;
+        }
+        taken += 1;
+        len += clause.len();
+        let ends_sentence = clause
+            .iter()
+            .rev()
+            .find(|c| !CLOSING_MARKS.contains(**c) && !is_py_space(**c))
+            .is_some_and(|c| SENTENCE_END.contains(*c));
+        if ends_sentence && py_strip(&clause_text(&clauses[..taken])).chars().count() >= min_chars {
+            break;
+        }
+    }
+    let first = py_strip(&clause_text(&clauses[..taken])).to_string();
+    let rest = py_strip(&clause_text(&clauses[taken..])).to_string();
+    (!first.is_empty() && !rest.is_empty()).then_some((first, rest))
+}
+
+fn clause_text(clauses: &[Vec<char>]) -> String {
+    clauses.iter().flatten().collect()
+}
+
 /// The official `cross_fade_chunks`: each join fades the audio so far out and the next chunk
 /// in over 0.1 s, with 0.1 s of silence between them (0.3 s of join in all).
 pub fn cross_fade(chunks: &[Vec<f32>], sample_rate: u32) -> Vec<f32> {
@@ -259,7 +302,7 @@ pub fn cross_fade(chunks: &[Vec<f32>], sample_rate: u32) -> Vec<f32> {
 }
 
 /// numpy's `linspace(start, stop, n, dtype=float32)`: computed in f64, the last point exact.
-fn linspace(start: f64, stop: f64, n: usize) -> Vec<f32> {
+pub(super) fn linspace(start: f64, stop: f64, n: usize) -> Vec<f32> {
     if n == 1 {
         return vec![start as f32];
     }

@@ -228,6 +228,7 @@ pub(super) fn request(text: &str, language: Option<&str>, instruct: Option<&str>
         duration: None,
         generation: official_generation(),
         reference: None,
+        follows: None,
     }
 }
 

@@ -42,8 +42,8 @@ pub struct Tts {
     model: OmniVoice,
     codec: CodecDecoder,
     tokenizer: tokenizers::Tokenizer,
-    sample_rate: u32,
-    frame_rate: u32,
+    pub(super) sample_rate: u32,
+    pub(super) frame_rate: u32,
     /// The codec's weights file and device, for its encoder: loaded with the first clip to
     /// clone (HuBERT alone is 95 M parameters a server without clones never needs).
     encoder_source: Option<(PathBuf, EncoderConfig, Device)>,
@@ -77,6 +77,20 @@ pub struct Request {
     pub generation: Generation,
     /// A voice to clone; `None`: the instruct's voice, or an auto one.
     pub reference: Option<Arc<Reference>>,
+    /// An utterance of the same voice spoken before, which this one continues from (its
+    /// reference, as the official chunked path makes the first chunk every later one's); a
+    /// clone's own reference outranks it.
+    pub follows: Option<Arc<Spoken>>,
+}
+
+/// An utterance already spoken, which later ones continue from in the same voice: its text
+/// and frames. It sets their voice and their pace, not their level (each is leveled as the
+/// first was).
+#[derive(Debug, Clone)]
+pub struct Spoken {
+    pub text: String,
+    /// [C, T] u32, the frames the model generated for it.
+    pub codes: Tensor,
 }
 
 /// How an utterance is generated; the defaults are the official ones.
@@ -118,10 +132,11 @@ impl Default for Generation {
 /// A checked request, ready to synthesize.
 #[derive(Debug, Clone)]
 pub struct Prepared {
-    text: String,
+    pub(super) text: String,
     language: Option<&'static str>,
     instruct: Option<String>,
-    reference: Option<Arc<Reference>>,
+    pub(super) reference: Option<Arc<Reference>>,
+    follows: Option<Arc<Spoken>>,
     /// Target frames of the whole text.
     frames: usize,
     /// The speed later chunks are estimated at (the official `speed_list`).
@@ -427,7 +442,22 @@ impl Tts {
             Some(r) => Some((r.text.as_str(), self.check_reference(r)?)),
             None => None,
         };
-        let speed = decimal(request.speed);
+        // An utterance this one follows (unless a clone's reference is there) is read at
+        // its own pace: it was spoken at the request's speed already.
+        let follows = match (&request.reference, &request.follows) {
+            (None, Some(f)) => Some(f.clone()),
+            _ => None,
+        };
+        let (reference, speed) = match &follows {
+            Some(f) => (
+                Some((
+                    f.text.as_str(),
+                    f.codes.dim(1).map_err(|_| RequestError::ReferenceEmpty)?,
+                )),
+                1.0,
+            ),
+            None => (reference, decimal(request.speed)),
+        };
         let (frames, chunk_speed) = match request.duration {
             Some(d) if !(d.is_finite() && d > 0.0) => return Err(RequestError::Duration(d)),
             Some(d) => {
@@ -443,6 +473,7 @@ impl Tts {
             language,
             instruct,
             reference: request.reference.clone(),
+            follows,
             frames,
             chunk_speed,
             generation: request.generation.clone(),
@@ -555,8 +586,9 @@ impl Tts {
     }
 
     /// Synthesizes checked requests, `seeds[i]` seeding `items[i]`'s noise: the audio of
-    /// each, post-processed, at [`Tts::sample_rate`]. Each round's frames (whole items and
-    /// first chunks, then each later chunk index) are decoded together, one forward a step.
+    /// each, post-processed, at [`Tts::sample_rate`]. Whole items and first chunks are
+    /// decoded together, then every later chunk of every item together (each depends only on
+    /// its item's first), one forward a step.
     pub fn synthesize(&self, items: &[Prepared], seeds: &[u64]) -> Result<Vec<Vec<f32>>> {
         self.synthesize_with(items, seeds, &self.model)
     }
@@ -573,96 +605,185 @@ impl Tts {
             candle_core::bail!("{} seeds for {} items", seeds.len(), items.len());
         }
         let rate = f64::from(self.frame_rate);
-        // Each item's texts: itself, or its chunks.
         let long: Vec<bool> = items.iter().map(|item| item.is_long(rate)).collect();
-        let chunks: Vec<Vec<String>> = items
-            .iter()
-            .zip(&long)
-            .map(|(item, &long)| match long {
-                true => item.chunks(rate),
-                false => vec![item.text.clone()],
-            })
-            .collect();
-        let mut rngs: Vec<Option<StdRng>> = seeds
-            .iter()
-            .map(|&seed| Some(StdRng::seed_from_u64(seed)))
-            .collect();
-        // frames[i][k]: item i's chunk k, [C, T] u32.
-        let mut frames: Vec<Vec<Tensor>> = vec![Vec::new(); items.len()];
-        let rounds = chunks.iter().map(Vec::len).max().unwrap_or(0);
-        for round in 0..rounds {
-            let mut utterances = Vec::new();
-            let mut members = Vec::new();
-            for (i, item) in items.iter().enumerate() {
-                let Some(text) = chunks[i].get(round) else {
-                    continue;
-                };
-                // The user's reference for every chunk; without one, later chunks take the
-                // first's text and frames.
-                let reference = match &item.reference {
-                    Some(r) => Some((r.text.as_str(), &r.codes)),
-                    None if round > 0 => Some((chunks[i][0].as_str(), &frames[i][0])),
-                    None => None,
-                };
-                let target = if long[i] {
-                    let reference = match reference {
-                        Some((text, codes)) => Some((text, codes.dim(1)?)),
-                        None => None,
-                    };
-                    target_frames(text, reference, item.chunk_speed)
-                } else {
-                    item.frames
-                };
-                let g = &item.generation;
-                let prompt = self.prompt(
-                    text,
-                    reference,
-                    item.language,
-                    item.instruct(),
-                    g.denoise,
-                    target,
-                )?;
-                let rng = rngs[i]
-                    .take()
-                    .expect("an item's generator is back after its round");
-                utterances.push(self.model.utterance(&prompt, &g.decoding, rng)?);
-                members.push(i);
-            }
-            let decoded = decoder.finish(utterances)?;
-            if decoded.len() != members.len() {
-                candle_core::bail!("{} utterances decoded of {}", decoded.len(), members.len());
-            }
-            for (&i, utterance) in members.iter().zip(decoded) {
-                let (f, rng) = utterance.into_frames(self.model.device())?;
-                frames[i].push(f);
-                rngs[i] = Some(rng);
+        let chunks: Vec<Vec<String>> = items.iter().map(|item| item.texts(rate)).collect();
+        // The first round: whole items and first chunks, each at its own estimate.
+        let mut firsts = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let reference = item.reference_prompt();
+            let target = if long[i] {
+                item.chunk_frames(&chunks[i][0], reference)?
+            } else {
+                item.frames
+            };
+            let prompt = self.prompt_for(item, &chunks[i][0], reference, target)?;
+            firsts.push(Piece::new(prompt, item, seeds[i], 0));
+        }
+        let first = self.decode_round(firsts, decoder)?;
+        // Then every later chunk, each with its item's reference, or else its first chunk's
+        // text and frames.
+        let mut later = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            for (k, text) in chunks[i].iter().enumerate().skip(1) {
+                let reference = item
+                    .reference_prompt()
+                    .unwrap_or((chunks[i][0].as_str(), &first[i]));
+                let target = item.chunk_frames(text, Some(reference))?;
+                let prompt = self.prompt_for(item, text, Some(reference), target)?;
+                later.push((i, Piece::new(prompt, item, seeds[i], k)));
             }
         }
+        let (members, later): (Vec<usize>, Vec<Piece>) = later.into_iter().unzip();
+        let later = self.decode_round(later, decoder)?;
         // The codec is this thread's own work (a decoder may have stepped elsewhere).
         let _computing = crate::spare::computing();
+        let mut frames: Vec<Vec<Tensor>> = first.into_iter().map(|f| vec![f]).collect();
+        for (i, f) in members.into_iter().zip(later) {
+            frames[i].push(f);
+        }
         frames
             .iter()
             .zip(items)
             .map(|(chunks, item)| {
-                let g = &item.generation;
-                let post = PostProcess {
-                    trim_silence: g.postprocess_output,
-                    pad_duration: g.pad_duration,
-                    fade_duration: g.fade_duration,
-                };
                 let audio = chunks
                     .iter()
-                    .map(|f| self.codec.decode(f)?.to_dtype(DType::F32)?.to_vec1::<f32>())
+                    .map(|f| self.decode(f))
                     .collect::<Result<Vec<_>>>()?;
                 let joined = cross_fade(&audio, self.sample_rate);
                 let rms = item.reference.as_ref().map(|r| r.rms);
-                Ok(post.apply(&joined, self.sample_rate, rms))
+                Ok(item.post().apply(&joined, self.sample_rate, rms))
             })
             .collect()
     }
+
+    /// The prompt of `text`, a whole item or a piece of it, with `item`'s style.
+    pub(super) fn prompt_for(
+        &self,
+        item: &Prepared,
+        text: &str,
+        reference: Option<(&str, &Tensor)>,
+        frames: usize,
+    ) -> Result<Prompt> {
+        self.prompt(
+            text,
+            reference,
+            item.language,
+            item.instruct(),
+            item.generation.denoise,
+            frames,
+        )
+    }
+
+    /// Decodes one round of pieces together, one forward a step: the frames of each,
+    /// [C, T] u32, in order.
+    pub(super) fn decode_round(
+        &self,
+        round: Vec<Piece<'_>>,
+        decoder: &dyn Decoder,
+    ) -> Result<Vec<Tensor>> {
+        if round.is_empty() {
+            return Ok(Vec::new());
+        }
+        let count = round.len();
+        let utterances = round
+            .iter()
+            .map(|p| {
+                self.model
+                    .utterance(&p.prompt, p.decoding, piece_noise(p.seed, p.index))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let decoded = decoder.finish(utterances)?;
+        if decoded.len() != count {
+            candle_core::bail!("{} utterances decoded of {count}", decoded.len());
+        }
+        decoded
+            .into_iter()
+            .map(|u| Ok(u.into_frames(self.model.device())?.0))
+            .collect()
+    }
+
+    /// The codec's audio of frames [C, T].
+    pub(super) fn decode(&self, frames: &Tensor) -> Result<Vec<f32>> {
+        self.codec
+            .decode(frames)?
+            .to_dtype(DType::F32)?
+            .to_vec1::<f32>()
+    }
+}
+
+/// One utterance of a decoding round: a whole item, or a piece of one (a chunk, a streamed
+/// piece).
+pub(super) struct Piece<'a> {
+    prompt: Prompt,
+    decoding: &'a Decoding,
+    /// The item's seed, and which of its pieces this is: its noise ([`piece_noise`]).
+    seed: u64,
+    index: usize,
+}
+
+impl<'a> Piece<'a> {
+    pub(super) fn new(prompt: Prompt, item: &'a Prepared, seed: u64, index: usize) -> Self {
+        Self {
+            prompt,
+            decoding: &item.generation.decoding,
+            seed,
+            index,
+        }
+    }
+}
+
+/// The noise of piece `piece` of an item seeded `seed`: the whole item's, or its first
+/// chunk's, is the seed's own generator; a later piece's is another of the same seed, so that
+/// later pieces can be decoded together and each still gets the noise it would get alone.
+fn piece_noise(seed: u64, piece: usize) -> StdRng {
+    // Odd and of mixed bits (the golden ratio's), so that no two pieces share a seed.
+    const SPREAD: u64 = 0x9e37_79b9_7f4a_7c15;
+    StdRng::seed_from_u64(seed ^ (piece as u64).wrapping_mul(SPREAD))
 }
 
 impl Prepared {
+    /// The reference a prompt takes: the user's clip's text and codes, or else the utterance
+    /// this one follows.
+    pub(super) fn reference_prompt(&self) -> Option<(&str, &Tensor)> {
+        match (&self.reference, &self.follows) {
+            (Some(r), _) => Some((r.text.as_str(), &r.codes)),
+            (None, Some(f)) => Some((f.text.as_str(), &f.codes)),
+            (None, None) => None,
+        }
+    }
+
+    /// Frames of a chunk of a long text, as the official chunked path estimates them: from
+    /// `reference` (the user's, or the first chunk), at the chunks' speed.
+    pub(super) fn chunk_frames(
+        &self,
+        text: &str,
+        reference: Option<(&str, &Tensor)>,
+    ) -> Result<usize> {
+        let reference = match reference {
+            Some((text, codes)) => Some((text, codes.dim(1)?)),
+            None => None,
+        };
+        Ok(target_frames(text, reference, self.chunk_speed))
+    }
+
+    /// The post-processing its settings ask for.
+    pub(super) fn post(&self) -> PostProcess {
+        let g = &self.generation;
+        PostProcess {
+            trim_silence: g.postprocess_output,
+            pad_duration: g.pad_duration,
+            fade_duration: g.fade_duration,
+        }
+    }
+
+    /// The texts it is generated in: itself, or its chunks when it is long.
+    pub(super) fn texts(&self, frame_rate: f64) -> Vec<String> {
+        match self.is_long(frame_rate) {
+            true => self.chunks(frame_rate),
+            false => vec![self.text.clone()],
+        }
+    }
+
     /// Whether its estimate is over `audio_chunk_threshold`, so that it is generated in chunks.
     fn is_long(&self, frame_rate: f64) -> bool {
         self.frames > (decimal(self.generation.audio_chunk_threshold) * frame_rate) as usize
