@@ -365,9 +365,6 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
 /// alike), and the default voice sounds otherwise, so the comparison can fail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_profile_is_a_voice_on_every_front_door() {
-    use futures::{SinkExt, StreamExt};
-    use tokio_tungstenite::tungstenite::Message;
-
     let dir = tempfile::tempdir().unwrap();
     let server = Binary::ready(&[
         "--omnivoice-dir",
@@ -466,33 +463,8 @@ async fn a_profile_is_a_voice_on_every_front_door() {
     }
 
     // The WebSocket stream (16-bit PCM at 24 kHz by default).
-    let ws_url = format!(
-        "{}/v1/audio/speech/stream",
-        url.replacen("http://", "ws://", 1)
-    );
-    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.unwrap();
     let first = serde_json::json!({"text": " ", "model": "omnivoice", "voice": "clone:anna"});
-    ws.send(Message::text(first.to_string())).await.unwrap();
-    ws.send(Message::text(
-        serde_json::json!({ "text": text }).to_string(),
-    ))
-    .await
-    .unwrap();
-    ws.send(Message::text(serde_json::json!({"text": ""}).to_string()))
-        .await
-        .unwrap();
-    let mut pcm = Vec::new();
-    while let Some(message) = tokio::time::timeout(std::time::Duration::from_secs(120), ws.next())
-        .await
-        .expect("the stream went on")
-    {
-        match message {
-            Ok(Message::Binary(bytes)) => pcm.extend_from_slice(&bytes),
-            Ok(Message::Text(text)) => assert!(!text.contains("\"error\""), "{text}"),
-            Ok(Message::Close(_)) | Err(_) => break,
-            Ok(_) => {}
-        }
-    }
+    let (pcm, _) = common::ws_speak(&url, &first, &[text]).await;
     let streamed: Vec<i16> = pcm
         .chunks_exact(2)
         .map(|b| i16::from_le_bytes([b[0], b[1]]))

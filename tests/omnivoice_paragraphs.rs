@@ -221,3 +221,91 @@ async fn a_streams_first_audio_comes_well_before_its_end() {
         "first audio at {first:?} of {total:?} ({share:.2})"
     );
 }
+
+/// Each sentence's audio in a WebSocket stream's PCM, by its `sentence` message.
+fn sentences_of(audio: &[u8], messages: &[Value]) -> Vec<Vec<u8>> {
+    let mut offset = 0;
+    messages
+        .iter()
+        .filter(|m| m["type"] == "sentence")
+        .map(|m| {
+            let n = m["audio_bytes"].as_u64().unwrap() as usize;
+            offset += n;
+            audio[offset - n..offset].to_vec()
+        })
+        .collect()
+}
+
+/// A WebSocket stream keeps one voice: every later sentence continues from the first, so
+/// another first sentence makes the second sound otherwise (each sentence alone would give
+/// the same second sentence, seed for seed).
+#[tokio::test]
+async fn a_websocket_stream_continues_in_the_voice_of_its_first_sentence() {
+    let server = server().await;
+    let url = server.url.as_str();
+    let second = "The second sentence keeps the voice.";
+    let speak = |voice: &'static str, first: &'static str| async move {
+        let settings = json!({"text": " ", "model": "omnivoice", "voice": voice,
+                              "response_format": "pcm", "seed": 9, "num_step": 4,
+                              "position_temperature": 0, "class_temperature": 0});
+        let (audio, messages) = common::ws_speak(url, &settings, &[first, second]).await;
+        let sentences = sentences_of(&audio, &messages);
+        assert_eq!(sentences.len(), 2, "{messages:?}");
+        sentences[1].clone()
+    };
+    for voice in ["auto", "design:male, low pitch"] {
+        let after_one = speak(voice, "Here is the first one. ").await;
+        let after_another = speak(voice, "A different opening line, longer than that. ").await;
+        assert!(
+            after_one != after_another,
+            "{voice}: the second sentence ignored the first"
+        );
+    }
+}
+
+/// A script speaker keeps the voice of its first line: another first line makes its second
+/// line sound otherwise (each line alone would give the same second line, seed for seed).
+/// Another speaker's lines are theirs: they do not depend on the first speaker's.
+#[tokio::test]
+async fn a_script_speaker_continues_in_the_voice_of_its_first_line() {
+    let server = server().await;
+    let url = server.url.as_str();
+    let read = |first: &'static str| async move {
+        let body = json!({
+            "model": "omnivoice",
+            "script": [
+                {"speaker": "anna", "text": first, "voice": "auto"},
+                {"speaker": "ben", "text": "I am the other speaker.", "voice": "design:male"},
+                {"speaker": "anna", "text": "My second line keeps my voice."},
+            ],
+            "response_format": "wav", "output_format": "multi_track", "seed": 7,
+        });
+        let response = common::post(url, "/v1/audio/script", &body).await;
+        let status = response.status();
+        let bytes = response.bytes().await.unwrap();
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&bytes));
+        let answer: Value = serde_json::from_slice(&bytes).unwrap();
+        let segments = answer["metadata"]["segments"].as_array().unwrap().clone();
+        let track = |speaker: &str| {
+            use base64::Engine as _;
+            let wav = base64::engine::general_purpose::STANDARD
+                .decode(answer["tracks"][speaker].as_str().unwrap())
+                .unwrap();
+            read_wav(&wav).1
+        };
+        let line = |i: usize| {
+            let s = &segments[i];
+            let from = s["offset_samples"].as_u64().unwrap() as usize;
+            let to = from + s["duration_samples"].as_u64().unwrap() as usize;
+            track(s["speaker"].as_str().unwrap())[from..to].to_vec()
+        };
+        (line(1), line(2))
+    };
+    let (ben, second) = read("Here is my first line.").await;
+    let (ben_again, second_again) = read("A different first line, a longer one.").await;
+    assert!(second != second_again, "the second line ignored the first");
+    assert!(
+        ben == ben_again,
+        "another speaker's line changed with anna's"
+    );
+}

@@ -487,6 +487,12 @@ pub trait Engine: Send + Sync {
         false
     }
 
+    /// Whether `voice` (a resolved id) could sound otherwise from one utterance to the next
+    /// unless each continues from the first ([`Continuation`]): one conversation, one voice.
+    fn drifts(&self, _voice: &str) -> bool {
+        false
+    }
+
     /// The bracketed tags in `text` that look like sound cues (`[laughter]`) but that the
     /// engine will read as words, for a warning to the client; empty for engines without cues.
     fn unknown_cues(&self, _text: &str) -> Vec<String> {

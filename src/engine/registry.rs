@@ -465,6 +465,12 @@ impl Registry {
         self.engines[voice.key.engine()].speaks_whole_texts()
     }
 
+    /// Whether `voice` could sound otherwise from one utterance to the next unless each
+    /// continues from the first.
+    pub fn drifts(&self, voice: &ResolvedVoice) -> bool {
+        self.engines[voice.key.engine()].drifts(voice.key.voice())
+    }
+
     /// A content fingerprint of the voice (changes when its model file changes).
     pub fn fingerprint(&self, voice: &ResolvedVoice) -> String {
         self.engines[voice.key.engine()].fingerprint(voice.key.voice())

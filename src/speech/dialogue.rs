@@ -6,18 +6,22 @@
 //! from the audio cache and the queue's limits hold. What belongs to the script alone lives
 //! here: the limits on its shape, which voice each speaker keeps (voices of any engine may
 //! meet in one script), a few lines in flight at a time, the pauses where the speaker
-//! changes, what a failed line does to the rest, and how many scripts are read at once.
+//! changes, what a failed line does to the rest, and how many scripts are read at once. A
+//! speaker whose voice would drift from line to line (OmniVoice without a clone) keeps the
+//! voice of its first line: that line is the reference of its later ones ([`Chain`]).
 
+use std::collections::HashMap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::{Failure, Request, SpeechError, SpeechService};
 use crate::audio::{self, AudioFormat};
+use crate::engine::{Continuation, Continuity};
 
 /// Most lines in one script.
 pub const MAX_LINES: usize = 100;
@@ -249,10 +253,11 @@ impl Dialogues {
         // encoding resamples nothing and offsets are exact in the file's own samples.
         let rate = shape.format.output_sample_rate(native);
         let speech = &self.speech;
-        let mut spoken_lines = stream::iter(jobs)
+        let chains = chains(speech, &jobs);
+        let mut spoken_lines = stream::iter(jobs.into_iter().zip(chains))
             .map(
-                |(index, speaker, job, voice_param, speed_param)| async move {
-                    let spoken = speak_at(speech, job, rate).await;
+                |((index, speaker, job, voice_param, speed_param), chain)| async move {
+                    let spoken = speak_at(speech, job, chain, rate).await;
                     (index, speaker, voice_param, speed_param, spoken)
                 },
             )
@@ -622,14 +627,68 @@ fn every_line_failed(mut skipped: Vec<Skipped>) -> DialogueError {
     }
 }
 
+/// How a line keeps its speaker's voice where the voice would drift from line to line
+/// (OmniVoice without a clone): the speaker's first line leads, and the later ones continue
+/// from what it leaves, waiting for it here, not on a worker.
+enum Chain {
+    /// The voice does not drift.
+    Apart,
+    Leads(watch::Sender<Option<Continuity>>),
+    /// What the first line leaves, once it has; closed without it, the line speaks alone.
+    Follows(watch::Receiver<Option<Continuity>>),
+}
+
+/// Each line's [`Chain`], in order.
+fn chains(
+    speech: &SpeechService,
+    jobs: &[(usize, String, super::Job, String, String)],
+) -> Vec<Chain> {
+    let mut first_lines: HashMap<&str, watch::Receiver<Option<Continuity>>> = HashMap::new();
+    jobs.iter()
+        .map(|(_, speaker, job, ..)| {
+            if !speech.drifts(job) {
+                return Chain::Apart;
+            }
+            match first_lines.get(speaker.as_str()) {
+                Some(left) => Chain::Follows(left.clone()),
+                None => {
+                    let (leaves, left) = watch::channel(None);
+                    first_lines.insert(speaker, left);
+                    Chain::Leads(leaves)
+                }
+            }
+        })
+        .collect()
+}
+
 /// A line's samples at `rate`.
 async fn speak_at(
     speech: &SpeechService,
     job: super::Job,
+    chain: Chain,
     rate: u32,
 ) -> Result<Vec<f32>, SpeechError> {
-    let spoken = speech.speak(job).await?;
-    let audio = &spoken.audio;
+    let continuation = match &chain {
+        Chain::Apart => None,
+        Chain::Leads(_) => Some(Continuation::Leads),
+        Chain::Follows(left) => Some(match left.clone().wait_for(Option::is_some).await {
+            Ok(first) => first
+                .clone()
+                .map_or(Continuation::Alone, Continuation::Follows),
+            Err(_) => Continuation::Alone,
+        }),
+    };
+    let audio = match continuation {
+        None => speech.speak(job).await?.audio,
+        Some(continuation) => {
+            let (audio, left) = speech.speak_continuing(&job, continuation).await?;
+            if let (Chain::Leads(leaves), Some(left)) = (&chain, left) {
+                leaves.send_replace(Some(left));
+            }
+            Arc::new(audio)
+        }
+    };
+    let audio = &audio;
     // Native PCM: 16-bit little-endian samples at the voice's rate.
     let samples: Vec<f32> = audio
         .bytes

@@ -196,7 +196,7 @@ pub struct LiveSpeech {
 }
 
 /// How a stream keeps one voice where its engine would otherwise give each sentence a voice
-/// of its own (an engine that speaks whole texts, OmniVoice): its first sentence leads, and
+/// of its own (OmniVoice without a clone): its first sentence leads, and
 /// every later one continues from what the first leaves, waiting for it on its own task, not
 /// on a worker.
 enum OneVoice {
@@ -250,7 +250,7 @@ impl SpeechService {
         )?;
         let rate = job.voice().sample_rate;
         let encoder = super::stream_encoder(&job)?;
-        let one_voice = match self.inner.registry.speaks_whole_texts(job.voice()) {
+        let one_voice = match self.inner.registry.drifts(job.voice()) {
             true => OneVoice::FirstToCome,
             false => OneVoice::Unneeded,
         };

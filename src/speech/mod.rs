@@ -28,7 +28,7 @@ use crate::cache::{
     AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
 };
 use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolveError, ResolvedVoice};
-use crate::engine::{Continuation, Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
+use crate::engine::{Continuation, Continuity, Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
 use crate::text::lexicon::Entry;
 
@@ -348,6 +348,35 @@ impl SpeechService {
             cache: outcome.status,
             layer: outcome.layer,
         })
+    }
+
+    /// Whether `job`'s voice keeps one voice through several utterances only when each
+    /// continues from the first ([`Continuation`]: OmniVoice without a clone).
+    pub(crate) fn drifts(&self, job: &Job) -> bool {
+        self.inner.registry.drifts(job.voice())
+    }
+
+    /// The whole body of `job` as a `continuation` of a conversation's voice, and what it
+    /// leaves for the later utterances when it leads. Not cached: a later utterance depends on
+    /// the frames its leader was generated with, which a cached body does not keep.
+    pub(crate) async fn speak_continuing(
+        &self,
+        job: &Job,
+        continuation: Continuation,
+    ) -> Result<(CachedAudio, Option<Continuity>), SpeechError> {
+        metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
+        let utterances = Utterances {
+            continuation,
+            ..Utterances::of_input(job, false)
+        };
+        let pieces = self
+            .start_utterances(job, utterances, false)
+            .await?
+            .collect()
+            .await?;
+        let left = pieces.iter().find_map(|p| p.continuity.clone());
+        let audio = encode_joined(job, &pieces, &job.script().pauses()).await?;
+        Ok((audio, left))
     }
 
     async fn synthesize_whole(&self, job: Job) -> Result<CachedAudio, SpeechError> {

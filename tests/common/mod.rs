@@ -333,3 +333,43 @@ pub fn kokoro_dir() -> std::path::PathBuf {
     );
     dir
 }
+
+/// What a WebSocket text stream (`/v1/audio/speech/stream` of the server at `url`) sends for
+/// `settings` (the first message) and then `texts`, one message each, and the end: its audio
+/// bytes and its JSON messages, until it closes. Any `error` message fails the test.
+pub async fn ws_speak(
+    url: &str,
+    settings: &serde_json::Value,
+    texts: &[&str],
+) -> (Vec<u8>, Vec<serde_json::Value>) {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let ws_url = format!(
+        "{}/v1/audio/speech/stream",
+        url.replacen("http://", "ws://", 1)
+    );
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url).await.unwrap();
+    let text = |t: &str| Message::text(serde_json::json!({ "text": t }).to_string());
+    ws.send(Message::text(settings.to_string())).await.unwrap();
+    for piece in texts {
+        ws.send(text(piece)).await.unwrap();
+    }
+    ws.send(text("")).await.unwrap();
+    let (mut audio, mut messages) = (Vec::new(), Vec::new());
+    while let Some(message) = tokio::time::timeout(Duration::from_secs(120), ws.next())
+        .await
+        .expect("the stream went on")
+    {
+        match message {
+            Ok(Message::Binary(bytes)) => audio.extend_from_slice(&bytes),
+            Ok(Message::Text(text)) => {
+                assert!(!text.contains("\"error\""), "{text}");
+                messages.push(serde_json::from_str(text.as_str()).unwrap());
+            }
+            Ok(Message::Close(_)) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    (audio, messages)
+}

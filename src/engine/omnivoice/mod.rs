@@ -418,6 +418,12 @@ impl Engine for OmniVoiceEngine {
         true
     }
 
+    /// Every voice but a clone, which holds its clip as every utterance's reference: without
+    /// one, `auto` is a new speaker each time and a design comes out a little otherwise.
+    fn drifts(&self, voice: &str) -> bool {
+        !is_clone(voice)
+    }
+
     fn unknown_cues(&self, text: &str) -> Vec<String> {
         model::unknown_nonverbal_tags(text)
     }
@@ -568,10 +574,17 @@ impl Voice for OmniVoiceVoice {
         let seeds: Vec<u64> = batch.iter().map(|i| i.params.item_seed()).collect();
         let audio = self
             .tts
-            .synthesize_with(&prepared, &seeds, &self.scheduler.for_batch(wanted.clone()))
+            .synthesize_spoken(&prepared, &seeds, &self.scheduler.for_batch(wanted.clone()))
             .map_err(EngineError::synthesis)?;
-        for (index, samples) in audio.into_iter().enumerate() {
-            done(index, Pcm::new(samples, self.sample_rate));
+        for (index, (samples, spoken)) in audio.into_iter().enumerate() {
+            let leads = batch[index].continuation == Continuation::Leads;
+            done(
+                index,
+                Pcm {
+                    continuity: leads.then(|| Continuity(Arc::new(spoken))),
+                    ..Pcm::new(samples, self.sample_rate)
+                },
+            );
         }
         Ok(())
     }

@@ -382,6 +382,26 @@ impl Tts {
         })
     }
 
+    /// A model assembled from parts loaded elsewhere (a benchmark's weights made in memory),
+    /// at its codec's rates; it cannot clone (no encoder weights).
+    pub fn from_parts(
+        model: OmniVoice,
+        codec: CodecDecoder,
+        tokenizer: tokenizers::Tokenizer,
+    ) -> Self {
+        let sample_rate = codec.config().sample_rate;
+        let frame_rate = sample_rate.div_ceil(codec.config().hop_length as u32);
+        Self {
+            model,
+            codec,
+            tokenizer,
+            sample_rate,
+            frame_rate,
+            encoder_source: None,
+            encoder: std::sync::Mutex::new(None),
+        }
+    }
+
     /// The same model with the body's linear layers in `precision` (bf16 on CPUs that run
     /// it; anything else stays f32).
     pub fn with_precision(self, precision: Precision) -> Result<Self> {
@@ -601,6 +621,19 @@ impl Tts {
         seeds: &[u64],
         decoder: &dyn Decoder,
     ) -> Result<Vec<Vec<f32>>> {
+        let spoken = self.synthesize_spoken(items, seeds, decoder)?;
+        Ok(spoken.into_iter().map(|(audio, _)| audio).collect())
+    }
+
+    /// [`Tts::synthesize_with`], each item's audio with what a later utterance needs to
+    /// continue in its voice: its first chunk's text and frames (the whole item's, when it
+    /// is not chunked).
+    pub fn synthesize_spoken(
+        &self,
+        items: &[Prepared],
+        seeds: &[u64],
+        decoder: &dyn Decoder,
+    ) -> Result<Vec<(Vec<f32>, Spoken)>> {
         if items.len() != seeds.len() {
             candle_core::bail!("{} seeds for {} items", seeds.len(), items.len());
         }
@@ -642,16 +675,21 @@ impl Tts {
             frames[i].push(f);
         }
         frames
-            .iter()
+            .into_iter()
             .zip(items)
-            .map(|(chunks, item)| {
-                let audio = chunks
+            .zip(chunks)
+            .map(|((frames, item), mut texts)| {
+                let audio = frames
                     .iter()
                     .map(|f| self.decode(f))
                     .collect::<Result<Vec<_>>>()?;
                 let joined = cross_fade(&audio, self.sample_rate);
                 let rms = item.reference.as_ref().map(|r| r.rms);
-                Ok(item.post().apply(&joined, self.sample_rate, rms))
+                let spoken = Spoken {
+                    text: texts.swap_remove(0),
+                    codes: frames.into_iter().next().expect("a first chunk"),
+                };
+                Ok((item.post().apply(&joined, self.sample_rate, rms), spoken))
             })
             .collect()
     }
