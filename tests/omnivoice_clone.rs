@@ -15,17 +15,11 @@ const CHECKPOINT: &str = "crates/models/tests/fixtures/omnivoice/clone";
 const FIXTURE: &str = "tests/fixtures/omnivoice_clone";
 
 fn cases() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURE}/cases.json")).unwrap())
-        .unwrap()
+    common::fixture_cases(FIXTURE)
 }
 
 fn official(name: &str) -> Vec<f32> {
-    let tensors = candle_core::safetensors::load(
-        format!("{FIXTURE}/expected.safetensors"),
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
-    tensors[&format!("audio_{name}")].to_vec1().unwrap()
+    common::fixture_audio(FIXTURE, name).to_vec1().unwrap()
 }
 
 fn clip() -> Vec<u8> {
@@ -91,16 +85,7 @@ async fn clone(url: &str, form: Form) -> reqwest::Response {
 const F32: [&str; 2] = ["--precision", "f32"];
 
 async fn server() -> Binary {
-    Binary::ready(&[
-        "--omnivoice-dir",
-        CHECKPOINT,
-        "--preload",
-        "none",
-        "--no-cache",
-        F32[0],
-        F32[1],
-    ])
-    .await
+    common::omnivoice_f32(CHECKPOINT, &["--no-cache"]).await
 }
 
 /// Each case as the official code speaks it. 16-bit WAV quantizes by 3e-5; the models crate

@@ -19,18 +19,12 @@ const FIXTURE: &str = "tests/fixtures/omnivoice_paragraphs";
 const CLIP: &str = "tests/fixtures/omnivoice_clone/reference.wav";
 
 fn cases() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(format!("{FIXTURE}/cases.json")).unwrap())
-        .unwrap()
+    common::fixture_cases(FIXTURE)
 }
 
 /// The official audio of a case, as 16-bit samples (rounded from its floats).
 fn official(name: &str) -> Vec<i16> {
-    let tensors = candle_core::safetensors::load(
-        format!("{FIXTURE}/expected.safetensors"),
-        &candle_core::Device::Cpu,
-    )
-    .unwrap();
-    let samples: Vec<i64> = tensors[&format!("audio_{name}")]
+    let samples: Vec<i64> = common::fixture_audio(FIXTURE, name)
         .to_dtype(candle_core::DType::I64)
         .unwrap()
         .to_vec1()
@@ -38,18 +32,8 @@ fn official(name: &str) -> Vec<i16> {
     samples.into_iter().map(|s| s as i16).collect()
 }
 
-/// In f32: only f32 is held to the official code (bf16 flips a few greedy picks).
 async fn server() -> Binary {
-    Binary::ready(&[
-        "--omnivoice-dir",
-        CHECKPOINT,
-        "--preload",
-        "none",
-        "--no-cache",
-        "--precision",
-        "f32",
-    ])
-    .await
+    common::omnivoice_f32(CHECKPOINT, &["--no-cache"]).await
 }
 
 /// The JSON request of a case (not a clone), greedy.
@@ -193,6 +177,7 @@ async fn a_stream_is_the_body_with_the_chunk_fields_and_about_as_long_without() 
         let whole = body(url, &request(&case, steps, "pcm", false)).await;
         let (stream, _, _) = streamed(url, &request(&case, steps, "pcm", true)).await;
         let ratio = stream.len() as f64 / whole.len() as f64;
+        eprintln!("{name}: the stream is {ratio:.3} of the body's length");
         assert!(
             (ratio - 1.0).abs() <= 0.15,
             "{name}: {ratio:.3} of the body's length"
@@ -216,6 +201,7 @@ async fn a_streams_first_audio_comes_well_before_its_end() {
     });
     let (_, first, total) = streamed(url, &request).await;
     let share = first.as_secs_f64() / total.as_secs_f64();
+    eprintln!("first audio at {first:?} of {total:?} ({share:.2})");
     assert!(
         share < 0.6,
         "first audio at {first:?} of {total:?} ({share:.2})"

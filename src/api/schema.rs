@@ -205,8 +205,8 @@ pub(super) mod generation {
     pub fn duration() -> Object {
         ranged(
             &DURATION,
-            "Seconds of the whole answer (OmniVoice), shared among its sentences by length; \
-             overrides speed.",
+            "Seconds of the whole answer (OmniVoice), whose text is one utterance (an SSML \
+             document's parts share it by length); overrides speed.",
         )
     }
     pub fn audio_chunk_duration() -> Object {

@@ -244,7 +244,8 @@ enum Delivery {
 /// Create speech
 ///
 /// OpenAI's `POST /v1/audio/speech`. The answer is audio in `response_format`: chunked,
-/// sentence by sentence (the default), one whole body (`"stream": false`), or server-sent
+/// sentence by sentence (the default; OmniVoice: its first sentence, then the rest in its
+/// voice), one whole body (`"stream": false`), or server-sent
 /// events (`"stream_format": "sse"`) carrying base64 audio in `speech.audio.delta` events and
 /// usage in a final `speech.audio.done`.
 #[utoipa::path(post, path = "/v1/audio/speech", tag = "speech",

@@ -373,3 +373,35 @@ pub async fn ws_speak(
     }
     (audio, messages)
 }
+
+/// `cases.json` of the fixture folder `dir` (written beside `expected.safetensors` by one of
+/// the scripts that run the official OmniVoice code).
+pub fn fixture_cases(dir: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(format!("{dir}/cases.json")).unwrap()).unwrap()
+}
+
+/// The official audio `audio_<name>` of `dir/expected.safetensors`.
+pub fn fixture_audio(dir: &str, name: &str) -> candle_core::Tensor {
+    let tensors = candle_core::safetensors::load(
+        format!("{dir}/expected.safetensors"),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    tensors[&format!("audio_{name}")].clone()
+}
+
+/// A server of the OmniVoice checkpoint in `checkpoint`, in `f32` (the only precision held to
+/// the official code: bf16 flips a few greedy picks, and then the audio is another one), with
+/// nothing preloaded and `extra` flags.
+pub async fn omnivoice_f32(checkpoint: &str, extra: &[&str]) -> Binary {
+    let mut args = vec![
+        "--omnivoice-dir",
+        checkpoint,
+        "--preload",
+        "none",
+        "--precision",
+        "f32",
+    ];
+    args.extend_from_slice(extra);
+    Binary::ready(&args).await
+}

@@ -28,23 +28,19 @@
 //! forward on the same shapes, so the ratio is taken in one run. `OMNIVOICE_BENCH_PROFILE=bf16` (or `f32`) only runs three
 //! forwards, for a profiler.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::time::Instant;
 
-use candle_core::{DType, Device, Result, Shape, Tensor};
-use candle_nn::var_builder::SimpleBackend;
+use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 use omnivoice_models::kernels::Precision;
 use omnivoice_models::omnivoice::{
-    BackboneConfig, CodecConfig, CodecDecoder, CodecEncoder, Config, Decoding, EncoderConfig,
-    OmniVoice, Prompt,
+    CodecConfig, CodecDecoder, CodecEncoder, Decoding, EncoderConfig, OmniVoice, Prompt,
 };
 use rand::{Rng, SeedableRng};
 
 #[path = "common/random_omnivoice.rs"]
 mod random_omnivoice;
-use random_omnivoice::{random_vb, real_config, CODEC_CONFIG};
+use random_omnivoice::{random_vb, real_config, Random, CODEC_CONFIG};
 
 /// A prompt of `text` random text tokens, `reference` frames of random codes (a clone's clip;
 /// 0 in design mode), then `frames` target frames.

@@ -92,21 +92,48 @@ impl Decoder for BatchDecoder<'_> {
         utterances: Vec<Utterance<StdRng>>,
     ) -> candle_core::Result<Vec<Utterance<StdRng>>> {
         let stopped = || candle_core::Error::Msg("the OmniVoice scheduler has stopped".into());
-        if utterances.is_empty() {
-            return Ok(utterances);
+        // All in at once, as jobs that each fit a step: they share steps as far as the
+        // positions allow, and the rest wait at the door (a long text's later chunks).
+        let mut answers = Vec::new();
+        for utterances in jobs_within(utterances, MAX_POSITIONS) {
+            let (reply, answer) = mpsc::channel();
+            let job = Job {
+                utterances,
+                reply,
+                wanted: self.wanted.clone(),
+            };
+            self.scheduler.jobs.send(job).map_err(|_| stopped())?;
+            answers.push(answer);
         }
-        let (reply, answer) = mpsc::channel();
-        let job = Job {
-            utterances,
-            reply,
-            wanted: self.wanted.clone(),
-        };
-        self.scheduler.jobs.send(job).map_err(|_| stopped())?;
-        answer
-            .recv()
-            .map_err(|_| stopped())?
-            .map_err(candle_core::Error::Msg)
+        let mut done = Vec::new();
+        for answer in answers {
+            let answer = answer.recv().map_err(|_| stopped())?;
+            done.extend(answer.map_err(candle_core::Error::Msg)?);
+        }
+        Ok(done)
     }
+}
+
+/// `utterances` in order, cut into runs of at most `max_positions` positions each (one larger
+/// than that alone).
+fn jobs_within(
+    utterances: Vec<Utterance<StdRng>>,
+    max_positions: usize,
+) -> Vec<Vec<Utterance<StdRng>>> {
+    let mut jobs: Vec<Vec<Utterance<StdRng>>> = Vec::new();
+    let mut packed = 0;
+    for utterance in utterances {
+        let size = utterance.positions();
+        match jobs.last_mut() {
+            Some(job) if packed + size <= max_positions => job.push(utterance),
+            _ => {
+                packed = 0;
+                jobs.push(vec![utterance]);
+            }
+        }
+        packed += size;
+    }
+    jobs
 }
 
 /// Steps until every handle is gone: waits while there is nothing to do, and between two
@@ -420,6 +447,18 @@ mod tests {
         tight.queue(job);
         tight.step(model);
         assert!(answer.try_recv().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_round_larger_than_a_step_goes_in_as_jobs_that_each_fit() {
+        let tts = tts();
+        // 18 positions each (see above): two fit in 40, then one, then one of 50 alone.
+        let (round, _) = job(&tts, &[(6, 6), (6, 6), (6, 6), (30, 10)], 2, 1);
+        let sizes: Vec<Vec<usize>> = jobs_within(round.utterances, 40)
+            .iter()
+            .map(|job| job.iter().map(Utterance::positions).collect())
+            .collect();
+        assert_eq!(sizes, [vec![18, 18], vec![18], vec![50]]);
     }
 
     #[test]

@@ -43,7 +43,7 @@ pub const CODEC_CONFIG: &str = r#"{
 /// uniform with variance 1/fan-in (activations keep their scale through 28 layers, and no
 /// value drifts into denormals, which would time something else), norm scales and Snake
 /// alphas 1, biases 0. Weight-normed spellings are reported absent, so plain weights are read.
-struct Random;
+pub struct Random;
 
 impl SimpleBackend for Random {
     fn get(

@@ -140,8 +140,8 @@ impl Streamed {
             (true, true) => fade_and_pad(audio, fade, pad),
             (true, false) => {
                 let k = fade.min(audio.len() / 2);
-                for i in 0..k {
-                    audio[i] *= linspace(0.0, 1.0, k, i);
+                for (i, x) in audio[..k].iter_mut().enumerate() {
+                    *x *= linspace(0.0, 1.0, k, i);
                 }
                 let mut out = vec![0f32; pad];
                 out.extend_from_slice(&audio);
@@ -150,8 +150,8 @@ impl Streamed {
             (false, true) => {
                 let k = fade.min(audio.len() / 2);
                 let n = audio.len();
-                for i in 0..k {
-                    audio[n - k + i] *= linspace(1.0, 0.0, k, i);
+                for (i, x) in audio[n - k..].iter_mut().enumerate() {
+                    *x *= linspace(1.0, 0.0, k, i);
                 }
                 audio.resize(n + pad, 0.0);
                 audio

@@ -371,15 +371,9 @@ impl Tts {
         let codec = weights(&file, DType::F32)
             .and_then(|vb| CodecDecoder::load(codec_config, vb))
             .map_err(|e| load_error(&file, e))?;
-        Ok(Self {
-            model,
-            codec,
-            tokenizer,
-            sample_rate,
-            frame_rate,
-            encoder_source: None,
-            encoder: std::sync::Mutex::new(None),
-        })
+        let mut tts = Self::from_parts(model, codec, tokenizer);
+        (tts.sample_rate, tts.frame_rate) = (sample_rate, frame_rate);
+        Ok(tts)
     }
 
     /// A model assembled from parts loaded elsewhere (a benchmark's weights made in memory),
