@@ -1,6 +1,6 @@
 //! The text encoder's relative-position self-attention for CPU `f32`, without [T, T] copies.
 //!
-//! Written with tensor ops (as `super::super::text_encoder` states it), each layer builds
+//! Written with tensor ops (as `crate::vits::text_encoder` states it), each layer builds
 //! several [heads, T, T] tensors: the head-major copies of q, k and v, the band of relative
 //! logits padded and shifted into place, the probabilities shifted back into a band. For a
 //! long sentence (500 phoneme ids) those copies took as long as the products themselves, and

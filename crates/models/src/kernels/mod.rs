@@ -1,8 +1,9 @@
-//! The CPU kernels behind the model's convolutions and activations, kept apart from the model.
+//! The CPU kernels behind the models' convolutions, linear layers and activations, kept apart
+//! from the models.
 //!
-//! The model code (`super::layers`, `super::generator`, …) reads like the paper and calls
-//! convolutions through [`conv1d`], [`conv_transpose1d`] and their fused forms; this module
-//! decides how they run, which is where the decoder spends most of its time. candle's CPU
+//! The model code (`crate::vits::layers`, `crate::kokoro::generator`, …) reads like the paper
+//! and calls convolutions through [`conv1d`], [`conv_transpose1d`] and their fused forms; this
+//! module decides how they run, which is where the decoder spends most of its time. candle's CPU
 //! convolution unfolds the whole input (im2col) before one big matrix product, which for the
 //! decoder's long signals (tens of thousands of samples) streams hundreds of megabytes through
 //! memory, and it runs grouped convolutions as one tiny convolution per group. For `f32` on the

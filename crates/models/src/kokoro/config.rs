@@ -4,9 +4,82 @@
 //! them, not strides, epsilons or how often ALBERT's shared layer runs), and there is only one
 //! Kokoro v1.0: the values are constants of the release (its `config.json`), checked against
 //! the weight shapes at load so a different file is refused rather than misread. The
-//! decoder's own numbers are [`DecoderConfig`], kept with the decoder.
+//! decoder's and generator's own numbers are [`DecoderConfig`], here so that both read them
+//! from below.
 
-pub use super::decoder::DecoderConfig;
+/// The decoder's and generator's numbers. The iSTFTNet ones are Kokoro v1.0's `config.json`
+/// (`istftnet`); the widths and the sine source's constants are fixed in `istftnet.py`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DecoderConfig {
+    /// Channels of `asr`, the text features per frame.
+    pub dim_in: usize,
+    /// The decoder half of the voice vector.
+    pub style_dim: usize,
+    /// Width of `encode` and of `decode.0..=2`.
+    pub hidden: usize,
+    /// Channels of `asr_res`, the features concatenated again before each decode block.
+    pub asr_res: usize,
+    /// Decode blocks (the last one upsamples ×2 to `upsample_initial_channel`).
+    pub decode_blocks: usize,
+    pub upsample_rates: Vec<usize>,
+    pub upsample_kernel_sizes: Vec<usize>,
+    pub upsample_initial_channel: usize,
+    pub resblock_kernel_sizes: Vec<usize>,
+    pub resblock_dilation_sizes: Vec<Vec<usize>>,
+    /// Dilations of the source branch's residual blocks (`noise_res`).
+    pub noise_res_dilations: Vec<usize>,
+    pub n_fft: usize,
+    pub hop: usize,
+    pub sample_rate: u32,
+    /// Sines in the harmonic source: the fundamental and 8 overtones.
+    pub harmonics: usize,
+    pub sine_amp: f32,
+    /// F0 (Hz) above which a sample counts as voiced.
+    pub voiced_threshold: f32,
+    /// Epsilon of the instance norms inside AdaIN.
+    pub norm_eps: f64,
+    /// Negative slope of the AdainResBlk1d LeakyReLUs.
+    pub leaky_slope: f64,
+}
+
+impl DecoderConfig {
+    /// Kokoro v1.0 as released.
+    pub fn v1_0() -> Self {
+        Self {
+            dim_in: 512,
+            style_dim: 128,
+            hidden: 1024,
+            asr_res: 64,
+            decode_blocks: 4,
+            upsample_rates: vec![10, 6],
+            upsample_kernel_sizes: vec![20, 12],
+            upsample_initial_channel: 512,
+            resblock_kernel_sizes: vec![3, 7, 11],
+            resblock_dilation_sizes: vec![vec![1, 3, 5]; 3],
+            noise_res_dilations: vec![1, 3, 5],
+            n_fft: 20,
+            hop: 5,
+            sample_rate: 24_000,
+            harmonics: 9,
+            sine_amp: 0.1,
+            voiced_threshold: 10.0,
+            norm_eps: 1e-5,
+            leaky_slope: 0.2,
+        }
+    }
+
+    /// Output samples per alignment frame: ×2 in the last decode block, then the generator's
+    /// upsampling and hop (2 · 10 · 6 · 5 = 600).
+    pub fn samples_per_frame(&self) -> usize {
+        2 * self.upsample_rates.iter().product::<usize>() * self.hop
+    }
+}
+
+impl Default for DecoderConfig {
+    fn default() -> Self {
+        Self::v1_0()
+    }
+}
 
 /// The PL-BERT text encoder: ALBERT with one shared layer applied `layers` times.
 #[derive(Debug, Clone, PartialEq)]

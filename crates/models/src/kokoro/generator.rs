@@ -24,7 +24,7 @@
 use candle_core::{Device, Result, Tensor};
 
 use super::blocks::AdaIn1d;
-use super::decoder::DecoderConfig;
+use super::config::DecoderConfig;
 use super::weights::Weights;
 use super::KokoroError;
 use crate::kernels::stft::{Stft, StridedConv1d};
@@ -638,7 +638,7 @@ pub(super) mod tests {
 
     use candle_core::{Device, Tensor};
 
-    use super::super::decoder::DecoderConfig;
+    use super::super::config::DecoderConfig;
     use super::super::testing::model_path;
     use super::super::weights::Weights;
     use super::*;

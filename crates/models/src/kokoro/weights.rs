@@ -146,7 +146,7 @@ impl Weights {
 
     /// Tensors already named canonically (synthetic weights in tests); `file` names the
     /// source in errors.
-    #[allow(dead_code)]
+    #[cfg(test)]
     pub fn from_tensors(file: &Path, tensors: HashMap<String, Tensor>) -> Self {
         Self {
             file: file.to_path_buf(),
@@ -179,13 +179,8 @@ impl Weights {
         Ok(t)
     }
 
-    #[allow(dead_code)]
-    pub fn contains(&self, name: &str) -> bool {
-        self.tensors.contains_key(name)
-    }
-
     /// The names under `prefix`, sorted.
-    #[allow(dead_code)]
+    #[cfg(test)]
     pub fn names_with_prefix(&self, prefix: &str) -> Vec<&str> {
         let mut names: Vec<&str> = self
             .tensors
@@ -199,7 +194,6 @@ impl Weights {
 
     /// The convolution attributes of module `module` (`decoder.generator.ups.0`), when the
     /// source was an ONNX graph.
-    #[allow(dead_code)]
     pub fn conv_attributes(&self, module: &str) -> Option<&ConvAttributes> {
         self.conv_attributes.get(module)
     }
