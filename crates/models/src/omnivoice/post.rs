@@ -8,6 +8,8 @@
 //! samples is filled with silence, so trimming can add up to 2 ms of zeros at an end. The
 //! same silence rules prepare a cloning reference (`reference.rs`), with other lengths.
 
+use super::text::{append_after_join, fade_out_before_join, join_fade, linspace};
+
 /// The official post-processing's settings (`OmniVoiceGenerationConfig`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PostProcess {
@@ -93,29 +95,15 @@ impl Streamed {
     /// The next piece of the stream from the codec's audio of it, `first` and `last` saying
     /// where it lies.
     pub fn piece(&mut self, raw: &[f32], first: bool, last: bool) -> Vec<f32> {
-        // The join, as `cross_fade` makes it.
-        let join = (0.3 * f64::from(self.rate)) as usize / 3;
+        // The joins, as `cross_fade` makes them.
+        let join = join_fade(self.rate);
         let mut audio = Vec::with_capacity(raw.len() + join);
-        if !first {
-            audio.resize(join, 0.0);
-            let n = join.min(raw.len());
-            let ramp = super::text::linspace(0.0, 1.0, n);
-            audio.extend(raw.iter().enumerate().map(|(i, &x)| match ramp.get(i) {
-                Some(w) => x * w,
-                None => x,
-            }));
-        } else {
-            audio.extend_from_slice(raw);
+        match first {
+            true => audio.extend_from_slice(raw),
+            false => append_after_join(&mut audio, raw, join),
         }
         if !last {
-            let n = join.min(audio.len());
-            let from = audio.len() - n;
-            for (x, w) in audio[from..]
-                .iter_mut()
-                .zip(super::text::linspace(1.0, 0.0, n))
-            {
-                *x *= w;
-            }
+            fade_out_before_join(&mut audio, join);
         }
         if self.post.trim_silence {
             let lead = if first { 100 } else { 500 };
@@ -136,28 +124,17 @@ impl Streamed {
         }
         let fade = (self.post.fade_duration as f64 * self.rate as f64) as usize;
         let pad = (self.post.pad_duration as f64 * self.rate as f64) as usize;
-        match (first, last) {
-            (true, true) => fade_and_pad(audio, fade, pad),
-            (true, false) => {
-                let k = fade.min(audio.len() / 2);
-                for (i, x) in audio[..k].iter_mut().enumerate() {
-                    *x *= linspace(0.0, 1.0, k, i);
-                }
-                let mut out = vec![0f32; pad];
-                out.extend_from_slice(&audio);
-                out
-            }
-            (false, true) => {
-                let k = fade.min(audio.len() / 2);
-                let n = audio.len();
-                for (i, x) in audio[n - k..].iter_mut().enumerate() {
-                    *x *= linspace(1.0, 0.0, k, i);
-                }
-                audio.resize(n + pad, 0.0);
-                audio
-            }
-            (false, false) => audio,
+        if first && last {
+            return fade_and_pad(audio, fade, pad);
         }
+        // The fades and the padding at the stream's ends only.
+        fade_ends(&mut audio, fade, first, last);
+        let mut out = vec![0f32; if first { pad } else { 0 }];
+        out.extend_from_slice(&audio);
+        if last {
+            out.resize(out.len() + pad, 0.0);
+        }
+        out
     }
 }
 
@@ -378,31 +355,32 @@ fn remove_silence_edges(seg: &Segment, lead: i64, trail: i64) -> Segment {
     reversed.slice(start, reversed.len_ms()).reversed()
 }
 
-/// The official `fade_and_pad_audio`: linear fades of up to `fade` samples (numpy's
-/// `linspace` in `f64`, then `f32`), then `pad` zeros on each side.
+/// The official `fade_and_pad_audio`: linear fades of up to `fade` samples, then `pad` zeros
+/// on each side.
 fn fade_and_pad(mut audio: Vec<f32>, fade: usize, pad: usize) -> Vec<f32> {
     if audio.is_empty() {
         return audio;
     }
-    let k = fade.min(audio.len() / 2);
-    if k > 0 {
-        let n = audio.len();
-        for i in 0..k {
-            audio[i] *= linspace(0.0, 1.0, k, i);
-            audio[n - k + i] *= linspace(1.0, 0.0, k, i);
-        }
-    }
+    fade_ends(&mut audio, fade, true, true);
     let mut out = vec![0f32; pad];
     out.extend_from_slice(&audio);
     out.resize(out.len() + pad, 0.0);
     out
 }
 
-/// Element `i` of numpy's `linspace(start, stop, n, dtype=float32)`.
-fn linspace(start: f64, stop: f64, n: usize, i: usize) -> f32 {
-    if n == 1 || i + 1 == n {
-        return if n == 1 { start as f32 } else { stop as f32 };
+/// Linear fades (numpy's `linspace` in `f64`, then `f32`) of up to `fade` samples and at most
+/// half the audio, in at the `start` and out at the `end`.
+fn fade_ends(audio: &mut [f32], fade: usize, start: bool, end: bool) {
+    let k = fade.min(audio.len() / 2);
+    let n = audio.len();
+    if start {
+        for (x, w) in audio[..k].iter_mut().zip(linspace(0.0, 1.0, k)) {
+            *x *= w;
+        }
     }
-    let step = (stop - start) / (n - 1) as f64;
-    (i as f64 * step + start) as f32
+    if end {
+        for (x, w) in audio[n - k..].iter_mut().zip(linspace(1.0, 0.0, k)) {
+            *x *= w;
+        }
+    }
 }

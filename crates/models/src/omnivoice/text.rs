@@ -280,31 +280,48 @@ pub fn cross_fade(chunks: &[Vec<f32>], sample_rate: u32) -> Vec<f32> {
     let Some((first, rest)) = chunks.split_first() else {
         return Vec::new();
     };
-    let fade = (0.3 * f64::from(sample_rate)) as usize / 3;
+    let fade = join_fade(sample_rate);
     let mut merged = first.clone();
     for chunk in rest {
-        let n = fade.min(merged.len());
-        let from = merged.len() - n;
-        for (x, w) in merged[from..].iter_mut().zip(linspace(1.0, 0.0, n)) {
-            *x *= w;
-        }
-        merged.resize(merged.len() + fade, 0.0);
-        let n = fade.min(chunk.len());
-        let ramp = linspace(0.0, 1.0, n);
-        merged.extend(
-            chunk
-                .iter()
-                .enumerate()
-                .map(|(i, &x)| if i < n { x * ramp[i] } else { x }),
-        );
+        fade_out_before_join(&mut merged, fade);
+        append_after_join(&mut merged, chunk, fade);
     }
     merged
 }
 
+/// Samples of each fade of a [`cross_fade`] join, and of the silence between them.
+pub(super) fn join_fade(sample_rate: u32) -> usize {
+    (0.3 * f64::from(sample_rate)) as usize / 3
+}
+
+/// The audio before a join: its last `fade` samples faded out (all of it, when shorter).
+pub(super) fn fade_out_before_join(audio: &mut [f32], fade: usize) {
+    let n = fade.min(audio.len());
+    let from = audio.len() - n;
+    for (x, w) in audio[from..].iter_mut().zip(linspace(1.0, 0.0, n)) {
+        *x *= w;
+    }
+}
+
+/// What follows a join, onto `merged`: `fade` samples of silence, then `chunk` with its first
+/// `fade` samples faded in.
+pub(super) fn append_after_join(merged: &mut Vec<f32>, chunk: &[f32], fade: usize) {
+    merged.resize(merged.len() + fade, 0.0);
+    let ramp = linspace(0.0, 1.0, fade.min(chunk.len()));
+    merged.extend(
+        chunk
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| ramp.get(i).map_or(x, |w| x * w)),
+    );
+}
+
 /// numpy's `linspace(start, stop, n, dtype=float32)`: computed in f64, the last point exact.
 pub(super) fn linspace(start: f64, stop: f64, n: usize) -> Vec<f32> {
-    if n == 1 {
-        return vec![start as f32];
+    match n {
+        0 => return Vec::new(),
+        1 => return vec![start as f32],
+        _ => {}
     }
     let step = (stop - start) / (n - 1) as f64;
     (0..n)
@@ -350,6 +367,7 @@ mod tests {
 
     #[test]
     fn linspace_is_numpys() {
+        assert!(linspace(1.0, 0.0, 0).is_empty());
         assert_eq!(linspace(1.0, 0.0, 1), [1.0]);
         assert_eq!(linspace(0.0, 1.0, 3), [0.0, 0.5, 1.0]);
         assert_eq!(linspace(1.0, 0.0, 4)[1], (1.0f64 - 1.0 / 3.0) as f32);
