@@ -8,7 +8,7 @@
 //! meet in one script), a few lines in flight at a time, the pauses where the speaker
 //! changes, what a failed line does to the rest, and how many scripts are read at once. A
 //! speaker whose voice would drift from line to line (OmniVoice without a clone) keeps the
-//! voice of its first line: that line is the reference of its later ones ([`Chain`]).
+//! voice of its first line: that line is the reference of its later ones ([`OneVoice`]).
 
 use std::collections::HashMap;
 use std::ops::RangeInclusive;
@@ -17,11 +17,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::one_voice::{OneVoice, Turn};
 use super::{Failure, Request, SpeechError, SpeechService};
 use crate::audio::{self, AudioFormat};
-use crate::engine::{Continuation, Continuity};
 
 /// Most lines in one script.
 pub const MAX_LINES: usize = 100;
@@ -253,11 +253,11 @@ impl Dialogues {
         // encoding resamples nothing and offsets are exact in the file's own samples.
         let rate = shape.format.output_sample_rate(native);
         let speech = &self.speech;
-        let chains = chains(speech, &jobs);
-        let mut spoken_lines = stream::iter(jobs.into_iter().zip(chains))
+        let turns = turns(speech, &jobs);
+        let mut spoken_lines = stream::iter(jobs.into_iter().zip(turns))
             .map(
-                |((index, speaker, job, voice_param, speed_param), chain)| async move {
-                    let spoken = speak_at(speech, job, chain, rate).await;
+                |((index, speaker, job, voice_param, speed_param), turn)| async move {
+                    let spoken = speak_at(speech, job, turn, rate).await;
                     (index, speaker, voice_param, speed_param, spoken)
                 },
             )
@@ -627,36 +627,19 @@ fn every_line_failed(mut skipped: Vec<Skipped>) -> DialogueError {
     }
 }
 
-/// How a line keeps its speaker's voice where the voice would drift from line to line
-/// (OmniVoice without a clone): the speaker's first line leads, and the later ones continue
-/// from what it leaves, waiting for it here, not on a worker.
-enum Chain {
-    /// The voice does not drift.
-    Apart,
-    Leads(watch::Sender<Option<Continuity>>),
-    /// What the first line leaves, once it has; closed without it, the line speaks alone.
-    Follows(watch::Receiver<Option<Continuity>>),
-}
-
-/// Each line's [`Chain`], in order.
-fn chains(
+/// Each line's turn in its speaker's voice: a speaker whose voice would drift keeps its first
+/// line's ([`OneVoice`]).
+fn turns(
     speech: &SpeechService,
     jobs: &[(usize, String, super::Job, String, String)],
-) -> Vec<Chain> {
-    let mut first_lines: HashMap<&str, watch::Receiver<Option<Continuity>>> = HashMap::new();
+) -> Vec<Turn> {
+    let mut voices: HashMap<&str, OneVoice> = HashMap::new();
     jobs.iter()
         .map(|(_, speaker, job, ..)| {
-            if !speech.drifts(job) {
-                return Chain::Apart;
-            }
-            match first_lines.get(speaker.as_str()) {
-                Some(left) => Chain::Follows(left.clone()),
-                None => {
-                    let (leaves, left) = watch::channel(None);
-                    first_lines.insert(speaker, left);
-                    Chain::Leads(leaves)
-                }
-            }
+            voices
+                .entry(speaker)
+                .or_insert_with(|| OneVoice::new(speech.drifts(job)))
+                .next()
         })
         .collect()
 }
@@ -665,26 +648,14 @@ fn chains(
 async fn speak_at(
     speech: &SpeechService,
     job: super::Job,
-    chain: Chain,
+    turn: Turn,
     rate: u32,
 ) -> Result<Vec<f32>, SpeechError> {
-    let continuation = match &chain {
-        Chain::Apart => None,
-        Chain::Leads(_) => Some(Continuation::Leads),
-        Chain::Follows(left) => Some(match left.clone().wait_for(Option::is_some).await {
-            Ok(first) => first
-                .clone()
-                .map_or(Continuation::Alone, Continuation::Follows),
-            Err(_) => Continuation::Alone,
-        }),
-    };
-    let audio = match continuation {
+    let audio = match turn.continuation().await {
         None => speech.speak(job).await?.audio,
         Some(continuation) => {
             let (audio, left) = speech.speak_continuing(&job, continuation).await?;
-            if let (Chain::Leads(leaves), Some(left)) = (&chain, left) {
-                leaves.send_replace(Some(left));
-            }
+            turn.leave(left.as_ref());
             Arc::new(audio)
         }
     };

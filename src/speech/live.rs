@@ -10,7 +10,8 @@
 //! new text, and its bytes only make sense inside this stream's encoder.
 //!
 //! An engine that would give each sentence a voice of its own (OmniVoice without a clone) is
-//! kept to one: the first sentence leads, and the later ones continue from it ([`OneVoice`]).
+//! kept to one: the first sentence leads, and the later ones continue from it
+//! ([`OneVoice`](super::one_voice::OneVoice)).
 //!
 //! A stream of SSML (`input_format: "ssml"`) is a series of `<speak>` documents instead, each
 //! read as a whole request reads one (breaks, prosody, voice switches) and spoken as one unit
@@ -19,14 +20,15 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::one_voice::OneVoice;
 use super::script::{Reader, Script, Voices};
 use super::synthesis::Delivery;
 use super::{join, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS};
 use crate::audio::StreamEncoder;
-use crate::engine::{Continuation, Continuity};
+use crate::engine::Continuation;
 use crate::metrics as m;
 use crate::text::incremental::{SentenceBuffer, StreamNormalizer};
 
@@ -192,21 +194,8 @@ pub struct LiveSpeech {
     sentence_start: Option<usize>,
     /// The voice's native rate, at which sentences arrive.
     rate: u32,
+    /// The stream's voice, where it would drift between sentences.
     one_voice: OneVoice,
-}
-
-/// How a stream keeps one voice where its engine would otherwise give each sentence a voice
-/// of its own (OmniVoice without a clone): its first sentence leads, and
-/// every later one continues from what the first leaves, waiting for it on its own task, not
-/// on a worker.
-enum OneVoice {
-    /// The engine's voices do not drift.
-    Unneeded,
-    /// The first sentence is still to come.
-    FirstToCome,
-    /// What the first sentence leaves, once it has; closed without it, it left nothing
-    /// (it failed, or its engine had nothing to leave), and the rest speak on their own.
-    LeftBy(watch::Receiver<Option<Continuity>>),
 }
 
 /// A sentence on its way: its audio arrives in parts, from a task that stops when this is
@@ -250,10 +239,7 @@ impl SpeechService {
         )?;
         let rate = job.voice().sample_rate;
         let encoder = super::stream_encoder(&job)?;
-        let one_voice = match self.inner.registry.drifts(job.voice()) {
-            true => OneVoice::FirstToCome,
-            false => OneVoice::Unneeded,
-        };
+        let one_voice = OneVoice::new(self.inner.registry.drifts(job.voice()));
         Ok(LiveSpeech {
             service: self.clone(),
             text: LiveText::new(None),
@@ -403,27 +389,10 @@ impl LiveSpeech {
         self.next_utterance += script.utterances.len();
         let index = self.handed_in_next();
         let (service, job, base_seed) = (self.service.clone(), self.job.clone(), self.base_seed);
-        let (leaves, follows) = match &self.one_voice {
-            OneVoice::Unneeded => (None, None),
-            OneVoice::FirstToCome => {
-                let (leaves, left) = watch::channel(None);
-                self.one_voice = OneVoice::LeftBy(left);
-                (Some(leaves), None)
-            }
-            OneVoice::LeftBy(left) => (None, Some(left.clone())),
-        };
+        let turn = self.one_voice.next();
         let (sender, parts) = mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
-            let continuation = match (&leaves, follows) {
-                (Some(_), _) => Continuation::Leads,
-                (None, Some(mut left)) => match left.wait_for(Option::is_some).await {
-                    Ok(first) => first
-                        .clone()
-                        .map_or(Continuation::Alone, Continuation::Follows),
-                    Err(_) => Continuation::Alone,
-                },
-                (None, None) => Continuation::Alone,
-            };
+            let continuation = turn.continuation().await.unwrap_or(Continuation::Alone);
             metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
             let utterances = Utterances {
                 script,
@@ -440,10 +409,8 @@ impl LiveSpeech {
                 }
             };
             while let Some(delivery) = synthesis.next_piece().await {
-                if let (Some(leaves), Ok(Delivery::Piece(pcm))) = (&leaves, &delivery) {
-                    if let Some(left) = &pcm.continuity {
-                        leaves.send_replace(Some(left.clone()));
-                    }
+                if let Ok(Delivery::Piece(pcm)) = &delivery {
+                    turn.leave(pcm.continuity.as_ref());
                 }
                 let failed = delivery.is_err();
                 if sender.send(delivery).is_err() || failed {

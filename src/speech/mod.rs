@@ -10,6 +10,7 @@ mod error;
 mod join;
 mod lexicon;
 mod live;
+mod one_voice;
 mod phonemes;
 mod request;
 mod script;
