@@ -16,6 +16,7 @@ use std::sync::LazyLock;
 
 use clap::parser::ValueSource;
 use clap::{ArgAction, ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use omnivoice_models::kernels::Precision;
 use serde::{Deserialize, Serialize};
 
 /// Command line of the `omnivoice-server` binary.
@@ -97,7 +98,7 @@ pub enum DeviceChoice {
 }
 
 /// The arithmetic of the Piper voices' and the Kokoro model's convolutions on the CPU
-/// ([`omnivoice_models::vits::Precision`]).
+/// ([`Precision`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PrecisionChoice {
@@ -109,13 +110,24 @@ pub enum PrecisionChoice {
     Bf16,
 }
 
+/// The voices loaded before the server reports ready (written as `null` for the default
+/// voice, else the list).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Preload {
+    /// The default voice, whichever the engines choose.
+    DefaultVoice,
+    /// These (none for `--preload none`).
+    Voices(Vec<String>),
+}
+
 impl PrecisionChoice {
     /// The precision asked for; `None` = whatever is fast on this CPU.
-    pub fn requested(self) -> Option<omnivoice_models::vits::Precision> {
+    pub fn requested(self) -> Option<Precision> {
         match self {
             PrecisionChoice::Auto => None,
-            PrecisionChoice::F32 => Some(omnivoice_models::vits::Precision::F32),
-            PrecisionChoice::Bf16 => Some(omnivoice_models::vits::Precision::Bf16),
+            PrecisionChoice::F32 => Some(Precision::F32),
+            PrecisionChoice::Bf16 => Some(Precision::Bf16),
         }
     }
 }
@@ -524,8 +536,11 @@ pub struct Settings {
     pub kokoro_dir: PathBuf,
     /// Where the OmniVoice engine looks for its checkpoint.
     pub omnivoice_dir: PathBuf,
-    pub default_engine: String,
-    pub default_voice: String,
+    /// The engine behind OpenAI's model names; `None`: the engines' own choice
+    /// ([`crate::engine::defaults`]).
+    pub default_engine: Option<String>,
+    /// The voice behind OpenAI's voice names; `None`: the default engine's own.
+    pub default_voice: Option<String>,
     pub max_input_chars: usize,
     /// Whether English text is written out before phonemizing.
     pub normalize: bool,
@@ -554,7 +569,7 @@ pub struct Settings {
     pub max_loaded_voices: usize,
     pub single_engine_resident: bool,
     pub idle_unload_s: u64,
-    pub preload: Vec<String>,
+    pub preload: Preload,
     pub seed: Option<u64>,
     pub stream: bool,
     /// Port of the Wyoming protocol server, on `host`; `None` = no Wyoming server.
@@ -627,22 +642,6 @@ impl Settings {
             .omnivoice_dir
             .clone()
             .unwrap_or_else(|| o.voices_dir.join("omnivoice"));
-        // Kokoro, once installed, is the voice people came for: it answers OpenAI's names
-        // unless the settings name another engine.
-        let default_engine = o.default_engine.clone().unwrap_or_else(|| {
-            let installed = crate::engine::kokoro::model_file(&kokoro_dir).is_some();
-            if installed { "kokoro" } else { "piper" }.to_string()
-        });
-        // Each engine's own default, so naming an engine alone is a working setup.
-        let default_voice = o.default_voice.clone().unwrap_or_else(|| {
-            match default_engine.as_str() {
-                "kokoro" => "af_heart",
-                "omnivoice" => "alloy",
-                "espeak" => "en-us",
-                _ => "en_US-joe-medium",
-            }
-            .to_string()
-        });
         let data_dir = o.data_dir.clone().unwrap_or_else(default_data_dir);
         let profile_dir = o
             .profile_dir
@@ -652,10 +651,9 @@ impl Settings {
             .voice_file_dir
             .clone()
             .unwrap_or_else(|| data_dir.join("voices"));
-        let preload = if o.preload.is_empty() {
-            vec![default_voice.clone()]
-        } else {
-            o.preload.into_iter().filter(|v| v != "none").collect()
+        let preload = match o.preload.is_empty() {
+            true => Preload::DefaultVoice,
+            false => Preload::Voices(o.preload.into_iter().filter(|v| v != "none").collect()),
         };
         let settings = Settings {
             host: o.host,
@@ -667,8 +665,8 @@ impl Settings {
             voices_dir: o.voices_dir,
             kokoro_dir,
             omnivoice_dir,
-            default_engine,
-            default_voice,
+            default_engine: o.default_engine,
+            default_voice: o.default_voice,
             max_input_chars: o.max_input_chars,
             normalize: o.normalize,
             date_order: o.date_order,

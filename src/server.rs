@@ -17,7 +17,7 @@ use tokio::net::TcpListener;
 use crate::api::{self, AppState};
 use crate::batch::Batcher;
 use crate::cache::AudioCache;
-use crate::config::Settings;
+use crate::config::{Preload, Settings};
 use crate::engine::registry::{InvalidSetting, Registry, RegistryConfig};
 use crate::engine::Engine;
 use crate::profiles::voice_files::VoiceFiles;
@@ -114,11 +114,16 @@ pub fn build(
     voice_files: Arc<VoiceFiles>,
     device: String,
 ) -> Result<Arc<AppState>, InvalidSetting> {
+    let (default_engine, default_voice) = crate::engine::defaults(
+        &engines,
+        settings.default_engine.as_deref(),
+        settings.default_voice.as_deref(),
+    );
     let registry = Arc::new(Registry::new(
         engines,
         RegistryConfig {
-            default_engine: settings.default_engine.clone(),
-            default_voice: settings.default_voice.clone(),
+            default_engine,
+            default_voice,
             model_aliases: settings.model_aliases.clone(),
             voice_aliases: settings.voice_aliases.clone(),
             max_loaded: settings.max_loaded_voices,
@@ -182,7 +187,11 @@ pub fn build(
 /// Loads the `--preload` voices, then reports ready. A voice that fails to load is logged and
 /// skipped: the server still serves every other voice.
 async fn preload(state: Arc<AppState>) {
-    state.speech.preload(&state.settings.preload).await;
+    let voices = match &state.settings.preload {
+        Preload::DefaultVoice => vec![state.speech.default_voice()],
+        Preload::Voices(voices) => voices.clone(),
+    };
+    state.speech.preload(&voices).await;
     state.set_ready();
     tracing::info!("ready");
 }

@@ -339,7 +339,7 @@ fn real_speech_round_trips_through_every_format() {
     use omnivoice_server::engine::{Engine, SynthesisItem};
     let voices = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("voices");
     let engine = PiperEngine::new(&voices, candle_core::Device::Cpu)
-        .with_precision(Some(omnivoice_models::vits::Precision::F32));
+        .with_precision(Some(omnivoice_models::kernels::Precision::F32));
     let voice = engine
         .load_voice("en_US-joe-medium")
         .expect("the default voice (scripts/setup.sh installs it)");

@@ -8,7 +8,7 @@
 //! durations are the same and the outputs are compared sample for sample.
 
 use candle_core::Device;
-use omnivoice_models::kokoro::Precision;
+use omnivoice_models::kernels::Precision;
 use omnivoice_server::engine::kokoro::KokoroEngine;
 use omnivoice_server::engine::{Engine, Pcm, SynthesisItem};
 

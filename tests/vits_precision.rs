@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use candle_core::Device;
-use omnivoice_models::vits::{Precision, Sampling, Vits, VitsInput};
+use omnivoice_models::kernels::Precision;
+use omnivoice_models::vits::{Sampling, Vits, VitsInput};
 use omnivoice_server::text::{phonemize, PhonemeIdMap};
 
 mod audio_quality;

@@ -73,7 +73,7 @@ pub async fn create_cloned_speech(
     let form = read_form(&headers, multipart, super::profiles::upload_limit(&state)).await?;
     let clip = tokio::task::spawn_blocking(move || upload::decode_upload(&form.clip))
         .await
-        .map_err(|e| ApiError::internal(format!("decoding the clip failed: {e}")))??;
+        .map_err(|e| ApiError::internal(&e))??;
     let Some(ref_text) = form.ref_text.filter(|t| !t.trim().is_empty()) else {
         return Err(ApiError::invalid(
             "ref_text",

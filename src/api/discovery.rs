@@ -209,7 +209,13 @@ pub async fn list_audio_models(State(state): State<Arc<AppState>>) -> Json<Audio
 pub async fn list_voices(State(state): State<Arc<AppState>>) -> Json<VoiceList> {
     Json(VoiceList {
         object: "list",
-        voices: state.speech.voices().into_iter().map(Voice::from).collect(),
+        voices: state
+            .speech
+            .voices()
+            .await
+            .into_iter()
+            .map(Voice::from)
+            .collect(),
         design_attributes: state.speech.design_attributes(),
     })
 }

@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 
 use crate::audio::upload::UploadError;
 use crate::profiles::ProfileError;
-use crate::speech::{DialogueError, InvalidReason, SpeechError};
+use crate::speech::{chain, DialogueError, InvalidReason, SpeechError};
 
 #[derive(Debug, Clone)]
 pub struct ApiError {
@@ -157,16 +157,46 @@ impl ApiError {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "server_error", message).with_code("unavailable")
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
+    /// 500 for a fault of the server's own, `cause`. Its words may name files and internals,
+    /// so they go to the log, with every cause below them; the client reads "internal error"
+    /// and the request's id, which finds that log line.
+    pub fn internal(cause: &(dyn std::error::Error + 'static)) -> Self {
+        tracing::error!(error = %chain(cause), "internal error");
+        Self::internal_unexplained()
+    }
+
+    /// 500 for a handler that panicked; the panic was logged where it was caught.
+    pub fn panicked() -> Self {
+        Self::internal_unexplained()
+    }
+
+    fn internal_unexplained() -> Self {
+        let message = match REQUEST_ID.try_with(Clone::clone) {
+            Ok(id) => format!("internal error (request id {id}); the cause has been logged."),
+            Err(_) => "internal error; the cause has been logged.".to_string(),
+        };
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
             .with_code("internal_error")
     }
+}
 
-    /// 500 for a handler that panicked. The panic's own text may name internals, so it goes
-    /// to the log, not to the client.
-    pub fn panicked() -> Self {
-        Self::internal("The server failed while handling this request; it has been logged.")
-    }
+tokio::task_local! {
+    /// The id of the request being answered (`x-request-id`), for the 500s that name it.
+    static REQUEST_ID: String;
+}
+
+/// Middleware that lets an internal error name its request's id (set by the layer outside).
+pub(super) async fn keep_request_id(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let id = request
+        .headers()
+        .get(super::headers::REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_string();
+    REQUEST_ID.scope(id, next.run(request)).await
 }
 
 impl From<SpeechError> for ApiError {
@@ -195,11 +225,7 @@ impl From<SpeechError> for ApiError {
             SpeechError::VoiceLoad(_)
             | SpeechError::Engine(_)
             | SpeechError::Encoding(_)
-            | SpeechError::LexiconStorage(_) => {
-                // The message is the whole chain of causes in words; the log says it once.
-                tracing::error!(error = %message, "speech failed");
-                Self::internal(message)
-            }
+            | SpeechError::LexiconStorage(_) => Self::internal(&e),
         }
     }
 }
@@ -264,23 +290,10 @@ impl From<ProfileError> for ApiError {
                 .with_param("profile_id")
                 .with_code("profile_not_found"),
             ProfileError::InvalidFingerprint(_) | ProfileError::Storage { .. } => {
-                let message = chain(&e);
-                tracing::error!(error = %message, "voice profile storage failed");
-                Self::internal(message)
+                Self::internal(&e)
             }
         }
     }
-}
-
-/// An error and its causes, in one line.
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text = format!("{text}: {cause}");
-        source = cause.source();
-    }
-    text
 }
 
 impl std::fmt::Display for ApiError {

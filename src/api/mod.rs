@@ -166,6 +166,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         // Innermost, so that a panic becomes a response before the layers around it: its 500
         // is counted by `record_metrics` and its in-flight token is released as usual.
         .layer(CatchPanicLayer::custom(answer_panic))
+        // Around the panic's answer too, so that every 500 names the request's id.
+        .layer(middleware::from_fn(error::keep_request_id))
         .layer(Extension(document))
         .layer(middleware::from_fn(record_metrics))
         .layer(middleware::from_fn_with_state(

@@ -106,20 +106,23 @@ async fn answer(
     request: PhonemizeRequest,
 ) -> Result<Json<PhonemizeResponse>, ApiError> {
     let options = request.normalization_options.unwrap_or_default();
-    let job = state.speech.prepare(Request {
-        model: request
-            .model
-            .unwrap_or_else(|| state.settings.default_engine.clone()),
-        voice: request
-            .voice
-            .map_or_else(|| state.settings.default_voice.clone(), |v| v.0),
-        input: request.input.unwrap_or_default(),
-        normalize: options.normalize,
-        date_order: options.date_order,
-        language: request.language,
-        input_format: request.input_format,
-        ..Request::default()
-    })?;
+    let job = state
+        .speech
+        .prepare(Request {
+            model: request
+                .model
+                .unwrap_or_else(|| state.speech.default_engine()),
+            voice: request
+                .voice
+                .map_or_else(|| state.speech.default_voice(), |v| v.0),
+            input: request.input.unwrap_or_default(),
+            normalize: options.normalize,
+            date_order: options.date_order,
+            language: request.language,
+            input_format: request.input_format,
+            ..Request::default()
+        })
+        .await?;
     let phonemized = state.speech.phonemize(&job).await?;
     let sentences: Vec<PhonemizedSentence> = phonemized
         .sentences

@@ -404,7 +404,7 @@ fn non_empty(form: &UploadForm, field: &str) -> Option<String> {
 async fn decode(audio: Vec<u8>) -> Result<Clip, ApiError> {
     tokio::task::spawn_blocking(move || decode_upload(&audio))
         .await
-        .map_err(|e| ApiError::internal(format!("decoding the upload failed: {e}")))?
+        .map_err(|e| ApiError::internal(&e))?
         .map_err(ApiError::from)
 }
 
@@ -416,6 +416,6 @@ async fn blocking<T: Send + 'static>(
     let store = state.profiles.clone();
     tokio::task::spawn_blocking(move || work(&store))
         .await
-        .map_err(|e| ApiError::internal(format!("the profile store failed: {e}")))?
+        .map_err(|e| ApiError::internal(&e))?
         .map_err(ApiError::from)
 }

@@ -277,7 +277,10 @@ pub(super) async fn answer(
              use POST /v1/audio/speech/timestamps.",
         ));
     }
-    let job = state.speech.prepare(domain_request(headers, request)?)?;
+    let job = state
+        .speech
+        .prepare(domain_request(headers, request)?)
+        .await?;
     let timeout = Duration::from_secs(state.settings.request_timeout_s);
     let speech = state.speech.clone();
     let format = job.format();
@@ -492,9 +495,9 @@ pub(super) fn chunks_until<T: Send + 'static>(
             Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(chunks))),
             Ok(None) => None,
             Ok(Some(Err(e))) => {
-                tracing::error!(error = %e, "speech stream failed after the first byte");
+                tracing::warn!("speech stream failed after the first byte");
                 metrics::counter!(m::STREAM_ERRORS).increment(1);
-                Some((Err(std::io::Error::other(e.to_string())), None))
+                Some((Err(std::io::Error::other(e.for_clients())), None))
             }
             Err(_) => {
                 tracing::error!(seconds, "speech stream exceeded the request timeout");

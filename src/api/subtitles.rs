@@ -103,7 +103,10 @@ pub async fn create_subtitles(
     headers: HeaderMap,
     ApiJsonWith(request, options): ApiJsonWith<SpeechRequest, SubtitleOptions>,
 ) -> Result<Response, ApiError> {
-    let job = state.speech.prepare(domain_request(&headers, request)?)?;
+    let job = state
+        .speech
+        .prepare(domain_request(&headers, request)?)
+        .await?;
     let format = options
         .subtitle_format
         .map_or_else(SubtitleFormat::default, SubtitleFormat::from);

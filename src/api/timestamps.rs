@@ -156,7 +156,10 @@ async fn stream<L: Serialize>(
     request: SpeechRequest,
     line: impl Fn(TimedChunk, &'static str) -> L + Send + 'static,
 ) -> Result<Response, ApiError> {
-    let job = state.speech.prepare(domain_request(headers, request)?)?;
+    let job = state
+        .speech
+        .prepare(domain_request(headers, request)?)
+        .await?;
     let format = job.format().as_str();
     let seconds = state.settings.request_timeout_s;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
@@ -189,7 +192,10 @@ async fn speak(
     headers: &HeaderMap,
     request: SpeechRequest,
 ) -> Result<(TimedSpeech, &'static str), ApiError> {
-    let job = state.speech.prepare(domain_request(headers, request)?)?;
+    let job = state
+        .speech
+        .prepare(domain_request(headers, request)?)
+        .await?;
     let format = job.format().as_str();
     let seconds = state.settings.request_timeout_s;
     let timed = tokio::time::timeout(

@@ -39,54 +39,31 @@ fn defaults_apply_without_flags_or_file() {
     assert_eq!(s.max_input_chars, 4096);
     assert!(s.batch.enabled && s.cache.enabled);
     assert_eq!(s.batch.max_size, 8);
-    assert_eq!(s.preload, vec!["en_US-joe-medium".to_string()]);
+    assert_eq!(s.preload, Preload::DefaultVoice);
     assert_eq!(s.max_concurrent, num_cpus::get_physical());
     assert_eq!(s.wyoming_port, None);
     assert!(!s.public_discovery);
-    assert_eq!(s.default_engine, "piper");
+    // Which engine and voice that is, the engines say (`engine::defaults`).
+    assert_eq!((s.default_engine, s.default_voice), (None, None));
     assert_eq!(s.kokoro_dir, empty.path().join("kokoro"));
 }
 
-/// A Kokoro model file in `<voices_dir>/kokoro` makes Kokoro (and af_heart) the default,
-/// unless the settings name an engine.
+/// The engine and voice named by the settings are kept as named; `--preload none` loads
+/// nothing.
 #[test]
-fn an_installed_kokoro_is_the_default_engine() {
-    let voices = tempfile::tempdir().unwrap();
-    let dir = voices.path().join("kokoro");
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::write(dir.join("kokoro-v1.0.onnx"), b"weights").unwrap();
-    let voices_dir = voices.path().to_str().unwrap();
-    let s = Settings::resolve(&parse(&["--voices-dir", voices_dir])).unwrap();
-    assert_eq!(
-        (s.default_engine.as_str(), s.default_voice.as_str()),
-        ("kokoro", "af_heart")
-    );
-    assert_eq!(s.preload, ["af_heart"]);
+fn the_default_engine_and_voice_are_as_named() {
     let s = Settings::resolve(&parse(&[
-        "--voices-dir",
-        voices_dir,
         "--default-engine",
-        "piper",
+        "omnivoice",
+        "--default-voice",
+        "nova",
+        "--preload",
+        "none",
     ]))
     .unwrap();
-    assert_eq!(
-        (s.default_engine.as_str(), s.default_voice.as_str()),
-        ("piper", "en_US-joe-medium")
-    );
-    for (engine, voice) in [("omnivoice", "alloy"), ("espeak", "en-us")] {
-        let s = Settings::resolve(&parse(&["--default-engine", engine])).unwrap();
-        assert_eq!(s.default_voice, voice, "{engine}'s own default voice");
-    }
-    // Elsewhere, through --kokoro-dir.
-    let other = tempfile::tempdir().unwrap();
-    let s = Settings::resolve(&parse(&[
-        "--voices-dir",
-        other.path().to_str().unwrap(),
-        "--kokoro-dir",
-        dir.to_str().unwrap(),
-    ]))
-    .unwrap();
-    assert_eq!(s.default_engine, "kokoro");
+    assert_eq!(s.default_engine.as_deref(), Some("omnivoice"));
+    assert_eq!(s.default_voice.as_deref(), Some("nova"));
+    assert_eq!(s.preload, Preload::Voices(Vec::new()));
 }
 
 #[test]
@@ -162,7 +139,7 @@ fn wyoming_port_and_public_discovery_come_from_flags_and_file() {
 
 #[test]
 fn precision_comes_from_flag_file_or_default() {
-    use omnivoice_models::vits::Precision;
+    use omnivoice_models::kernels::Precision;
     let s = Settings::resolve(&parse(&[])).unwrap();
     assert_eq!(s.precision, PrecisionChoice::Auto);
     assert_eq!(s.precision.requested(), None);

@@ -63,6 +63,32 @@ pub(crate) fn precision_suffix(precision: Precision) -> String {
     }
 }
 
+/// The engine and voice behind OpenAI's names (`tts-1`, `alloy`) for the settings' `engine`
+/// and `voice`: where they name none, Kokoro once its model is installed (the voice people
+/// came for), else Piper; and the engine's own default voice.
+pub fn defaults(
+    engines: &[Arc<dyn Engine>],
+    engine: Option<&str>,
+    voice: Option<&str>,
+) -> (String, String) {
+    let find = |id: &str| engines.iter().find(|e| e.id() == id);
+    let engine = engine.map(str::to_string).unwrap_or_else(|| {
+        let kokoro_installed = find(kokoro::ID).is_some_and(|kokoro| kokoro.is_installed());
+        match kokoro_installed {
+            true => kokoro::ID,
+            false => piper::ID,
+        }
+        .to_string()
+    });
+    let voice = voice.map(str::to_string).unwrap_or_else(|| {
+        find(&engine)
+            .and_then(|e| e.default_voice())
+            .unwrap_or(piper::DEFAULT_VOICE)
+            .to_string()
+    });
+    (engine, voice)
+}
+
 /// Why an engine could not produce audio. The messages read as a whole sentence with their
 /// cause (what clients are told), and `source()` is the cause itself, for logs and for callers
 /// that look inside.
@@ -106,6 +132,24 @@ impl EngineError {
     /// Synthesis failed because of `cause`.
     pub fn synthesis(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
         Self::Synthesis(Arc::from(cause.into()))
+    }
+}
+
+/// Why an engine makes no voice of what a request gave it (`instructions`, a clip to clone).
+#[derive(Debug, thiserror::Error)]
+pub enum VoiceRequestError {
+    /// What the client gave cannot be followed; the error says why, in words for the client.
+    #[error(transparent)]
+    Refused(Box<dyn std::error::Error + Send + Sync>),
+    /// The engine itself failed (its model would not load): no fault of the request.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+impl VoiceRequestError {
+    /// The request's `cause` cannot be followed.
+    pub fn refused(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        Self::Refused(cause.into())
     }
 }
 
@@ -432,6 +476,17 @@ pub trait Engine: Send + Sync {
     /// Every voice this engine can offer now.
     fn voices(&self) -> Vec<VoiceInfo>;
 
+    /// The voice that answers OpenAI's voice names when the engine is the default and the
+    /// settings name no voice.
+    fn default_voice(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether the engine's shared model files are there (an engine without any: always).
+    fn is_installed(&self) -> bool {
+        true
+    }
+
     /// Loads a voice. Expensive: callers cache the result.
     fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError>;
 
@@ -470,7 +525,7 @@ pub trait Engine: Send + Sync {
         &self,
         _voice: &str,
         _instructions: &str,
-    ) -> Option<Result<String, String>> {
+    ) -> Option<Result<String, VoiceRequestError>> {
         None
     }
 
@@ -502,7 +557,7 @@ pub trait Engine: Send + Sync {
     /// The voice cloned from `reference`, or why this clip cannot be cloned, in words for the
     /// client; `None` for engines that cannot clone. Called off the async runtime: preparing
     /// a clip (resampling, trimming) is real work.
-    fn cloned_voice(&self, _reference: &Reference) -> Option<Result<String, String>> {
+    fn cloned_voice(&self, _reference: &Reference) -> Option<Result<String, VoiceRequestError>> {
         None
     }
 }
@@ -524,6 +579,51 @@ mod tests {
 
     use super::piper::PiperEngine;
     use super::*;
+
+    /// Kokoro answers OpenAI's names once its model is installed, else Piper; each with its
+    /// own voice, unless the settings name an engine or a voice.
+    #[test]
+    fn the_default_engine_is_kokoro_once_installed() {
+        let voices = tempfile::tempdir().unwrap();
+        let kokoro_dir = voices.path().join("kokoro");
+        std::fs::create_dir(&kokoro_dir).unwrap();
+        let engines = |installed: bool| -> Vec<Arc<dyn Engine>> {
+            if installed {
+                std::fs::write(kokoro_dir.join("kokoro-v1.0.onnx"), b"weights").unwrap();
+            }
+            vec![
+                Arc::new(espeak::EspeakEngine::new()),
+                Arc::new(PiperEngine::new(voices.path(), candle_core::Device::Cpu)),
+                Arc::new(kokoro::KokoroEngine::new(
+                    &kokoro_dir,
+                    candle_core::Device::Cpu,
+                )),
+            ]
+        };
+        let named = |engine: &str, voice: &str| (engine.to_string(), voice.to_string());
+        let missing = engines(false);
+        assert_eq!(
+            defaults(&missing, None, None),
+            named("piper", "en_US-joe-medium")
+        );
+        let installed = engines(true);
+        assert_eq!(
+            defaults(&installed, None, None),
+            named("kokoro", "af_heart")
+        );
+        assert_eq!(
+            defaults(&installed, Some("piper"), None),
+            named("piper", "en_US-joe-medium")
+        );
+        assert_eq!(
+            defaults(&installed, Some("espeak"), None),
+            named("espeak", "en-us")
+        );
+        assert_eq!(
+            defaults(&installed, None, Some("bf_emma")),
+            named("kokoro", "bf_emma")
+        );
+    }
 
     /// The errors behind `error`, outermost first (`error` itself excluded).
     fn causes<'a>(error: &'a (dyn Error + 'static)) -> Vec<&'a (dyn Error + 'static)> {

@@ -29,6 +29,11 @@ use super::{
 };
 use crate::espeak;
 use crate::metrics as m;
+
+/// The engine's id: what clients send as `model`.
+pub const ID: &str = "piper";
+/// The voice behind OpenAI's voice names when Piper is the default engine.
+pub const DEFAULT_VOICE: &str = "en_US-joe-medium";
 use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize_with, PhonemeIdMap};
 use crate::text::words::{spoken_words, words_by_source, SpokenWord};
@@ -297,7 +302,11 @@ fn voice_info(id: &str, config: &serde_json::Value) -> VoiceInfo {
 
 impl Engine for PiperEngine {
     fn id(&self) -> &str {
-        "piper"
+        ID
+    }
+
+    fn default_voice(&self) -> Option<&'static str> {
+        Some(DEFAULT_VOICE)
     }
 
     fn voices(&self) -> Vec<VoiceInfo> {

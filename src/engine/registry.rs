@@ -18,7 +18,7 @@ use tokio::sync::OnceCell;
 // paused clock in tests).
 use tokio::time::Instant;
 
-use super::{Engine, EngineError, Reference, Voice, VoiceInfo, VoiceKey};
+use super::{Engine, EngineError, Reference, Voice, VoiceInfo, VoiceKey, VoiceRequestError};
 use crate::metrics as m;
 
 /// OpenAI's model names; they all mean the default engine unless the config says otherwise.
@@ -58,10 +58,16 @@ pub enum ResolveError {
     UnknownModel(String),
     #[error("{0}")]
     UnknownVoice(String),
-    /// A clip to clone that cannot be used (silent, too short once trimmed); the message says
+    /// A clip to clone that cannot be used (silent, too short once trimmed); the error says
     /// why.
-    #[error("{0}")]
-    UnusableReference(String),
+    #[error(transparent)]
+    UnusableReference(Box<dyn std::error::Error + Send + Sync>),
+    /// `instructions` that the voice's engine cannot follow; the error says why.
+    #[error(transparent)]
+    InvalidInstructions(Box<dyn std::error::Error + Send + Sync>),
+    /// The engine failed while making the voice (its model would not load).
+    #[error(transparent)]
+    Engine(EngineError),
 }
 
 /// A setting that names something no engine offers. Found at startup, so a typo never turns
@@ -413,20 +419,21 @@ impl Registry {
     }
 
     /// The voice of `voice`'s engine that follows `instructions`; `Ok(None)` when that
-    /// engine takes no instructions, `Err` (words for the client) when they are not valid.
+    /// engine takes no instructions. The voice it names must exist: when it does not, the
+    /// error is the voice's, not the instructions'.
     pub fn instructed(
         &self,
         voice: &ResolvedVoice,
         instructions: &str,
-    ) -> Result<Option<ResolvedVoice>, String> {
+    ) -> Result<Option<ResolvedVoice>, ResolveError> {
         let engine = voice.key.engine();
         match self.engines[engine].instructed_voice(voice.key.voice(), instructions) {
             None => Ok(None),
-            Some(Err(why)) => Err(why),
-            Some(Ok(id)) => self
-                .resolve(engine, &id)
-                .map(Some)
-                .map_err(|e| e.to_string()),
+            Some(Err(VoiceRequestError::Refused(why))) => {
+                Err(ResolveError::InvalidInstructions(why))
+            }
+            Some(Err(VoiceRequestError::Engine(e))) => Err(ResolveError::Engine(e)),
+            Some(Ok(id)) => self.resolve(engine, &id).map(Some),
         }
     }
 
@@ -445,7 +452,8 @@ impl Registry {
         let engine_id = self.engine_of_model(model)?;
         match self.engines[&engine_id].cloned_voice(reference) {
             None => Ok(None),
-            Some(Err(why)) => Err(ResolveError::UnusableReference(why)),
+            Some(Err(VoiceRequestError::Refused(why))) => Err(ResolveError::UnusableReference(why)),
+            Some(Err(VoiceRequestError::Engine(e))) => Err(ResolveError::Engine(e)),
             Some(Ok(id)) => self.resolve(&engine_id, &id).map(Some),
         }
     }

@@ -200,6 +200,9 @@ pub struct Dialogues {
     max_line_chars: usize,
 }
 
+/// A line's job: its index, speaker, and the fields its voice and speed came from.
+type LineJob = (usize, String, super::Job, String, String);
+
 /// A line ready to be spoken, or refused before any synthesis.
 struct Planned {
     index: usize,
@@ -227,21 +230,13 @@ impl Dialogues {
     /// Reads `dialogue`. Dropping the future stops it: lines not yet spoken are never
     /// computed.
     pub async fn read(&self, dialogue: Dialogue) -> Result<Reading, DialogueError> {
-        let (plan, shape) = self.plan(dialogue)?;
         let _slot = self.take_slot()?;
-        let mut skipped = Vec::new();
-        let mut jobs = Vec::with_capacity(plan.len());
-        for line in plan {
-            let voice_param = line.voice_param.clone();
-            let speed_param = line.speed_param.clone();
-            match self.speech.prepare(line.request) {
-                Ok(job) => jobs.push((line.index, line.speaker, job, voice_param, speed_param)),
-                Err(error) => {
-                    let param = param_of(&error, line.index, &voice_param, &speed_param);
-                    refuse_or_skip(shape.on_error, line.index, param, error, &mut skipped)?;
-                }
-            }
-        }
+        // Choosing the lines' voices may read voice files: on a blocking thread.
+        let this = self.clone();
+        let (jobs, mut skipped, shape) =
+            tokio::task::spawn_blocking(move || this.prepare_lines(dialogue))
+                .await
+                .map_err(|e| SpeechError::Engine(Failure::new("validating the script", e)))??;
         let Some(native) = jobs
             .iter()
             .map(|(_, _, job, ..)| job.voice().sample_rate)
@@ -295,6 +290,29 @@ impl Dialogues {
             skipped,
             audio,
         })
+    }
+
+    /// The jobs of `dialogue`'s lines, those refused (when the script skips them) and the
+    /// script-wide choices.
+    fn prepare_lines(
+        &self,
+        dialogue: Dialogue,
+    ) -> Result<(Vec<LineJob>, Vec<Skipped>, Shape), DialogueError> {
+        let (plan, shape) = self.plan(dialogue)?;
+        let mut skipped = Vec::new();
+        let mut jobs = Vec::with_capacity(plan.len());
+        for line in plan {
+            let voice_param = line.voice_param.clone();
+            let speed_param = line.speed_param.clone();
+            match self.speech.prepare_here(line.request) {
+                Ok(job) => jobs.push((line.index, line.speaker, job, voice_param, speed_param)),
+                Err(error) => {
+                    let param = param_of(&error, line.index, &voice_param, &speed_param);
+                    refuse_or_skip(shape.on_error, line.index, param, error, &mut skipped)?;
+                }
+            }
+        }
+        Ok((jobs, skipped, shape))
     }
 
     fn take_slot(&self) -> Result<OwnedSemaphorePermit, DialogueError> {

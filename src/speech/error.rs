@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::engine::registry::ResolveError;
 use crate::params::OutOfRange;
 
 /// Why a request was refused or produced no audio.
@@ -89,22 +90,6 @@ impl Failure {
     }
 }
 
-/// A failure that has no error behind it, only a message.
-impl From<String> for Failure {
-    fn from(message: String) -> Self {
-        Self {
-            message,
-            cause: None,
-        }
-    }
-}
-
-impl From<&str> for Failure {
-    fn from(message: &str) -> Self {
-        message.to_string().into()
-    }
-}
-
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
@@ -126,6 +111,22 @@ impl PartialEq for Failure {
     }
 }
 
+/// An error and the causes below it, in one line, each said once: an error whose words
+/// already end with its cause's (as [`Failure`] and the engines' errors write theirs) does not
+/// repeat it.
+pub fn chain(error: &(dyn Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let words = cause.to_string();
+        if !text.ends_with(&words) {
+            text = format!("{text}: {words}");
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// The kind of a client mistake, for front doors that report a machine-readable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum InvalidReason {
@@ -143,6 +144,26 @@ pub enum InvalidReason {
 }
 
 impl SpeechError {
+    /// Whether the server itself failed, not the request nor the load it met: its words may
+    /// name files and internals, so they are for the log, and clients are told less.
+    pub fn is_fault(&self) -> bool {
+        matches!(
+            self,
+            Self::VoiceLoad(_) | Self::Engine(_) | Self::Encoding(_) | Self::LexiconStorage(_)
+        )
+    }
+
+    /// What a client may read of this error: its own words, or, for a fault of the server's
+    /// own ([`is_fault`](Self::is_fault)), that there was one, with the cause logged once.
+    pub fn for_clients(&self) -> String {
+        if self.is_fault() {
+            tracing::error!(error = %chain(self), "internal error");
+            "internal error; the cause has been logged.".to_string()
+        } else {
+            self.to_string()
+        }
+    }
+
     pub(crate) fn invalid(
         param: &'static str,
         reason: InvalidReason,
@@ -152,6 +173,24 @@ impl SpeechError {
             param,
             reason,
             message: message.into(),
+        }
+    }
+}
+
+/// A voice the request names, or makes, that cannot be had: the request's fault, naming the
+/// field at fault, unless the engine itself failed.
+impl From<ResolveError> for SpeechError {
+    fn from(e: ResolveError) -> Self {
+        match e {
+            ResolveError::UnknownModel(message) => Self::UnknownModel(message),
+            ResolveError::UnknownVoice(message) => Self::UnknownVoice(message),
+            ResolveError::InvalidInstructions(why) => {
+                Self::invalid("instructions", InvalidReason::Unsupported, why.to_string())
+            }
+            ResolveError::UnusableReference(why) => {
+                Self::invalid("ref_audio", InvalidReason::Unsupported, why.to_string())
+            }
+            ResolveError::Engine(e) => Self::VoiceLoad(Failure::of(e)),
         }
     }
 }
@@ -194,6 +233,5 @@ mod tests {
             format!("encoding mp3 failed: {}", std::fmt::Error)
         );
         assert!(encoding.source().unwrap().is::<std::fmt::Error>());
-        assert!(Failure::from("no cause").source().is_none());
     }
 }

@@ -23,11 +23,13 @@ use bytes::Bytes;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::encoder::BlockingEncoder;
 use super::one_voice::OneVoice;
 use super::script::{Reader, Script, Voices};
 use super::synthesis::Delivery;
-use super::{join, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS};
-use crate::audio::StreamEncoder;
+use super::{
+    join, Failure, Job, Request, SpeechError, SpeechService, Utterances, MAX_UTTERANCE_CHARS,
+};
 use crate::engine::Continuation;
 use crate::metrics as m;
 use crate::text::incremental::{SentenceBuffer, StreamNormalizer};
@@ -188,7 +190,7 @@ pub struct LiveSpeech {
     /// Sentences handed in, and encoded completely.
     handed_in: usize,
     encoded: usize,
-    encoder: Option<Box<dyn StreamEncoder>>,
+    encoder: BlockingEncoder,
     joiner: join::Joiner,
     /// Where the sentence being encoded starts in the stream (after its pause), in samples.
     sentence_start: Option<usize>,
@@ -196,6 +198,13 @@ pub struct LiveSpeech {
     rate: u32,
     /// The stream's voice, where it would drift between sentences.
     one_voice: OneVoice,
+}
+
+/// A live stream used out of turn: a fault of the caller's code, never of a request.
+#[derive(Debug, thiserror::Error)]
+enum Misuse {
+    #[error("sentence {index} came out of order (expected {expected})")]
+    OutOfOrder { index: usize, expected: usize },
 }
 
 /// A sentence on its way: its audio arrives in parts, from a task that stops when this is
@@ -222,8 +231,16 @@ pub struct SpokenSentence {
 }
 
 impl SpeechService {
-    /// Validates everything of `request` but its input (which is ignored) and opens a stream.
-    pub fn live(&self, request: Request) -> Result<LiveSpeech, SpeechError> {
+    /// Validates everything of `request` but its input (which is ignored) and opens a stream;
+    /// on a blocking thread, as [`prepare`](Self::prepare).
+    pub async fn live(&self, request: Request) -> Result<LiveSpeech, SpeechError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.live_here(request))
+            .await
+            .map_err(|e| SpeechError::Engine(Failure::new("validating the stream", e)))?
+    }
+
+    fn live_here(&self, request: Request) -> Result<LiveSpeech, SpeechError> {
         // A stream has no input yet to look at: plain text unless it says SSML.
         let ssml = super::request::is_ssml_format(request.input_format.as_deref())?
             .unwrap_or(false)
@@ -238,7 +255,7 @@ impl SpeechService {
             self.inner.lexicon.current(),
         )?;
         let rate = job.voice().sample_rate;
-        let encoder = super::stream_encoder(&job)?;
+        let encoder = BlockingEncoder::of(&job)?;
         let one_voice = OneVoice::new(self.inner.registry.drifts(job.voice()));
         Ok(LiveSpeech {
             service: self.clone(),
@@ -250,7 +267,7 @@ impl SpeechService {
             next_utterance: 0,
             handed_in: 0,
             encoded: 0,
-            encoder: Some(encoder),
+            encoder,
             joiner: join::Joiner::new(rate),
             sentence_start: None,
             rate,
@@ -450,15 +467,12 @@ impl LiveSpeech {
 
     /// Appends a part of the sentence being encoded to the stream: the bytes to send now.
     /// Sentences must come in the order they were handed in.
-    pub fn encode(&mut self, part: SentencePart) -> Result<Bytes, SpeechError> {
+    pub async fn encode(&mut self, part: SentencePart) -> Result<Bytes, SpeechError> {
         if part.index != self.encoded {
-            return Err(SpeechError::Encoding(
-                format!(
-                    "sentence {} encoded out of order (expected {})",
-                    part.index, self.encoded
-                )
-                .into(),
-            ));
+            return Err(SpeechError::Encoding(Failure::of(Misuse::OutOfOrder {
+                index: part.index,
+                expected: self.encoded,
+            })));
         }
         let mut samples = Vec::new();
         match part.delivery? {
@@ -469,26 +483,16 @@ impl LiveSpeech {
             }
             Delivery::SentenceEnd => self.joiner.end_sentence(&mut samples),
         }
-        let encoder = self
-            .encoder
-            .as_mut()
-            .ok_or_else(|| SpeechError::Encoding("the stream has ended".into()))?;
-        let bytes = encoder
-            .push(&samples)
-            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}").into()))?;
-        Ok(Bytes::from(bytes))
+        Ok(Bytes::from(self.encoder.push(samples).await?))
     }
 
     /// The sentence being encoded has no more parts: where it went in the stream.
     pub fn end_sentence(&mut self, audio: SentenceAudio) -> Result<SpokenSentence, SpeechError> {
         if audio.index != self.encoded {
-            return Err(SpeechError::Encoding(
-                format!(
-                    "sentence {} ended out of order (expected {})",
-                    audio.index, self.encoded
-                )
-                .into(),
-            ));
+            return Err(SpeechError::Encoding(Failure::of(Misuse::OutOfOrder {
+                index: audio.index,
+                expected: self.encoded,
+            })));
         }
         self.encoded += 1;
         let end = self.joiner.position();
@@ -500,26 +504,17 @@ impl LiveSpeech {
         })
     }
 
-    /// Ends the stream: the encoder's last bytes.
-    pub fn finish(&mut self) -> Result<Bytes, SpeechError> {
-        let Some(mut encoder) = self.encoder.take() else {
+    /// Ends the stream: the encoder's last bytes (none when it has ended already).
+    pub async fn finish(&mut self) -> Result<Bytes, SpeechError> {
+        if !self.encoder.is_open() {
             return Ok(Bytes::new());
-        };
+        }
         // The silence the last documents left owing closes the stream.
         let mut samples = Vec::new();
         self.joiner.set_pause_after(self.owed);
         self.joiner.finish(&mut samples);
         m::add_audio_seconds(self.duration_s());
-        let mut bytes = encoder
-            .push(&samples)
-            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}").into()))?;
-        encoder
-            .finish()
-            .map(|last| {
-                bytes.extend(last);
-                Bytes::from(bytes)
-            })
-            .map_err(|e| SpeechError::Encoding(format!("encoding failed: {e}").into()))
+        Ok(Bytes::from(self.encoder.finish(samples).await?))
     }
 
     /// Seconds of audio in the stream so far, pauses included.

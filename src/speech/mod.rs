@@ -6,6 +6,7 @@
 //! batching, the cache, the registry and the limits are shared by all of them.
 
 mod dialogue;
+mod encoder;
 mod error;
 mod join;
 mod lexicon;
@@ -28,7 +29,7 @@ use crate::batch::{Batcher, SubmitError};
 use crate::cache::{
     AudioCache, CacheKey, CacheLayer, CacheStats, CacheStatus, CachedAudio, KeyHash,
 };
-use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolveError, ResolvedVoice};
+use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolvedVoice};
 use crate::engine::{Continuation, Continuity, Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
 use crate::text::lexicon::Entry;
@@ -37,7 +38,7 @@ pub use dialogue::{
     Audio as DialogueAudio, Dialogue, DialogueError, Dialogues, Layout, Line, Placed, Reading,
     Skipped, DEFAULT_PAUSE_S, LINES_IN_FLIGHT, PAUSE_S,
 };
-pub use error::{Failure, InvalidReason, SpeechError};
+pub use error::{chain, Failure, InvalidReason, SpeechError};
 pub use lexicon::{LexiconStore, LexiconView};
 pub use live::{LiveSpeech, LiveText, Sentence, SentenceAudio, SentencePart, SpokenSentence};
 pub use phonemes::{Phonemization, PhonemizedSentence};
@@ -125,8 +126,17 @@ impl SpeechService {
     }
 
     /// Validates a request: the only way to get a [`Job`]. The job keeps the pronunciation
-    /// dictionary as it is now, so a change never reaches a request half way.
-    pub fn prepare(&self, request: Request) -> Result<Job, SpeechError> {
+    /// dictionary as it is now, so a change never reaches a request half way. Choosing its
+    /// voices may read voice files, so it runs on a blocking thread.
+    pub async fn prepare(&self, request: Request) -> Result<Job, SpeechError> {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || this.prepare_here(request))
+            .await
+            .map_err(|e| SpeechError::Engine(Failure::new("validating the request", e)))?
+    }
+
+    /// [`prepare`](Self::prepare) on the caller's thread, for callers off the async threads.
+    pub(crate) fn prepare_here(&self, request: Request) -> Result<Job, SpeechError> {
         request::validate(
             request,
             &self.inner.registry,
@@ -137,19 +147,25 @@ impl SpeechService {
 
     /// Whether a request for `voice` of `model` (an alias, say) in language `tag` finds a voice
     /// that reads it: the one `[voices.by_language]` names, the voice itself, or another of its
-    /// engine's, as [`prepare`](Self::prepare) would choose.
-    pub fn finds_voice_for(&self, model: &str, voice: &str, tag: &str) -> bool {
-        let registry = &self.inner.registry;
-        let Ok(voice) = registry.resolve(model, voice) else {
-            return false;
-        };
-        Voices {
-            registry,
-            voice: &voice,
-            languages: &self.inner.limits.text.languages,
-        }
-        .voice_for(tag)
-        .is_some()
+    /// engine's, as [`prepare`](Self::prepare) would choose (on a blocking thread, as it).
+    pub async fn finds_voice_for(&self, model: &str, voice: &str, tag: &str) -> bool {
+        let this = self.clone();
+        let (model, voice, tag) = (model.to_string(), voice.to_string(), tag.to_string());
+        tokio::task::spawn_blocking(move || {
+            let registry = &this.inner.registry;
+            let Ok(voice) = registry.resolve(&model, &voice) else {
+                return false;
+            };
+            Voices {
+                registry,
+                voice: &voice,
+                languages: &this.inner.limits.text.languages,
+            }
+            .voice_for(&tag)
+            .is_some()
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// The voice id of `model`'s engine that speaks like `reference`; a request then names it
@@ -172,11 +188,7 @@ impl SpeechService {
                 InvalidReason::Unsupported,
                 format!("Model '{model}' cannot clone a voice; OmniVoice can (\"model\": \"omnivoice\")."),
             )),
-            Err(ResolveError::UnknownModel(message)) => Err(SpeechError::UnknownModel(message)),
-            Err(ResolveError::UnknownVoice(message)) => Err(SpeechError::UnknownVoice(message)),
-            Err(ResolveError::UnusableReference(why)) => {
-                Err(SpeechError::invalid("ref_audio", InvalidReason::Unsupported, why))
-            }
+            Err(e) => Err(e.into()),
         }
     }
 
@@ -209,18 +221,24 @@ impl SpeechService {
         self.inner.lexicon.clear().await
     }
 
-    /// Every voice of every engine.
-    pub fn voices(&self) -> Vec<VoiceListing> {
-        let registry = &self.inner.registry;
-        registry
-            .voices()
-            .into_iter()
-            .map(|info| VoiceListing {
-                aliases: registry.aliases_of(&info.id),
-                loaded: registry.is_loaded(&info.engine, &info.id),
-                info,
-            })
-            .collect()
+    /// Every voice of every engine. Engines list their directories (OmniVoice reads its
+    /// voice files), so the listing runs on a blocking thread.
+    pub async fn voices(&self) -> Vec<VoiceListing> {
+        let registry = self.inner.registry.clone();
+        let listed = tokio::task::spawn_blocking(move || {
+            registry
+                .voices()
+                .into_iter()
+                .map(|info| VoiceListing {
+                    aliases: registry.aliases_of(&info.id),
+                    loaded: registry.is_loaded(&info.engine, &info.id),
+                    info,
+                })
+                .collect()
+        })
+        .await;
+        // The listing panicked: an engine's fault, already reported by the panic hook.
+        listed.unwrap_or_default()
     }
 
     /// The attributes an OmniVoice design may combine, by category, when OmniVoice is served.
@@ -293,13 +311,23 @@ impl SpeechService {
         }
     }
 
+    /// The engine behind OpenAI's model names.
+    pub fn default_engine(&self) -> String {
+        self.inner.registry.default_engine().to_string()
+    }
+
+    /// The voice behind OpenAI's voice names.
+    pub fn default_voice(&self) -> String {
+        self.inner.registry.default_voice().to_string()
+    }
+
     /// Releases voices idle for longer than the registry's limit.
     pub fn unload_idle_voices(&self) {
         self.inner.registry.unload_idle();
     }
 
     /// The cache key of `job`'s audio, whole or `streamed`.
-    fn key(&self, job: &Job, streamed: bool) -> KeyHash {
+    async fn key(&self, job: &Job, streamed: bool) -> Result<KeyHash, SpeechError> {
         let voice = job.voice();
         let registry = &self.inner.registry;
         let delivery = match streamed
@@ -309,17 +337,34 @@ impl SpeechService {
             true => "stream",
             false => "",
         };
-        let fingerprint = registry.fingerprint(voice);
         let reading = job
             .reading()
             .map_or("verbatim", |options| options.date_order.as_str());
         let script = job.script();
-        // Voices that read parts of it (another language's), each as its file is now.
-        let other_voices: Vec<String> = script.voices[1..]
-            .iter()
-            .map(|v| format!("{}:{}", v.key, registry.fingerprint(v)))
+        // The voice, and those that read parts of it (another language's), each as its files
+        // are now. A model's first fingerprint hashes its file (hundreds of MB), and every
+        // later one looks at the files: not on an async thread.
+        let voices: Vec<ResolvedVoice> = std::iter::once(voice)
+            .chain(&script.voices[1..])
+            .cloned()
             .collect();
-        CacheKey {
+        let fingerprints = {
+            let registry = registry.clone();
+            tokio::task::spawn_blocking(move || {
+                voices
+                    .iter()
+                    .map(|v| (v.key.to_string(), registry.fingerprint(v)))
+                    .collect::<Vec<_>>()
+            })
+            .await
+            .map_err(|e| SpeechError::VoiceLoad(Failure::new("fingerprinting the voice", e)))?
+        };
+        let fingerprint = &fingerprints[0].1;
+        let other_voices: Vec<String> = fingerprints[1..]
+            .iter()
+            .map(|(key, fingerprint)| format!("{key}:{fingerprint}"))
+            .collect();
+        Ok(CacheKey {
             engine: voice.key.engine(),
             voice: voice.key.voice(),
             voice_fingerprint: &fingerprint,
@@ -334,12 +379,12 @@ impl SpeechService {
             delivery,
             server_version: env!("CARGO_PKG_VERSION"),
         }
-        .hash()
+        .hash())
     }
 
     /// Synthesizes (or finds) the whole response body.
     pub async fn speak(&self, job: Job) -> Result<Spoken, SpeechError> {
-        let key = self.key(&job, false);
+        let key = self.key(&job, false).await?;
         let this = self.clone();
         let bypass = !job.use_cache();
         let work = async move { this.synthesize_whole(job).await };
@@ -519,17 +564,6 @@ impl Utterances {
             continuation: Continuation::Alone,
         }
     }
-}
-
-/// The stream encoder for a job's format at the voice's rate.
-fn stream_encoder(job: &Job) -> Result<Box<dyn audio::StreamEncoder>, SpeechError> {
-    let format = job.format();
-    audio::stream_encoder(format, job.voice().sample_rate).map_err(|e| {
-        SpeechError::Encoding(Failure::new(
-            format_args!("encoder for {} failed", format.as_str()),
-            e,
-        ))
-    })
 }
 
 /// The sentences of `input`: normalized, split, long sentences cut at clauses.
@@ -753,7 +787,7 @@ mod tests {
         metrics::with_local_recorder(&recorder, || {
             on_one_thread(async {
                 let speech = service();
-                let job = speech.prepare(request("Hello there.")).unwrap();
+                let job = speech.prepare(request("Hello there.")).await.unwrap();
                 let spoken = speech.speak(job).await.unwrap();
                 assert_eq!(spoken.cache, CacheStatus::Miss);
                 assert!(!gauge_set(), "a miss set the cache gauges");
@@ -768,7 +802,7 @@ mod tests {
     fn validation_names_the_parameter_and_resolves_the_voice() {
         on_one_thread(async {
             let speech = service();
-            let too_long = speech.prepare(request(&"a".repeat(101))).unwrap_err();
+            let too_long = speech.prepare(request(&"a".repeat(101))).await.unwrap_err();
             assert!(matches!(
                 too_long,
                 SpeechError::Invalid {
@@ -780,16 +814,16 @@ mod tests {
             let mut fast = request("hi");
             fast.speed = Some(9.0);
             assert!(matches!(
-                speech.prepare(fast),
+                speech.prepare(fast).await,
                 Err(SpeechError::Invalid { param: "speed", .. })
             ));
             let mut unknown = request("hi");
             unknown.voice = "klingon".into();
             assert!(matches!(
-                speech.prepare(unknown),
+                speech.prepare(unknown).await,
                 Err(SpeechError::UnknownVoice(_))
             ));
-            let job = speech.prepare(request("hi")).unwrap();
+            let job = speech.prepare(request("hi")).await.unwrap();
             assert_eq!(job.voice().key.to_string(), "espeak/en-us");
             assert_eq!(job.params().speed, 1.0);
         });
@@ -804,6 +838,7 @@ mod tests {
                     input: String::new(),
                     ..request("")
                 })
+                .await
                 .unwrap();
             assert_eq!(live.sample_rate(), 22_050);
             let mut sentences = live.push_text("Hello there. Fine. How are you?").unwrap();
@@ -814,12 +849,12 @@ mod tests {
             let mut how = live.sentence(how);
             let early = how.next_part().await.expect("audio");
             assert!(
-                matches!(live.encode(early), Err(SpeechError::Encoding(_))),
+                matches!(live.encode(early).await, Err(SpeechError::Encoding(_))),
                 "out of order"
             );
             let mut bytes = 0;
             while let Some(part) = hello.next_part().await {
-                bytes += live.encode(part).unwrap().len();
+                bytes += live.encode(part).await.unwrap().len();
             }
             let hello = live.end_sentence(hello).unwrap();
             assert_eq!(hello.start_s, 0.0);
@@ -829,12 +864,12 @@ mod tests {
                 "ended out of order"
             );
             while let Some(part) = fine.next_part().await {
-                bytes += live.encode(part).unwrap().len();
+                bytes += live.encode(part).await.unwrap().len();
             }
             let fine = live.end_sentence(fine).unwrap();
             let pause = fine.start_s - (hello.start_s + hello.duration_s);
             assert!((pause - 0.2).abs() < 1e-3, "pause of {pause} s");
-            let bytes = bytes + live.finish().unwrap().len();
+            let bytes = bytes + live.finish().await.unwrap().len();
             let header = 44;
             let samples = (bytes - header) as f64 / 2.0;
             assert!(

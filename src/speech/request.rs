@@ -6,7 +6,7 @@
 //! nothing unvalidated reaches the cache, the batcher or an engine.
 
 use crate::audio::AudioFormat;
-use crate::engine::registry::{Registry, ResolveError, ResolvedVoice};
+use crate::engine::registry::{Registry, ResolvedVoice};
 use crate::params::{Generation, SynthesisParams};
 use std::sync::Arc;
 
@@ -238,20 +238,10 @@ pub(super) fn validate_settings(
         generation: request.generation,
     };
     params.validate()?;
-    let voice = registry
-        .resolve(&request.model, &request.voice)
-        .map_err(|e| match e {
-            ResolveError::UnknownModel(message) => SpeechError::UnknownModel(message),
-            ResolveError::UnknownVoice(message) | ResolveError::UnusableReference(message) => {
-                SpeechError::UnknownVoice(message)
-            }
-        })?;
+    let voice = registry.resolve(&request.model, &request.voice)?;
     let voice = match request.instructions.as_deref() {
         None => voice,
-        Some(instructions) => registry
-            .instructed(&voice, instructions)
-            .map_err(|why| SpeechError::invalid("instructions", InvalidReason::Unsupported, why))?
-            .unwrap_or(voice),
+        Some(instructions) => registry.instructed(&voice, instructions)?.unwrap_or(voice),
     };
     let mut language = request.language.clone();
     if let Some(defaults) = registry.defaults_of(&voice) {

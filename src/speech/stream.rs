@@ -9,13 +9,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use super::encoder::BlockingEncoder;
 use super::synthesis::{Delivery, Synthesis};
 use super::timed::{Finder, WordStamp};
-use super::{
-    join, stream_encoder, warn_if_no_speech, Failure, Job, SpeechError, SpeechService, Utterance,
-    Utterances,
-};
-use crate::audio::{self, speech_like::SpeechWindows};
+use super::{join, warn_if_no_speech, Job, SpeechError, SpeechService, Utterance, Utterances};
+use crate::audio::speech_like::SpeechWindows;
 use crate::cache::{CacheLayer, CacheStatus, CachedAudio, StreamLease, StreamRole};
 use crate::engine::WordTiming;
 use crate::metrics as m;
@@ -69,7 +67,7 @@ impl SpeechService {
             match self
                 .inner
                 .cache
-                .lead_or_follow(self.key(&job, true))
+                .lead_or_follow(self.key(&job, true).await?)
                 .await?
             {
                 StreamRole::Lead(lease) => lease,
@@ -92,7 +90,7 @@ impl SpeechService {
         };
         metrics::counter!(m::SYNTHESES_TOTAL).increment(1);
         let started = self.start(&job, true).await.and_then(|pending| {
-            stream_encoder(&job).map(|encoder| StreamState::new(pending, encoder, &job))
+            BlockingEncoder::of(&job).map(|encoder| StreamState::new(pending, encoder, &job))
         });
         let mut state = match started {
             Ok(started) => started,
@@ -134,7 +132,7 @@ impl SpeechService {
         let sentences = request.script.utterances.clone();
         let finder = Finder::within(job.input(), request.script.text_ranges.clone());
         let pending = self.start_utterances(&job, request, true).await?;
-        let mut state = StreamState::new(pending, stream_encoder(&job)?, &job);
+        let mut state = StreamState::new(pending, BlockingEncoder::of(&job)?, &job);
         state.words = Some(WordTrack {
             finder,
             sentences: sentences.into(),
@@ -167,7 +165,7 @@ struct WordTrack {
 
 struct StreamState {
     pending: Synthesis,
-    encoder: Option<Box<dyn audio::StreamEncoder>>,
+    encoder: BlockingEncoder,
     /// The whole body so far, for the cache and identical requests waiting on the lease.
     body: Option<Vec<u8>>,
     /// Dropped unfinished when the client goes away: waiting identical requests take over.
@@ -188,11 +186,11 @@ struct StreamState {
 
 impl StreamState {
     /// A stream of `pending`'s audio without cache or words (the callers add those).
-    fn new(pending: Synthesis, encoder: Box<dyn audio::StreamEncoder>, job: &Job) -> Self {
+    fn new(pending: Synthesis, encoder: BlockingEncoder, job: &Job) -> Self {
         let rate = job.voice().sample_rate;
         Self {
             pending,
-            encoder: Some(encoder),
+            encoder,
             body: None,
             lease: None,
             joiner: join::Joiner::with_pauses(rate, job.script().pauses()),
@@ -215,7 +213,9 @@ impl StreamState {
     async fn next_chunk(&mut self) -> Option<Result<TimedChunk, SpeechError>> {
         let mut words = Vec::new();
         let chunk = loop {
-            self.encoder.as_ref()?;
+            if !self.encoder.is_open() {
+                return None;
+            }
             let mut samples = Vec::new();
             match self.pending.next_piece().await {
                 Some(Ok(delivery)) => {
@@ -242,11 +242,10 @@ impl StreamState {
                     self.samples
                         .store(at_output_rate.round() as u64, Ordering::Relaxed);
                     self.heard.push(&samples);
-                    let encoder = self.encoder.as_mut()?;
-                    break encoder.push(&samples);
+                    break self.encoder.push(samples).await;
                 }
                 Some(Err(e)) => {
-                    self.encoder = None;
+                    self.encoder.close();
                     if let Some(lease) = self.lease.take() {
                         lease.complete(Err(e.clone())).await;
                     }
@@ -256,11 +255,7 @@ impl StreamState {
                     let mut silence = Vec::new();
                     self.joiner.finish(&mut silence);
                     self.heard.push(&silence);
-                    let mut encoder = self.encoder.take()?;
-                    let last = encoder.push(&silence).and_then(|mut tail| {
-                        tail.extend(encoder.finish()?);
-                        Ok(tail)
-                    });
+                    let last = self.encoder.finish(silence).await;
                     let audio_s = self.audio_s();
                     m::add_audio_seconds(audio_s);
                     if let (Ok(tail), Some(mut body), Some(lease)) =
@@ -279,7 +274,6 @@ impl StreamState {
                 }
             }
         };
-        let chunk = chunk.map_err(|e| SpeechError::Encoding(Failure::new("encoding failed", e)));
         if let Err(e) = &chunk {
             if let Some(lease) = self.lease.take() {
                 lease.complete(Err(e.clone())).await;

@@ -22,30 +22,41 @@ const DEFAULT_VOICE: &str = "alloy";
 impl Synthesizer for SpeechService {
     fn voices(&self) -> BoxFuture<'_, Vec<VoiceDescription>> {
         count("describe", "ok");
-        let voices = SpeechService::voices(self).iter().map(describe).collect();
-        futures::future::ready(voices).boxed()
+        async move {
+            let voices = SpeechService::voices(self).await;
+            voices.iter().map(describe).collect()
+        }
+        .boxed()
     }
 
     /// The voice the server's settings choose for the language (`[voices.by_language]`, or
     /// the default voice when it speaks it), as HTTP's `language` field chooses; else any
     /// voice that speaks it.
     fn voice_for_language<'a>(&'a self, language: &'a str) -> BoxFuture<'a, Option<VoiceChoice>> {
-        let tag = language.replace('_', "-");
-        let choice = if self.finds_voice_for(DEFAULT_MODEL, DEFAULT_VOICE, &tag) {
-            Some(VoiceChoice {
-                name: None,
-                speaker: None,
-                language: Some(language.to_string()),
-            })
-        } else {
-            let voices: Vec<_> = SpeechService::voices(self).iter().map(describe).collect();
+        async move {
+            let tag = language.replace('_', "-");
+            if self
+                .finds_voice_for(DEFAULT_MODEL, DEFAULT_VOICE, &tag)
+                .await
+            {
+                return Some(VoiceChoice {
+                    name: None,
+                    speaker: None,
+                    language: Some(language.to_string()),
+                });
+            }
+            let voices: Vec<_> = SpeechService::voices(self)
+                .await
+                .iter()
+                .map(describe)
+                .collect();
             super::first_voice_speaking(&voices, language).map(|voice| VoiceChoice {
                 name: Some(voice.name.clone()),
                 speaker: None,
                 language: Some(language.to_string()),
             })
-        };
-        futures::future::ready(choice).boxed()
+        }
+        .boxed()
     }
 
     fn speak(&self, text: String, voice: VoiceChoice) -> BoxFuture<'_, Result<Speech, SpeakError>> {
@@ -97,8 +108,9 @@ impl SpeechService {
             .prepare(Request {
                 input: text,
                 use_cache: true,
-                ..self.wyoming_request(voice)?
+                ..self.wyoming_request(voice).await?
             })
+            .await
             .map_err(speak_error)?;
         let stream = self.stream(job).await.map_err(speak_error)?;
         // Native-rate `pcm` is already what an `audio-chunk` carries.
@@ -121,19 +133,20 @@ impl SpeechService {
         voice: VoiceChoice,
     ) -> Result<Speech, SpeakError> {
         let mut live = self
-            .live(self.wyoming_request(voice)?)
+            .live(self.wyoming_request(voice).await?)
+            .await
             .map_err(speak_error)?;
         let sample_rate = live.sample_rate();
         let mut audio = live.sentence(sentence);
         let first = match audio.next_part().await {
-            Some(part) => Some(live.encode(part).map_err(speak_error)?),
+            Some(part) => Some(live.encode(part).await.map_err(speak_error)?),
             None => None,
         };
         let rest = stream::unfold(Some((live, audio)), |state| async move {
             let (mut live, mut audio) = state?;
             Some(match next_bytes(&mut live, &mut audio).await {
                 Ok(Some(bytes)) => (Ok(bytes), Some((live, audio))),
-                Ok(None) => (finish(live, audio), None),
+                Ok(None) => (finish(live, audio).await, None),
                 Err(e) => (Err(e), None),
             })
         });
@@ -145,7 +158,7 @@ impl SpeechService {
     /// The request of a Wyoming voice choice, without its input. A language goes with the
     /// default voice (which then reads it, or gives way to the voice that does) and with a
     /// named voice that speaks many languages; a voice of one language speaks its own.
-    fn wyoming_request(&self, voice: VoiceChoice) -> Result<Request, SpeakError> {
+    async fn wyoming_request(&self, voice: VoiceChoice) -> Result<Request, SpeakError> {
         let language = voice.language.map(|l| l.replace('_', "-"));
         let (model, name, language) = match voice.name {
             None => (
@@ -156,6 +169,7 @@ impl SpeechService {
             Some(name) => {
                 // A Wyoming voice name is a voice id; its engine is the model.
                 let info = SpeechService::voices(self)
+                    .await
                     .into_iter()
                     .find(|v| v.info.id == name)
                     .map(|v| v.info)
@@ -184,7 +198,7 @@ async fn next_bytes(
     audio: &mut SentenceAudio,
 ) -> Result<Option<Bytes>, SpeakError> {
     while let Some(part) = audio.next_part().await {
-        let bytes = live.encode(part).map_err(speak_error)?;
+        let bytes = live.encode(part).await.map_err(speak_error)?;
         if !bytes.is_empty() {
             return Ok(Some(bytes));
         }
@@ -193,9 +207,9 @@ async fn next_bytes(
 }
 
 /// The sentence is complete: the stream's last bytes.
-fn finish(mut live: LiveSpeech, audio: SentenceAudio) -> Result<Bytes, SpeakError> {
+async fn finish(mut live: LiveSpeech, audio: SentenceAudio) -> Result<Bytes, SpeakError> {
     live.end_sentence(audio).map_err(speak_error)?;
-    live.finish().map_err(speak_error)
+    live.finish().await.map_err(speak_error)
 }
 
 fn describe(voice: &VoiceListing) -> VoiceDescription {
@@ -232,7 +246,7 @@ fn describe(voice: &VoiceListing) -> VoiceDescription {
 }
 
 fn speak_error(e: SpeechError) -> SpeakError {
-    let message = e.to_string();
+    let message = e.for_clients();
     match e {
         SpeechError::UnknownVoice(_) | SpeechError::UnknownModel(_) => {
             SpeakError::UnknownVoice(message)

@@ -827,17 +827,18 @@ fn payloads(run: &[RawEvent]) -> Vec<u8> {
 async fn audio_chunks_carry_the_pipelines_pcm_unchanged() {
     let speech = tone_service();
     let whole = |input: &str| {
-        let job = speech
-            .prepare(crate::speech::Request {
-                model: "tone".into(),
-                voice: "tone".into(),
-                input: input.into(),
-                native_pcm: true,
-                ..Default::default()
-            })
-            .unwrap();
+        let request = crate::speech::Request {
+            model: "tone".into(),
+            voice: "tone".into(),
+            input: input.into(),
+            native_pcm: true,
+            ..Default::default()
+        };
         let speech = speech.clone();
-        async move { speech.speak(job).await.unwrap().audio.bytes.to_vec() }
+        async move {
+            let job = speech.prepare(request).await.unwrap();
+            speech.speak(job).await.unwrap().audio.bytes.to_vec()
+        }
     };
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let session = {

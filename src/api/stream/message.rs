@@ -241,8 +241,16 @@ mod tests {
             retry_after: Duration::from_secs(1),
         });
         assert_eq!(busy.close_code, close_code::AGAIN);
-        let failed = Refusal::from(SpeechError::Engine("boom".into()));
+        let failed = Refusal::from(SpeechError::Engine(crate::speech::Failure::of(
+            std::io::Error::other("/srv/voices/secret.onnx is gone"),
+        )));
         assert_eq!(failed.close_code, close_code::ERROR);
+        assert!(
+            failed.message.starts_with("internal error"),
+            "{}",
+            failed.message
+        );
+        assert!(!failed.message.contains("/srv"), "{}", failed.message);
         assert_eq!(
             Refusal::from(SpeechError::ShuttingDown).close_code,
             close_code::AWAY

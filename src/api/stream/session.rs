@@ -320,6 +320,7 @@ impl Session {
                 input_format: settings.input_format,
                 ..Request::default()
             })
+            .await
             .map_err(Refusal::from)?
             .with_max_wait(max_wait);
         let start = ServerMessage::Start {
@@ -408,7 +409,7 @@ impl Session {
                 self.send_json(&flushed).await
             }
             Progress::Part(part) => {
-                let bytes = live.encode(part).map_err(Refusal::from)?;
+                let bytes = live.encode(part).await.map_err(Refusal::from)?;
                 if let Some(InFlight::Sentence { sent, .. }) = self.in_flight.front_mut() {
                     *sent += bytes.len();
                 }
@@ -448,7 +449,7 @@ impl Session {
         let Some(live) = self.live.as_mut() else {
             return Ok(stop);
         };
-        let tail = live.finish().map_err(Refusal::from)?;
+        let tail = live.finish().await.map_err(Refusal::from)?;
         let duration_s = live.duration_s();
         if !tail.is_empty() {
             self.audio_bytes += tail.len() as u64;

@@ -48,6 +48,10 @@ impl Engine for EspeakEngine {
         ENGINE_ID
     }
 
+    fn default_voice(&self) -> Option<&'static str> {
+        Some("en-us")
+    }
+
     fn voices(&self) -> Vec<VoiceInfo> {
         self.voices.to_vec()
     }

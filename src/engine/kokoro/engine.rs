@@ -20,7 +20,8 @@ use crate::engine::{
     Engine, EngineError, Pcm, Phonemes, Pronunciation, SynthesisItem, Voice, VoiceInfo, WordTiming,
 };
 use crate::params::SPEED;
-use omnivoice_models::kokoro::{Kokoro, Precision};
+use omnivoice_models::kernels::Precision;
+use omnivoice_models::kokoro::Kokoro;
 use omnivoice_models::spare;
 
 /// The model files of kokoro-onnx a Kokoro directory may hold, in the order they are
@@ -59,7 +60,7 @@ pub struct KokoroEngine {
     /// Loaded on the first voice's load (on a loader thread, never an async one) and kept
     /// for good: every voice shares it.
     model: Mutex<Option<Arc<Kokoro>>>,
-    /// Hash of the model file, computed on first use (92 MB take ≈ 0.3 s).
+    /// Hash of the model file, computed once, when first needed (92 MB take ≈ 0.3 s).
     model_hash: OnceLock<String>,
     blends: Mutex<BTreeMap<String, (u64, Blend)>>,
     blend_counter: Mutex<u64>,
@@ -109,6 +110,9 @@ impl KokoroEngine {
             )
         })?;
         let started = std::time::Instant::now();
+        // Hashed here, on the loader's thread, while the file is read anyway: the cache key
+        // needs it, and it is the one part of a key that costs.
+        self.model_hash();
         // KokoroError names the file in every load error.
         let loaded = Kokoro::load(path, &self.device)
             .map_err(|e| EngineError::load(voice, e))?
@@ -117,6 +121,22 @@ impl KokoroEngine {
         tracing::info!(file = %path.display(), precision = %loaded.precision().describe(), seconds = started.elapsed().as_secs_f64(), "Kokoro model loaded");
         *model = Some(loaded.clone());
         Ok(loaded)
+    }
+
+    /// The model file's hash: computed once, by whoever needs it first (the model's load, or
+    /// the first cache key), always on a blocking thread.
+    fn model_hash(&self) -> &str {
+        self.model_hash.get_or_init(|| {
+            let mut hasher = Sha256::new();
+            match self.model_path.as_ref().map(std::fs::File::open) {
+                Some(Ok(mut file)) => {
+                    let _ = std::io::copy(&mut file, &mut hasher);
+                }
+                Some(Err(e)) => hasher.update(e.to_string().as_bytes()),
+                None => hasher.update(b"no model"),
+            }
+            format!("{:x}", hasher.finalize())
+        })
     }
 
     fn pack_file(&self, id: &str) -> Option<PackFile> {
@@ -257,7 +277,15 @@ fn unsupported_of(packs: &PackDir, id: &str) -> Option<Language> {
 
 impl Engine for KokoroEngine {
     fn id(&self) -> &str {
-        "kokoro"
+        super::ID
+    }
+
+    fn default_voice(&self) -> Option<&'static str> {
+        Some(super::DEFAULT_VOICE)
+    }
+
+    fn is_installed(&self) -> bool {
+        self.model_path.is_some()
     }
 
     fn voices(&self) -> Vec<VoiceInfo> {
@@ -300,17 +328,7 @@ impl Engine for KokoroEngine {
     }
 
     fn fingerprint(&self, voice: &str) -> String {
-        let model = self.model_hash.get_or_init(|| {
-            let mut hasher = Sha256::new();
-            match self.model_path.as_ref().map(std::fs::File::open) {
-                Some(Ok(mut file)) => {
-                    let _ = std::io::copy(&mut file, &mut hasher);
-                }
-                Some(Err(e)) => hasher.update(e.to_string().as_bytes()),
-                None => hasher.update(b"no model"),
-            }
-            format!("{:x}", hasher.finalize())
-        });
+        let model = self.model_hash();
         // A pack's file by its size and time: the model's hash is what costs.
         let mut hasher = Sha256::new();
         hasher.update(model.as_bytes());

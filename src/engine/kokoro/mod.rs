@@ -30,6 +30,11 @@ mod engine;
 
 pub use engine::{model_file, KokoroEngine, MODEL_FILES};
 
+/// The engine's id: what clients send as `model`.
+pub const ID: &str = "kokoro";
+/// The voice behind OpenAI's voice names when Kokoro is the default engine.
+pub const DEFAULT_VOICE: &str = "af_heart";
+
 /// `tests/fixtures/kokoro/reference.json`, parsed once.
 #[cfg(test)]
 fn reference() -> &'static serde_json::Value {

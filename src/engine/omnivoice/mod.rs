@@ -20,7 +20,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     Continuation, Continuity, Engine, EngineError, Pcm, Reference, SynthesisItem, Voice, VoiceInfo,
-    Wanted, MULTILINGUAL,
+    VoiceRequestError, Wanted, MULTILINGUAL,
 };
 use crate::params::Generation;
 use crate::profiles::voice_files::{VoiceFile, VoiceFiles};
@@ -264,6 +264,11 @@ impl Engine for OmniVoiceEngine {
         ID
     }
 
+    /// OpenAI's own name: every preset answers to one.
+    fn default_voice(&self) -> Option<&'static str> {
+        Some("alloy")
+    }
+
     /// Auto and the presets; designs are voices too, but too many to list
     /// (`GET /v1/voices` lists their attributes).
     fn voices(&self) -> Vec<VoiceInfo> {
@@ -396,14 +401,18 @@ impl Engine for OmniVoiceEngine {
 
     /// A clone (a profile or an uploaded clip) and a voice file outrank a design, as in the
     /// Python server's resolution order: they are the voice asked for.
-    fn instructed_voice(&self, voice: &str, instructions: &str) -> Option<Result<String, String>> {
+    fn instructed_voice(
+        &self,
+        voice: &str,
+        instructions: &str,
+    ) -> Option<Result<String, VoiceRequestError>> {
         if is_clone(voice) || is_file_voice(voice) {
             return Some(Ok(voice.to_string()));
         }
         Some(match voices::design_of(instructions) {
             Ok(Some(design)) => Ok(Choice::Design(design).id()),
             Ok(None) => Ok(AUTO.to_string()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(VoiceRequestError::refused(e)),
         })
     }
 
@@ -428,20 +437,23 @@ impl Engine for OmniVoiceEngine {
         model::unknown_nonverbal_tags(text)
     }
 
-    fn cloned_voice(&self, reference: &Reference) -> Option<Result<String, String>> {
+    fn cloned_voice(&self, reference: &Reference) -> Option<Result<String, VoiceRequestError>> {
         let Some(text) = reference.text.as_deref() else {
-            return Some(Err(
-                "OmniVoice needs the transcript of the clip to clone.".into()
-            ));
+            return Some(Err(VoiceRequestError::refused(
+                "OmniVoice needs the transcript of the clip to clone.",
+            )));
         };
-        let prepared = self.model().map_err(|e| e.to_string()).and_then(|tts| {
+        let model = self
+            .model()
+            .map_err(|e| VoiceRequestError::Engine(EngineError::load(ID, e)));
+        let prepared = model.and_then(|tts| {
             tts.prepare_reference(
                 &reference.samples,
                 reference.sample_rate,
                 text,
                 reference.preprocess,
             )
-            .map_err(|e| e.to_string())
+            .map_err(VoiceRequestError::refused)
         });
         Some(prepared.map(|prepared| self.cloning.hold(Clip::new(prepared))))
     }
