@@ -9,6 +9,7 @@ pub mod allocator;
 pub mod api;
 pub mod audio;
 pub mod batch;
+pub mod blocking;
 pub mod cache;
 pub mod config;
 pub mod engine;

@@ -234,9 +234,7 @@ impl Dialogues {
         // Choosing the lines' voices may read voice files: on a blocking thread.
         let this = self.clone();
         let (jobs, mut skipped, shape) =
-            tokio::task::spawn_blocking(move || this.prepare_lines(dialogue))
-                .await
-                .map_err(|e| SpeechError::Engine(Failure::new("validating the script", e)))??;
+            crate::blocking::run(move || this.prepare_lines(dialogue)).await?;
         let Some(native) = jobs
             .iter()
             .map(|(_, _, job, ..)| job.voice().sample_rate)

@@ -9,7 +9,7 @@ use super::{Failure, Job, SpeechError};
 use crate::audio::{self, StreamEncoder};
 
 pub(super) struct BlockingEncoder {
-    /// `None` once finished, or lost with a task that panicked.
+    /// `None` once finished or failed.
     encoder: Option<Box<dyn StreamEncoder>>,
 }
 
@@ -41,12 +41,11 @@ impl BlockingEncoder {
     /// The bytes `samples` encode to.
     pub(super) async fn push(&mut self, samples: Vec<f32>) -> Result<Vec<u8>, SpeechError> {
         let mut encoder = self.encoder.take().ok_or_else(ended)?;
-        let (encoder, bytes) = tokio::task::spawn_blocking(move || {
+        let (encoder, bytes) = crate::blocking::run(move || {
             let bytes = encoder.push(&samples);
             (encoder, bytes)
         })
-        .await
-        .map_err(|e| SpeechError::Encoding(Failure::new("encoder task failed", e)))?;
+        .await;
         let bytes = bytes.map_err(|e| SpeechError::Encoding(Failure::new("encoding failed", e)))?;
         self.encoder = Some(encoder);
         Ok(bytes)
@@ -55,13 +54,12 @@ impl BlockingEncoder {
     /// The bytes `last` encodes to and those that end the file; takes nothing after.
     pub(super) async fn finish(&mut self, last: Vec<f32>) -> Result<Vec<u8>, SpeechError> {
         let mut encoder = self.encoder.take().ok_or_else(ended)?;
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let mut bytes = encoder.push(&last)?;
             bytes.extend(encoder.finish()?);
             Ok(bytes)
         })
         .await
-        .map_err(|e| SpeechError::Encoding(Failure::new("encoder task failed", e)))?
         .map_err(|e: audio::AudioError| SpeechError::Encoding(Failure::new("encoding failed", e)))
     }
 }

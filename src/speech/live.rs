@@ -235,9 +235,7 @@ impl SpeechService {
     /// on a blocking thread, as [`prepare`](Self::prepare).
     pub async fn live(&self, request: Request) -> Result<LiveSpeech, SpeechError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.live_here(request))
-            .await
-            .map_err(|e| SpeechError::Engine(Failure::new("validating the stream", e)))?
+        crate::blocking::run(move || this.live_here(request)).await
     }
 
     fn live_here(&self, request: Request) -> Result<LiveSpeech, SpeechError> {

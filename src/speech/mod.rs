@@ -130,9 +130,7 @@ impl SpeechService {
     /// voices may read voice files, so it runs on a blocking thread.
     pub async fn prepare(&self, request: Request) -> Result<Job, SpeechError> {
         let this = self.clone();
-        tokio::task::spawn_blocking(move || this.prepare_here(request))
-            .await
-            .map_err(|e| SpeechError::Engine(Failure::new("validating the request", e)))?
+        crate::blocking::run(move || this.prepare_here(request)).await
     }
 
     /// [`prepare`](Self::prepare) on the caller's thread, for callers off the async threads.
@@ -151,7 +149,7 @@ impl SpeechService {
     pub async fn finds_voice_for(&self, model: &str, voice: &str, tag: &str) -> bool {
         let this = self.clone();
         let (model, voice, tag) = (model.to_string(), voice.to_string(), tag.to_string());
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let registry = &this.inner.registry;
             let Ok(voice) = registry.resolve(&model, &voice) else {
                 return false;
@@ -165,7 +163,6 @@ impl SpeechService {
             .is_some()
         })
         .await
-        .unwrap_or(false)
     }
 
     /// The voice id of `model`'s engine that speaks like `reference`; a request then names it
@@ -225,7 +222,7 @@ impl SpeechService {
     /// voice files), so the listing runs on a blocking thread.
     pub async fn voices(&self) -> Vec<VoiceListing> {
         let registry = self.inner.registry.clone();
-        let listed = tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             registry
                 .voices()
                 .into_iter()
@@ -236,9 +233,7 @@ impl SpeechService {
                 })
                 .collect()
         })
-        .await;
-        // The listing panicked: an engine's fault, already reported by the panic hook.
-        listed.unwrap_or_default()
+        .await
     }
 
     /// The attributes an OmniVoice design may combine, by category, when OmniVoice is served.
@@ -350,14 +345,13 @@ impl SpeechService {
             .collect();
         let fingerprints = {
             let registry = registry.clone();
-            tokio::task::spawn_blocking(move || {
+            crate::blocking::run(move || {
                 voices
                     .iter()
                     .map(|v| (v.key.to_string(), registry.fingerprint(v)))
                     .collect::<Vec<_>>()
             })
             .await
-            .map_err(|e| SpeechError::VoiceLoad(Failure::new("fingerprinting the voice", e)))?
         };
         let fingerprint = &fingerprints[0].1;
         let other_voices: Vec<String> = fingerprints[1..]
