@@ -19,7 +19,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use candle_core::Device;
-use omnivoice_models::vits::{Precision, Sampling, Vits, VitsInput};
+use omnivoice_models::vits::{Precision, Sampling, Vits, VitsConfig, VitsInput, Weights};
 use omnivoice_server::text::phonemize::{phonemize, PhonemeIdMap};
 
 #[path = "../tests/audio_quality/mod.rs"]
@@ -224,8 +224,11 @@ fn main() {
         serde_json::from_str(&std::fs::read_to_string(voice.with_extension("onnx.json")).unwrap())
             .unwrap();
     let started = Instant::now();
-    let model =
-        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu).expect("voice");
+    let load = || {
+        let weights = Weights::from_onnx(&voice.with_extension("onnx"), &Device::Cpu)?;
+        Vits::load(&VitsConfig::from_weights(&weights, &config)?, weights)
+    };
+    let model = load().expect("voice");
     println!(
         "load (onnx → candle): {:.3} s",
         started.elapsed().as_secs_f64()
@@ -250,7 +253,7 @@ fn main() {
         .join(",");
 
     let reduced = |p| {
-        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu)
+        load()
             .and_then(|m| m.with_precision(p))
             .expect("voice")
     };

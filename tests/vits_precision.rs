@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use candle_core::Device;
-use omnivoice_models::vits::{Precision, Sampling, Vits, VitsInput};
+use omnivoice_models::vits::{Precision, Sampling, Vits, VitsConfig, VitsInput, Weights};
 use omnivoice_server::text::{phonemize, PhonemeIdMap};
 
 mod audio_quality;
@@ -38,7 +38,9 @@ fn voice_json() -> serde_json::Value {
 }
 
 fn load(precision: Precision) -> Vits {
-    Vits::from_onnx(&root().join(VOICE), &voice_json(), &Device::Cpu)
+    let weights = Weights::from_onnx(&root().join(VOICE), &Device::Cpu).unwrap();
+    let config = VitsConfig::from_weights(&weights, &voice_json()).unwrap();
+    Vits::load(&config, weights)
         .unwrap()
         .with_precision(precision)
         .unwrap()

@@ -33,7 +33,8 @@ use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize_with, PhonemeIdMap};
 use crate::text::words::{spoken_words, words_by_source, SpokenWord};
 use omnivoice_models::spare;
-use omnivoice_models::vits::{Precision, Sampling, Vits, VitsError, VitsInput};
+use omnivoice_models::vits::{Precision, Sampling, Vits, VitsConfig, VitsInput, Weights};
+use omnivoice_models::ModelError;
 
 pub struct PiperEngine {
     dir: PathBuf,
@@ -112,9 +113,10 @@ impl PiperEngine {
         let config = read_json(&files.json).map_err(|e| EngineError::load(voice, e))?;
         let phoneme_type = PhonemeType::of(&config).map_err(|why| EngineError::load(voice, why))?;
         let model = match &files.safetensors {
-            Some(path) => Vits::from_safetensors(path, &config, &self.device),
-            None => Vits::from_onnx(&files.onnx, &config, &self.device),
+            Some(path) => Weights::from_safetensors(path, &self.device),
+            None => Weights::from_onnx(&files.onnx, &self.device),
         }
+        .and_then(|weights| Vits::load(&VitsConfig::from_weights(&weights, &config)?, weights))
         .and_then(|model| model.with_precision(self.precision))
         .map_err(|e| EngineError::load(voice, e))?;
         tracing::info!(voice, precision = %model.precision().describe(), "Piper voice loaded");
@@ -542,7 +544,7 @@ fn sampling(params: &SynthesisParams, seed: u64) -> Sampling {
     }
 }
 
-fn failed(e: VitsError) -> EngineError {
+fn failed(e: ModelError) -> EngineError {
     EngineError::synthesis(e)
 }
 

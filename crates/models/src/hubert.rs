@@ -12,6 +12,8 @@
 use candle_core::{DType, Module, Result, Tensor};
 use candle_nn::{group_norm, layer_norm, linear, GroupNorm, LayerNorm, Linear, VarBuilder};
 
+use crate::error::ModelError;
+
 /// transformers' `HubertConfig`, the keys the base model's forward reads. A missing key takes
 /// transformers' default, so [`HubertConfig::default`] is HuBERT-base.
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -83,8 +85,8 @@ impl HubertConfig {
     }
 
     /// What this port computes, checked before any weight is read.
-    fn check(&self) -> Result<()> {
-        let refuse = |what: String| Err(candle_core::Error::Msg(format!("HuBERT config: {what}")));
+    fn check(&self) -> std::result::Result<(), ModelError> {
+        let refuse = |what: String| Err(ModelError::Config(format!("HuBERT config: {what}")));
         if self.feat_extract_norm != "group" {
             return refuse(format!(
                 "feat_extract_norm {:?} is not supported (only \"group\")",
@@ -163,7 +165,9 @@ pub struct Hubert {
 }
 
 impl Hubert {
-    pub fn load(config: &HubertConfig, vb: VarBuilder) -> Result<Self> {
+    /// The model of `config` from `vb` (rooted at the model: `semantic_model` in OmniVoice's
+    /// codec checkpoint), on the VarBuilder's device and dtype.
+    pub fn load(config: &HubertConfig, vb: VarBuilder) -> std::result::Result<Self, ModelError> {
         config.check()?;
         let c = config;
         let encoder = vb.pp("encoder");

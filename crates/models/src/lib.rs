@@ -7,6 +7,7 @@
 //! the CPU arithmetic they all share ([`kernels`]), and the scheduler that lends idle cores
 //! to a computation ([`spare`]).
 
+mod error;
 pub mod hubert;
 pub mod kernels;
 pub mod kokoro;
@@ -14,6 +15,8 @@ pub mod omnivoice;
 mod onnx;
 pub mod spare;
 pub mod vits;
+
+pub use error::ModelError;
 
 /// What the model tests share.
 #[cfg(test)]

@@ -20,7 +20,7 @@ use crate::engine::{
     Engine, EngineError, Pcm, Phonemes, Pronunciation, SynthesisItem, Voice, VoiceInfo, WordTiming,
 };
 use crate::params::SPEED;
-use omnivoice_models::kokoro::{Kokoro, Precision};
+use omnivoice_models::kokoro::{Config, Kokoro, Precision, Weights};
 use omnivoice_models::spare;
 
 /// The model files of kokoro-onnx a Kokoro directory may hold, in the order they are
@@ -109,8 +109,9 @@ impl KokoroEngine {
             )
         })?;
         let started = std::time::Instant::now();
-        // KokoroError names the file in every load error.
-        let loaded = Kokoro::load(path, &self.device)
+        // ModelError names the file in every load error.
+        let loaded = Weights::from_onnx(path, &self.device)
+            .and_then(|weights| Kokoro::load(&Config::v1_0(), weights))
             .map_err(|e| EngineError::load(voice, e))?
             .with_precision(self.precision);
         let loaded = Arc::new(loaded);

@@ -26,12 +26,12 @@ use candle_core::{Device, Result, Tensor};
 use super::blocks::AdaIn1d;
 use super::config::DecoderConfig;
 use super::weights::Weights;
-use super::KokoroError;
+use crate::error::ModelError;
 use crate::kernels::stft::{Stft, StridedConv1d};
 use crate::kernels::{self, InputMap, PackedPhaseCache, PackedWeightCache, Precision};
 
 /// Loading fails with the file's and the weight's name.
-type LoadResult<T> = std::result::Result<T, KokoroError>;
+type LoadResult<T> = std::result::Result<T, ModelError>;
 
 /// LeakyReLU slope before each upsampling stage.
 const LRELU_SLOPE: f64 = 0.1;
@@ -54,9 +54,9 @@ fn check_conv(
     if all(&a.strides, stride) && all(&a.pads, padding) && all(&a.dilations, dilation) {
         return Ok(());
     }
-    Err(KokoroError::Weight {
+    Err(ModelError::Tensor {
         file: w.file().to_path_buf(),
-        name: module.to_string(),
+        tensor: module.to_string(),
         reason: format!(
             "the graph's convolution has strides {:?}, pads {:?}, dilations {:?}; this port \
              computes stride {stride}, padding {padding}, dilation {dilation}",

@@ -106,8 +106,8 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
 
-use super::KokoroError;
-use crate::onnx::{consumers, read_graph, GraphProto, NodeProto, OnnxError, TensorProto};
+use crate::error::ModelError;
+use crate::onnx::{consumers, read_graph, GraphProto, NodeProto, TensorProto};
 
 /// Top-level modules of the export's `encoder` wrapper that are the predictor's children
 /// (`predictor.F0Ntrain` inlined into the wrapper's forward).
@@ -127,52 +127,53 @@ pub(crate) struct ConvAttributes {
     pub group: i64,
 }
 
-/// Kokoro's parameters as `f32` tensors on one device, by canonical name (see the module doc).
-pub(crate) struct Weights {
+/// Kokoro's parameters as `f32` tensors on one device, by canonical name (see the module doc):
+/// the weights argument of [`super::Kokoro::load`].
+#[derive(Clone)]
+pub struct Weights {
     file: PathBuf,
+    device: Device,
     tensors: HashMap<String, Tensor>,
     conv_attributes: HashMap<String, ConvAttributes>,
 }
 
 impl Weights {
     /// Reads and dequantizes a Kokoro `.onnx` file.
-    pub fn from_onnx(path: &Path, device: &Device) -> Result<Self, KokoroError> {
-        let graph = read_graph(path).map_err(|e| match e {
-            OnnxError::Io { path, source } => KokoroError::Io { path, source },
-            OnnxError::Format { file, reason } => KokoroError::Format { file, reason },
-        })?;
+    pub fn from_onnx(path: &Path, device: &Device) -> Result<Self, ModelError> {
+        let graph = read_graph(path)?;
         Self::from_graph(&graph, path, device)
     }
 
     /// Tensors already named canonically (synthetic weights in tests); `file` names the
     /// source in errors.
     #[cfg(test)]
-    pub fn from_tensors(file: &Path, tensors: HashMap<String, Tensor>) -> Self {
+    pub(crate) fn from_tensors(file: &Path, tensors: HashMap<String, Tensor>) -> Self {
         Self {
             file: file.to_path_buf(),
+            device: Device::Cpu,
             tensors,
             conv_attributes: HashMap::new(),
         }
     }
 
     /// The tensor called `name`, or an error naming it and the file.
-    pub fn get(&self, name: &str) -> Result<Tensor, KokoroError> {
+    pub(crate) fn get(&self, name: &str) -> Result<Tensor, ModelError> {
         self.tensors
             .get(name)
             .cloned()
-            .ok_or_else(|| KokoroError::MissingWeight {
+            .ok_or_else(|| ModelError::MissingTensor {
                 file: self.file.clone(),
-                name: name.to_string(),
+                tensor: name.to_string(),
             })
     }
 
     /// [`Weights::get`], checked against the shape the model expects.
-    pub fn get_shaped(&self, name: &str, shape: &[usize]) -> Result<Tensor, KokoroError> {
+    pub(crate) fn get_shaped(&self, name: &str, shape: &[usize]) -> Result<Tensor, ModelError> {
         let t = self.get(name)?;
         if t.dims() != shape {
-            return Err(KokoroError::Weight {
+            return Err(ModelError::Tensor {
                 file: self.file.clone(),
-                name: name.to_string(),
+                tensor: name.to_string(),
                 reason: format!("has shape {:?}, the model needs {shape:?}", t.dims()),
             });
         }
@@ -181,7 +182,7 @@ impl Weights {
 
     /// The names under `prefix`, sorted.
     #[cfg(test)]
-    pub fn names_with_prefix(&self, prefix: &str) -> Vec<&str> {
+    pub(crate) fn names_with_prefix(&self, prefix: &str) -> Vec<&str> {
         let mut names: Vec<&str> = self
             .tensors
             .keys()
@@ -194,24 +195,30 @@ impl Weights {
 
     /// The convolution attributes of module `module` (`decoder.generator.ups.0`), when the
     /// source was an ONNX graph.
-    pub fn conv_attributes(&self, module: &str) -> Option<&ConvAttributes> {
+    pub(crate) fn conv_attributes(&self, module: &str) -> Option<&ConvAttributes> {
         self.conv_attributes.get(module)
     }
 
+    /// The file the weights came from.
     pub fn file(&self) -> &Path {
         &self.file
     }
 
-    fn from_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<Self, KokoroError> {
+    /// The device the tensors are on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn from_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<Self, ModelError> {
         let consumers = consumers(graph);
         let inits: HashMap<&str, &TensorProto> = graph
             .initializer
             .iter()
             .map(|t| (t.name.as_str(), t))
             .collect();
-        let fail = |tensor: &str, reason: String| KokoroError::Weight {
+        let fail = |tensor: &str, reason: String| ModelError::Tensor {
             file: path.to_path_buf(),
-            name: tensor.to_string(),
+            tensor: tensor.to_string(),
             reason,
         };
 
@@ -275,6 +282,7 @@ impl Weights {
         }
         Ok(Self {
             file: path.to_path_buf(),
+            device: device.clone(),
             tensors,
             conv_attributes: conv_attributes(graph),
         })

@@ -8,11 +8,13 @@
 //! places the official code adjusts after loading: every transposed convolution has an output
 //! padding of `stride mod 2`, and there is no final tanh.
 
+use std::path::Path;
+
 use candle_core::{DType, Module, Result, Tensor, D};
 use candle_nn::{linear, Linear, VarBuilder};
 use serde_json::Value;
 
-use super::config::ConfigError;
+use crate::error::{read_text, ModelError};
 
 /// The codec's sizes, from `audio_tokenizer/config.json`. transformers derives some of them
 /// from others rather than writing them: those are derived the same way.
@@ -33,17 +35,23 @@ pub struct CodecConfig {
 }
 
 impl CodecConfig {
-    pub fn from_json(text: &str) -> std::result::Result<Self, ConfigError> {
-        let bad = |what: &str| ConfigError::new(format!("audio_tokenizer/config.json: {what}"));
+    /// The codec checkpoint's `audio_tokenizer/config.json`.
+    pub fn from_file(path: &Path) -> std::result::Result<Self, ModelError> {
+        Self::from_json(&read_text(path)?).map_err(|e| e.in_file(path))
+    }
+
+    /// `audio_tokenizer/config.json`, as text.
+    pub fn from_json(text: &str) -> std::result::Result<Self, ModelError> {
+        let bad = |what: &str| ModelError::Config(format!("audio_tokenizer/config.json: {what}"));
         let json: Value = serde_json::from_str(text).map_err(|e| bad(&format!("not JSON: {e}")))?;
-        let uint = |v: &Value, key: &str| -> std::result::Result<usize, ConfigError> {
+        let uint = |v: &Value, key: &str| -> std::result::Result<usize, ModelError> {
             v.get(key)
                 .and_then(Value::as_u64)
                 .filter(|&n| n > 0)
                 .map(|n| n as usize)
                 .ok_or_else(|| bad(&format!("{key} is missing or not a positive whole number")))
         };
-        let list = |v: &Value, key: &str| -> std::result::Result<Vec<usize>, ConfigError> {
+        let list = |v: &Value, key: &str| -> std::result::Result<Vec<usize>, ModelError> {
             v.get(key)
                 .and_then(Value::as_array)
                 .and_then(|a| {
@@ -118,9 +126,10 @@ pub struct CodecDecoder {
 }
 
 impl CodecDecoder {
-    /// The decoder's tensors of the codec checkpoint (`audio_tokenizer/model.safetensors`).
-    pub fn load(config: CodecConfig, vb: VarBuilder) -> Result<Self> {
-        let c = &config;
+    /// The decoder's tensors of the codec checkpoint (`audio_tokenizer/model.safetensors`),
+    /// sized by `config`, on the VarBuilder's device and dtype.
+    pub fn load(config: &CodecConfig, vb: VarBuilder) -> std::result::Result<Self, ModelError> {
+        let c = config;
         let quantizers = (0..c.num_quantizers)
             .map(|i| {
                 let q = vb.pp(format!("quantizer.quantizers.{i}"));
@@ -134,7 +143,7 @@ impl CodecDecoder {
             fc2: linear(c.hidden_size, c.acoustic_hidden_size, vb.pp("fc2"))?,
             decoder: DacDecoder::load(c, vb.pp("acoustic_decoder"))?,
             quantizers,
-            config,
+            config: config.clone(),
         })
     }
 

@@ -1,7 +1,10 @@
 //! VITS inference in candle (the model behind Piper voices).
 //!
-//! Loads a Piper voice straight from its `.onnx` file (or from the safetensors this module
-//! writes) and runs the VITS inference path: text encoder → duration predictor → monotonic
+//! A voice loads in the crate's one shape: its [`Weights`] read from Piper's `.onnx` file
+//! ([`Weights::from_onnx`]) or from the safetensors this module writes
+//! ([`Weights::from_safetensors`]), its [`VitsConfig`] read off those weights and the voice's
+//! `.onnx.json` ([`VitsConfig::from_weights`]), then [`Vits::load`]`(&config, weights)`.
+//! It runs the VITS inference path: text encoder → duration predictor → monotonic
 //! expansion → prior sample → reverse flow → HiFi-GAN decoder. Batches of different lengths
 //! are padded and masked so that each item's audio matches its single-item run, and every item
 //! draws its noise from its own seeded generator so a seed reproduces the same audio.
@@ -17,9 +20,10 @@ mod onnx;
 mod spline;
 mod streaming;
 mod text_encoder;
+mod weights;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -27,9 +31,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 
+use crate::error::ModelError;
 use crate::spare;
 
-use config::StructureHints;
 pub use config::{DecoderConfig, DurationPredictorConfig, FlowConfig, ResBlockKind, VitsConfig};
 use duration::DurationPredictor;
 use flow::Flow;
@@ -40,48 +44,10 @@ use layers::sequence_mask;
 pub use layers::Reach;
 pub use streaming::{ReceptiveField, Windowed};
 use text_encoder::TextEncoder;
+pub use weights::Weights;
 
 /// Longest audio one item may produce; guards against runaway durations (huge length_scale).
 const MAX_SECONDS_PER_ITEM: usize = 600;
-/// Safetensors keys that record the structure values the weights do not show.
-const META_UPSAMPLE_RATES: &str = "__structure__.upsample_rates";
-const META_RESBLOCK_DILATIONS: &str = "__structure__.resblock_dilations";
-const META_WAVENET_DILATION_RATE: &str = "__structure__.wavenet_dilation_rate";
-
-#[derive(Debug, thiserror::Error)]
-pub enum VitsError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{file}: {reason}")]
-    Format { file: PathBuf, reason: String },
-    #[error("{file}: tensor {tensor} is missing")]
-    MissingTensor { file: PathBuf, tensor: String },
-    #[error("{file}: tensor {tensor}: {reason}")]
-    Tensor {
-        file: PathBuf,
-        tensor: String,
-        reason: String,
-    },
-    #[error("{file}: loading weights: {source}")]
-    Load {
-        file: PathBuf,
-        source: candle_core::Error,
-    },
-    #[error("{file}: saving weights: {source}")]
-    Save {
-        file: PathBuf,
-        source: candle_core::Error,
-    },
-    #[error("voice config: {0}")]
-    Config(String),
-    #[error("invalid input: {0}")]
-    Input(String),
-    #[error(transparent)]
-    Candle(#[from] candle_core::Error),
-}
 
 /// One utterance to synthesize.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,47 +125,22 @@ pub struct Vits {
 }
 
 impl Vits {
-    /// Load from a Piper .onnx file (weights only; hyperparameters from shapes + `voice_json`).
-    pub fn from_onnx(
-        onnx: &Path,
-        voice_json: &serde_json::Value,
-        device: &Device,
-    ) -> Result<Self, VitsError> {
-        let weights = onnx::read_weights(onnx, device)?;
-        let hints = config::hints_from_onnx(&weights.conv_attributes, &weights.tensors);
-        Self::from_tensors(weights.tensors, voice_json, &hints, onnx, device)
-    }
-
-    /// Load from a .safetensors written by `save_safetensors` (+ the same .onnx.json).
-    pub fn from_safetensors(
-        path: &Path,
-        voice_json: &serde_json::Value,
-        device: &Device,
-    ) -> Result<Self, VitsError> {
-        let mut tensors =
-            candle_core::safetensors::load(path, device).map_err(|source| VitsError::Load {
-                file: path.to_path_buf(),
-                source,
-            })?;
-        let hints = take_structure_hints(&mut tensors, path)?;
-        Self::from_tensors(tensors, voice_json, &hints, path, device)
-    }
-
-    /// Builds the model from parameters named as in the VITS state dict. `file` names the
-    /// source in errors.
-    pub(crate) fn from_tensors(
-        tensors: HashMap<String, Tensor>,
-        voice_json: &serde_json::Value,
-        hints: &StructureHints,
-        file: &Path,
-        device: &Device,
-    ) -> Result<Self, VitsError> {
-        let config = VitsConfig::infer(&tensors, voice_json, hints, file)?;
-        let load_error = |source| VitsError::Load {
-            file: file.to_path_buf(),
+    /// The voice of `weights` ([`Weights::from_onnx`], [`Weights::from_safetensors`]) as
+    /// `config` ([`VitsConfig::from_weights`]) describes it, on the weights' device, its
+    /// convolutions in `f32` (see [`Vits::with_precision`]).
+    pub fn load(config: &VitsConfig, weights: Weights) -> Result<Self, ModelError> {
+        let Weights {
+            file,
+            tensors,
+            device,
+            ..
+        } = weights;
+        let config = config.clone();
+        let load_error = |source| ModelError::Load {
+            file: file.clone(),
             source,
         };
-        let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, device);
+        let vb = VarBuilder::from_tensors(tensors.clone(), DType::F32, &device);
         let text_encoder = TextEncoder::load(vb.pp("enc_p"), &config).map_err(load_error)?;
         let duration_predictor =
             DurationPredictor::load(vb.pp("dp"), &config).map_err(load_error)?;
@@ -221,7 +162,7 @@ impl Vits {
             flow,
             decoder,
             speaker_embedding,
-            device: device.clone(),
+            device,
             precision: Precision::F32,
         })
     }
@@ -231,7 +172,7 @@ impl Vits {
     /// CPU kernels: on other devices the model stays `f32` (see [`Vits::precision`]). Which
     /// precision a CPU runs well is [`Precision::auto`]'s question, not this one's: a bf16
     /// model runs on any CPU, slowly where it lacks bf16 hardware.
-    pub fn with_precision(self, precision: Precision) -> Result<Self, VitsError> {
+    pub fn with_precision(self, precision: Precision) -> Result<Self, ModelError> {
         let precision = if matches!(self.device, Device::Cpu) {
             precision
         } else {
@@ -254,31 +195,15 @@ impl Vits {
         self.precision
     }
 
-    pub fn save_safetensors(&self, path: &Path) -> Result<(), VitsError> {
-        let mut tensors = self.weights.clone();
-        let d = &self.config.decoder;
-        let cpu = Device::Cpu;
-        let u32s = |v: Vec<usize>| v.into_iter().map(|x| x as u32).collect::<Vec<u32>>();
-        tensors.insert(
-            META_UPSAMPLE_RATES.into(),
-            Tensor::new(u32s(d.upsample_rates.clone()), &cpu)?,
-        );
-        let steps = d.resblock_dilations.first().map_or(0, |x| x.len());
-        if d.resblock_dilations.iter().all(|x| x.len() == steps) {
-            let flat = u32s(d.resblock_dilations.concat());
-            tensors.insert(
-                META_RESBLOCK_DILATIONS.into(),
-                Tensor::from_vec(flat, (d.resblock_dilations.len(), steps), &cpu)?,
-            );
-        }
-        tensors.insert(
-            META_WAVENET_DILATION_RATE.into(),
-            Tensor::new(&[self.config.flow.dilation_rate as u32], &cpu)?,
-        );
-        candle_core::safetensors::save(&tensors, path).map_err(|source| VitsError::Save {
-            file: path.to_path_buf(),
-            source,
-        })
+    /// Writes the voice's weights, and the structure values they do not show, to `path`
+    /// (what [`Weights::from_safetensors`] reads).
+    pub fn save_safetensors(&self, path: &Path) -> Result<(), ModelError> {
+        let hints = weights::StructureHints {
+            upsample_rates: Some(self.config.decoder.upsample_rates.clone()),
+            resblock_dilations: Some(self.config.decoder.resblock_dilations.clone()),
+            wavenet_dilation_rate: Some(self.config.flow.dilation_rate),
+        };
+        weights::save_safetensors(&self.weights, &hints, path)
     }
 
     pub fn config(&self) -> &VitsConfig {
@@ -299,7 +224,7 @@ impl Vits {
 
     /// One batched forward pass over items of different lengths (padding + masks inside).
     /// Returns each item's audio with its EXACT sample count (hop × its own frames).
-    pub fn synthesize(&self, batch: &[VitsInput]) -> Result<Vec<Vec<f32>>, VitsError> {
+    pub fn synthesize(&self, batch: &[VitsInput]) -> Result<Vec<Vec<f32>>, ModelError> {
         Ok(self
             .synthesize_timed(batch)?
             .into_iter()
@@ -309,7 +234,7 @@ impl Vits {
 
     /// [`synthesize`](Self::synthesize), with how long each phoneme id lasts: what word
     /// timestamps are computed from.
-    pub fn synthesize_timed(&self, batch: &[VitsInput]) -> Result<Vec<TimedAudio>, VitsError> {
+    pub fn synthesize_timed(&self, batch: &[VitsInput]) -> Result<Vec<TimedAudio>, ModelError> {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -368,7 +293,7 @@ impl Vits {
     /// The parts that need the whole utterance: validates `batch` (non-empty), then text
     /// encoder → durations → the prior sampled at frame rate. Both noises come from each
     /// item's seeded generator, duration noise first, so every caller draws the same numbers.
-    fn prior(&self, batch: &[VitsInput]) -> Result<Prior, VitsError> {
+    fn prior(&self, batch: &[VitsInput]) -> Result<Prior, ModelError> {
         self.validate(batch)?;
         let dev = &self.device;
         let b = batch.len();
@@ -431,7 +356,7 @@ impl Vits {
         let max_frames =
             MAX_SECONDS_PER_ITEM * self.config.sample_rate as usize / self.config.hop_length;
         if let Some(n) = frames.iter().position(|&f| f > max_frames) {
-            return Err(VitsError::Input(format!(
+            return Err(ModelError::Input(format!(
                 "item {n}: {} frames of audio exceed the {MAX_SECONDS_PER_ITEM} s limit",
                 frames[n]
             )));
@@ -469,41 +394,41 @@ impl Vits {
         item.sampling.noise_w.unwrap_or(self.config.noise_w)
     }
 
-    fn validate(&self, batch: &[VitsInput]) -> Result<(), VitsError> {
+    fn validate(&self, batch: &[VitsInput]) -> Result<(), ModelError> {
         for (n, item) in batch.iter().enumerate() {
             if item.ids.is_empty() {
-                return Err(VitsError::Input(format!("item {n}: no phoneme ids")));
+                return Err(ModelError::Input(format!("item {n}: no phoneme ids")));
             }
             if let Some(bad) = item
                 .ids
                 .iter()
                 .find(|&&id| id < 0 || id as usize >= self.config.n_vocab)
             {
-                return Err(VitsError::Input(format!(
+                return Err(ModelError::Input(format!(
                     "item {n}: phoneme id {bad} outside 0..{}",
                     self.config.n_vocab
                 )));
             }
             if !(item.sampling.speed.is_finite() && item.sampling.speed > 0.0) {
-                return Err(VitsError::Input(format!(
+                return Err(ModelError::Input(format!(
                     "item {n}: speed must be positive, got {}",
                     item.sampling.speed
                 )));
             }
             if !(item.length_scale.is_finite() && item.length_scale > 0.0) {
-                return Err(VitsError::Input(format!(
+                return Err(ModelError::Input(format!(
                     "item {n}: length_scale must be positive, got {}",
                     item.length_scale
                 )));
             }
             if !self.noise_scale(item).is_finite() || !self.noise_w(item).is_finite() {
-                return Err(VitsError::Input(format!(
+                return Err(ModelError::Input(format!(
                     "item {n}: noise scales must be finite"
                 )));
             }
             if let Some(s) = item.sampling.speaker {
                 if s as usize >= self.config.num_speakers {
-                    return Err(VitsError::Input(format!(
+                    return Err(ModelError::Input(format!(
                         "item {n}: speaker {s} but the voice has {} speaker(s)",
                         self.config.num_speakers
                     )));
@@ -579,37 +504,6 @@ fn pad_rows(
         }
     }
     Tensor::from_vec(data, (items.len(), channels, max_len), device)
-}
-
-/// Removes the structure records written by `save_safetensors` from `tensors`.
-fn take_structure_hints(
-    tensors: &mut HashMap<String, Tensor>,
-    file: &Path,
-) -> Result<StructureHints, VitsError> {
-    let mut take = |name: &str| -> Result<Option<Vec<Vec<usize>>>, VitsError> {
-        let Some(t) = tensors.remove(name) else {
-            return Ok(None);
-        };
-        let t = if t.rank() == 1 { t.unsqueeze(0) } else { Ok(t) };
-        let rows = t
-            .and_then(|t| t.to_dtype(DType::U32)?.to_vec2::<u32>())
-            .map_err(|e| VitsError::Tensor {
-                file: file.to_path_buf(),
-                tensor: name.to_string(),
-                reason: e.to_string(),
-            })?;
-        Ok(Some(
-            rows.into_iter()
-                .map(|r| r.into_iter().map(|x| x as usize).collect())
-                .collect(),
-        ))
-    };
-    Ok(StructureHints {
-        upsample_rates: take(META_UPSAMPLE_RATES)?.map(|r| r.concat()),
-        resblock_dilations: take(META_RESBLOCK_DILATIONS)?,
-        wavenet_dilation_rate: take(META_WAVENET_DILATION_RATE)?
-            .and_then(|r| r.concat().first().copied()),
-    })
 }
 
 #[cfg(test)]
