@@ -252,11 +252,7 @@ fn main() {
         .collect::<Vec<_>>()
         .join(",");
 
-    let reduced = |p| {
-        load()
-            .and_then(|m| m.with_precision(p))
-            .expect("voice")
-    };
+    let reduced = |p| load().and_then(|m| m.with_precision(p)).expect("voice");
     let (bf16_model, int8_model) = (reduced(Precision::Bf16), reduced(Precision::Int8));
     let models = [&model, &bf16_model, &int8_model];
     println!("| case | precision | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime | SNR vs f32 | log-mel vs f32 |");

@@ -274,8 +274,8 @@ fn main() {
             String::new(),
         );
         drop(encoder);
-        let codec =
-            CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb()).unwrap();
+        let codec = CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb())
+            .unwrap();
         let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
         let codes = Tensor::from_vec(codes, (8, frames), &Device::Cpu).unwrap();
         let d = secs(|| drop(codec.decode(&codes).unwrap()));

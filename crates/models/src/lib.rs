@@ -11,6 +11,7 @@ mod error;
 pub mod hubert;
 pub mod kernels;
 pub mod kokoro;
+mod layers;
 pub mod omnivoice;
 mod onnx;
 pub mod spare;

@@ -101,7 +101,10 @@ const DATA_LOCATION_EXTERNAL: i32 = 1;
 pub(crate) fn read_graph(path: &Path) -> Result<GraphProto, ModelError> {
     let bytes = std::fs::read(path).map_err(|source| ModelError::io(path, source))?;
     let model = ModelProto::decode(Bytes::from(bytes)).map_err(|e| {
-        ModelError::format(path, format!("not an ONNX model (truncated or damaged?): {e}"))
+        ModelError::format(
+            path,
+            format!("not an ONNX model (truncated or damaged?): {e}"),
+        )
     })?;
     model
         .graph

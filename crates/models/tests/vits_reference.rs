@@ -205,7 +205,9 @@ fn safetensors_round_trip_gives_the_same_audio() {
 #[test]
 fn errors_name_the_file() {
     let missing = Path::new("voices/does-not-exist.onnx");
-    let err = load(Weights::from_onnx(missing, &Device::Cpu)).err().unwrap();
+    let err = load(Weights::from_onnx(missing, &Device::Cpu))
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("does-not-exist.onnx"), "{err}");
     let mut input = deterministic(vec![1, 0, 2]);
     input.sampling.speaker = Some(1);

@@ -19,8 +19,10 @@ pub(crate) mod albert;
 pub(crate) mod blocks;
 pub mod config;
 pub(crate) mod decoder;
+mod dequantize;
 pub(crate) mod generator;
 pub(crate) mod prosody;
+mod signal;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text_encoder;

@@ -10,11 +10,12 @@
 
 use std::path::Path;
 
-use candle_core::{DType, Module, Result, Tensor, D};
+use candle_core::{Module, Result, Tensor};
 use candle_nn::{linear, Linear, VarBuilder};
 use serde_json::Value;
 
 use crate::error::{read_text, ModelError};
+use crate::layers::weight_normed;
 
 /// The codec's sizes, from `audio_tokenizer/config.json`. transformers derives some of them
 /// from others rather than writing them: those are derived the same way.
@@ -320,7 +321,7 @@ impl Conv {
         vb: VarBuilder,
     ) -> Result<Self> {
         Ok(Self {
-            weight: weight_normed(&vb, (c_out, c_in, taps))?,
+            weight: weight_normed(&vb, (c_out, c_in, taps), 0)?,
             bias: vb.get(c_out, "bias")?,
             padding,
             dilation,
@@ -350,7 +351,7 @@ struct TransposedConv {
 impl TransposedConv {
     fn load(c_in: usize, c_out: usize, stride: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
-            weight: weight_normed(&vb, (c_in, c_out, 2 * stride))?,
+            weight: weight_normed(&vb, (c_in, c_out, 2 * stride), 0)?,
             bias: vb.get(c_out, "bias")?,
             stride,
         })
@@ -360,53 +361,5 @@ impl TransposedConv {
         let s = self.stride;
         let y = x.conv_transpose1d(&self.weight, s.div_ceil(2), s % 2, s, 1, 1)?;
         y.broadcast_add(&self.bias.reshape((1, (), 1))?)
-    }
-}
-
-/// A convolution's weight as stored: plain (`weight`), or weight-normed the way either torch
-/// API saves it (`parametrizations.weight.original0/1` or `weight_g`/`weight_v`): the
-/// direction `v` scaled to the magnitude `g` along the first dimension.
-pub(super) fn weight_normed(vb: &VarBuilder, shape: (usize, usize, usize)) -> Result<Tensor> {
-    let pairs = [
-        (
-            "parametrizations.weight.original0",
-            "parametrizations.weight.original1",
-        ),
-        ("weight_g", "weight_v"),
-    ];
-    for (g, v) in pairs {
-        if vb.contains_tensor(g) && vb.contains_tensor(v) {
-            let g = vb.get((shape.0, 1, 1), g)?;
-            let v = vb.get(shape, v)?;
-            return direction_times_magnitude(&v, &g);
-        }
-    }
-    vb.get(shape, "weight")
-}
-
-/// `g · v / ‖v‖`, the norm over all but the first dimension.
-fn direction_times_magnitude(v: &Tensor, g: &Tensor) -> Result<Tensor> {
-    let norm = v
-        .to_dtype(DType::F32)?
-        .sqr()?
-        .sum_keepdim(D::Minus1)?
-        .sum_keepdim(1)?
-        .sqrt()?
-        .to_dtype(v.dtype())?;
-    v.broadcast_div(&norm)?.broadcast_mul(g)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use candle_core::Device;
-
-    #[test]
-    fn weight_norm_scales_each_output_to_its_magnitude() {
-        let v = Tensor::new(&[[[3f32, 4.]], [[0., 2.]]], &Device::Cpu).unwrap();
-        let g = Tensor::new(&[[[2f32]], [[5.]]], &Device::Cpu).unwrap();
-        let w = direction_times_magnitude(&v, &g).unwrap();
-        let w: Vec<Vec<Vec<f32>>> = w.to_vec3().unwrap();
-        assert_eq!(w, [[[1.2, 1.6]], [[0., 5.]]]);
     }
 }

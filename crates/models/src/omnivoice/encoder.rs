@@ -12,9 +12,10 @@ use candle_core::{Module, Result, Tensor, D};
 use candle_nn::{linear, Linear, VarBuilder};
 use serde_json::Value;
 
-use super::codec::{weight_normed, CodecConfig, ResidualUnit, Snake};
+use super::codec::{CodecConfig, ResidualUnit, Snake};
 use crate::error::{read_text, ModelError};
 use crate::hubert::{Hubert, HubertConfig};
+use crate::layers::weight_normed;
 
 /// The encoder-only sizes of `audio_tokenizer/config.json`, defaults as transformers has them.
 #[derive(Debug, Clone)]
@@ -265,7 +266,7 @@ impl StridedConv {
         vb: VarBuilder,
     ) -> Result<Self> {
         Ok(Self {
-            weight: weight_normed(&vb, (c_out, c_in, taps))?,
+            weight: weight_normed(&vb, (c_out, c_in, taps), 0)?,
             bias: if bias {
                 Some(vb.get(c_out, "bias")?)
             } else {

@@ -22,7 +22,8 @@ fn config_text() -> String {
 fn load(config: Config, dtype: DType) -> Result<OmniVoice, crate::ModelError> {
     let file = fixtures().join("tiny/model.safetensors");
     // SAFETY: a test fixture, not changed while the test runs.
-    let vb = unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&[file], dtype, &Device::Cpu)? };
+    let vb =
+        unsafe { candle_nn::VarBuilder::from_mmaped_safetensors(&[file], dtype, &Device::Cpu)? };
     OmniVoice::load(&config, vb)
 }
 

@@ -257,7 +257,11 @@ impl Tts {
     /// costs little next to the network, and its output is the audio), and the sample rate
     /// from `audio_tokenizer/preprocessor_config.json` as the official code takes it (the
     /// codec's own when that file is absent).
-    pub fn load(dir: &Path, dtype: DType, device: &Device) -> std::result::Result<Self, ModelError> {
+    pub fn load(
+        dir: &Path,
+        dtype: DType,
+        device: &Device,
+    ) -> std::result::Result<Self, ModelError> {
         let mut tts = Self::open(dir, dtype, |file, dtype| {
             // SAFETY: the file is mapped read-only and not changed while the model lives, as
             // for every checkpoint loader.

@@ -412,9 +412,9 @@ fn missing_tensor_error_names_file_and_tensor() {
     let mut weights = tiny_voice(&v, 1);
     weights.remove("flow.flows.2.enc.in_layers.1.weight");
     let err = from_tensors(weights, &voice_json(1), Path::new("broken.onnx"))
-    .err()
-    .unwrap()
-    .to_string();
+        .err()
+        .unwrap()
+        .to_string();
     assert!(
         err.contains("broken.onnx") && err.contains("flow.flows.2.enc.in_layers.1.weight"),
         "{err}"
@@ -423,9 +423,9 @@ fn missing_tensor_error_names_file_and_tensor() {
     let mut weights = tiny_voice(&v, 1);
     weights.remove("dec.conv_pre.weight");
     let err = from_tensors(weights, &voice_json(1), Path::new("broken.onnx"))
-    .err()
-    .unwrap()
-    .to_string();
+        .err()
+        .unwrap()
+        .to_string();
     assert!(
         err.contains("broken.onnx") && err.contains("dec.conv_pre.weight"),
         "{err}"
