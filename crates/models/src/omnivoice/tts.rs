@@ -32,11 +32,15 @@ use super::text::{chunk_text, combine_text, cross_fade, is_cjk, py_strip, split_
 use crate::error::{read_text, ModelError};
 use crate::kernels::Precision;
 
-use super::{
-    prepare_reference, resample, target_frames, CodecConfig, CodecDecoder, CodecEncoder, Config,
-    Decoder, Decoding, EncoderConfig, OmniVoice, PostProcess, PreparedReference, Prompt,
-    ReferenceError,
-};
+use super::codec::{CodecConfig, CodecDecoder};
+use super::config::Config;
+use super::duration::target_frames;
+use super::encoder::{CodecEncoder, EncoderConfig};
+use super::generate::{Decoder, Decoding, Prompt};
+use super::model::OmniVoice;
+use super::post::PostProcess;
+use super::reference::{prepare_reference, PreparedReference, ReferenceError};
+use super::resample::resample;
 
 /// The network, its codec and its tokenizer, from one checkpoint directory.
 pub struct Tts {

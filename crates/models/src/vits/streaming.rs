@@ -15,7 +15,7 @@
 use candle_core::{Result as CandleResult, Tensor};
 
 use super::layers::Reach;
-use super::{Prior, Vits, VitsInput};
+use super::model::{Prior, Vits, VitsInput};
 use crate::error::ModelError;
 use crate::spare;
 

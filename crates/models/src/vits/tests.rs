@@ -9,7 +9,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
+use super::model::*;
 use super::*;
+use crate::error::ModelError;
 
 pub(super) struct Variant {
     pub resblock: ResBlockKind,
