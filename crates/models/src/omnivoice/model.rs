@@ -71,10 +71,11 @@ impl OmniVoice {
             return Ok(self);
         }
         if self.precision != Precision::F32 {
-            return Err(ModelError::Input(format!(
+            return Err(candle_core::Error::Msg(format!(
                 "the model's weights are packed in {}; load it again for {precision}",
                 self.precision
-            )));
+            ))
+            .into());
         }
         self.backbone.in_precision(precision)?;
         self.audio_heads.in_precision(precision)?;
