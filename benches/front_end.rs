@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use omnivoice_models::vits::Precision;
+use omnivoice_models::kernels::Precision;
 use omnivoice_server::engine::piper::PiperEngine;
 use omnivoice_server::engine::{Engine, SynthesisItem};
 use omnivoice_server::text::english::{read, read_claimed, ReadingOptions};

@@ -19,7 +19,8 @@ use std::process::Command;
 use std::time::Instant;
 
 use candle_core::Device;
-use omnivoice_models::vits::{Precision, Sampling, Vits, VitsInput};
+use omnivoice_models::kernels::Precision;
+use omnivoice_models::vits::{Sampling, Vits, VitsConfig, VitsInput, Weights};
 use omnivoice_server::text::phonemize::{phonemize, PhonemeIdMap};
 
 #[path = "../tests/audio_quality/mod.rs"]
@@ -224,8 +225,11 @@ fn main() {
         serde_json::from_str(&std::fs::read_to_string(voice.with_extension("onnx.json")).unwrap())
             .unwrap();
     let started = Instant::now();
-    let model =
-        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu).expect("voice");
+    let load = || {
+        let weights = Weights::from_onnx(&voice.with_extension("onnx"), &Device::Cpu)?;
+        Vits::load(&VitsConfig::from_weights(&weights, &config)?, weights)
+    };
+    let model = load().expect("voice");
     println!(
         "load (onnx → candle): {:.3} s",
         started.elapsed().as_secs_f64()
@@ -249,11 +253,7 @@ fn main() {
         .collect::<Vec<_>>()
         .join(",");
 
-    let reduced = |p| {
-        Vits::from_onnx(&voice.with_extension("onnx"), &config, &Device::Cpu)
-            .and_then(|m| m.with_precision(p))
-            .expect("voice")
-    };
+    let reduced = |p| load().and_then(|m| m.with_precision(p)).expect("voice");
     let (bf16_model, int8_model) = (reduced(Precision::Bf16), reduced(Precision::Int8));
     let models = [&model, &bf16_model, &int8_model];
     println!("| case | precision | audio s | candle wall s | candle RTF | onnxruntime wall s | candle / onnxruntime | SNR vs f32 | log-mel vs f32 |");

@@ -288,8 +288,10 @@ fn convert_voice(input: &std::path::Path, output: &std::path::Path) -> ExitCode 
         })
         .and_then(|config: serde_json::Value| {
             let started = std::time::Instant::now();
-            let model = omnivoice_models::vits::Vits::from_onnx(input, &config, &Device::Cpu)
-                .map_err(|e| e.to_string())?;
+            use omnivoice_models::vits::{Vits, VitsConfig, Weights};
+            let weights = Weights::from_onnx(input, &Device::Cpu).map_err(|e| e.to_string())?;
+            let config = VitsConfig::from_weights(&weights, &config).map_err(|e| e.to_string())?;
+            let model = Vits::load(&config, weights).map_err(|e| e.to_string())?;
             model.save_safetensors(output).map_err(|e| e.to_string())?;
             Ok(started.elapsed())
         });

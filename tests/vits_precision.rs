@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use candle_core::Device;
 use omnivoice_models::kernels::Precision;
-use omnivoice_models::vits::{Sampling, Vits, VitsInput};
+use omnivoice_models::vits::{Sampling, Vits, VitsConfig, VitsInput, Weights};
 use omnivoice_server::text::{phonemize, PhonemeIdMap};
 
 mod audio_quality;
@@ -39,7 +39,9 @@ fn voice_json() -> serde_json::Value {
 }
 
 fn load(precision: Precision) -> Vits {
-    Vits::from_onnx(&root().join(VOICE), &voice_json(), &Device::Cpu)
+    let weights = Weights::from_onnx(&root().join(VOICE), &Device::Cpu).unwrap();
+    let config = VitsConfig::from_weights(&weights, &voice_json()).unwrap();
+    Vits::load(&config, weights)
         .unwrap()
         .with_precision(precision)
         .unwrap()

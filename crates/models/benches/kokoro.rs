@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use candle_core::{DType, Device, Tensor};
 use criterion::Criterion;
-use omnivoice_models::kokoro::{Kokoro, Precision};
+use omnivoice_models::kernels::Precision;
+use omnivoice_models::kokoro::{Config, Kokoro, Weights};
 
 fn model_path() -> PathBuf {
     let dir = std::env::var_os("OMNIVOICE_KOKORO_DIR")
@@ -36,7 +37,8 @@ fn main() {
     let ids = &tokens[1..tokens.len() - 1];
     let style: Vec<f32> = get("style").to_vec1().unwrap();
     let path = model_path();
-    let model = Kokoro::load(&path, &Device::Cpu)
+    let model = Weights::from_onnx(&path, &Device::Cpu)
+        .and_then(|weights| Kokoro::load(&Config::v1_0(), weights))
         .unwrap_or_else(|e| panic!("{}: {e} (run scripts/kokoro-assets.sh)", path.display()));
 
     let mut criterion = Criterion::default()

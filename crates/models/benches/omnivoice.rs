@@ -138,7 +138,7 @@ fn main() {
 
     let load = |p: Precision| {
         let started = Instant::now();
-        let model = OmniVoice::from_var_builder(real_config(), random_vb())
+        let model = OmniVoice::load(&real_config(), random_vb())
             .and_then(|m| m.with_precision(p))
             .unwrap();
         println!(
@@ -274,8 +274,8 @@ fn main() {
             String::new(),
         );
         drop(encoder);
-        let codec =
-            CodecDecoder::load(CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb()).unwrap();
+        let codec = CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb())
+            .unwrap();
         let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
         let codes = Tensor::from_vec(codes, (8, frames), &Device::Cpu).unwrap();
         let d = secs(|| drop(codec.decode(&codes).unwrap()));
@@ -401,7 +401,7 @@ fn main() {
     );
 
     let codec =
-        CodecDecoder::load(CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb()).unwrap();
+        CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb()).unwrap();
     let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
     let codes = Tensor::from_vec(codes, (8, frames), &Device::Cpu).unwrap();
     let decode = || {
@@ -429,7 +429,7 @@ fn on_device(
     let (ids, audio, segments) = step_batch(one);
     let frames = one.frames;
     let audio_secs = frames as f64 / 25.0;
-    let cpu = OmniVoice::from_var_builder(real_config(), random_vb()).unwrap();
+    let cpu = OmniVoice::load(&real_config(), random_vb()).unwrap();
     let expected: Vec<f32> = {
         let _c = omnivoice_models::spare::computing();
         let _l = omnivoice_models::spare::lending();
@@ -454,7 +454,7 @@ fn on_device(
         let _ = tf32;
         let started = Instant::now();
         let vb = VarBuilder::from_backend(Box::new(Random), dtype, device.clone());
-        let timed = OmniVoice::from_var_builder(real_config(), vb).and_then(|model| {
+        let timed = OmniVoice::load(&real_config(), vb).and_then(|model| {
             println!(
                 "({label} model built in {:.1} s)",
                 started.elapsed().as_secs_f64()
@@ -516,7 +516,7 @@ fn on_device(
         }
     }
     let vb = VarBuilder::from_backend(Box::new(Random), DType::F32, device.clone());
-    let codec = CodecDecoder::load(CodecConfig::from_json(CODEC_CONFIG).unwrap(), vb).unwrap();
+    let codec = CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), vb).unwrap();
     let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
     let codes = Tensor::from_vec(codes, (8, frames), device).unwrap();
     let decode = || {

@@ -135,11 +135,11 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(32);
     let precision = Precision::auto();
-    let model = OmniVoice::from_var_builder(real_config(), random_vb())
+    let model = OmniVoice::load(&real_config(), random_vb())
         .and_then(|m| m.with_precision(precision))
         .unwrap();
     let codec_config = CodecConfig::from_json(CODEC_CONFIG).unwrap();
-    let codec = CodecDecoder::load(codec_config, random_vb()).unwrap();
+    let codec = CodecDecoder::load(&codec_config, random_vb()).unwrap();
     let tokenizer = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/omnivoice/e2e/tokenizer.json");
     let tokenizer = tokenizers::Tokenizer::from_file(tokenizer).unwrap();

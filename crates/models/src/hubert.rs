@@ -9,8 +9,11 @@
 //! layers. Training-only parts (masking, dropout, layer drop) are absent, and so is the
 //! attention mask: callers pad explicitly.
 
-use candle_core::{DType, Module, Result, Tensor};
+use candle_core::{Module, Result, Tensor};
 use candle_nn::{group_norm, layer_norm, linear, GroupNorm, LayerNorm, Linear, VarBuilder};
+
+use crate::error::ModelError;
+use crate::layers::weight_normed;
 
 /// transformers' `HubertConfig`, the keys the base model's forward reads. A missing key takes
 /// transformers' default, so [`HubertConfig::default`] is HuBERT-base.
@@ -83,8 +86,8 @@ impl HubertConfig {
     }
 
     /// What this port computes, checked before any weight is read.
-    fn check(&self) -> Result<()> {
-        let refuse = |what: String| Err(candle_core::Error::Msg(format!("HuBERT config: {what}")));
+    fn check(&self) -> std::result::Result<(), ModelError> {
+        let refuse = |what: String| Err(ModelError::Config(format!("HuBERT config: {what}")));
         if self.feat_extract_norm != "group" {
             return refuse(format!(
                 "feat_extract_norm {:?} is not supported (only \"group\")",
@@ -163,7 +166,9 @@ pub struct Hubert {
 }
 
 impl Hubert {
-    pub fn load(config: &HubertConfig, vb: VarBuilder) -> Result<Self> {
+    /// The model of `config` from `vb` (rooted at the model: `semantic_model` in OmniVoice's
+    /// codec checkpoint), on the VarBuilder's device and dtype.
+    pub fn load(config: &HubertConfig, vb: VarBuilder) -> std::result::Result<Self, ModelError> {
         config.check()?;
         let c = config;
         let encoder = vb.pp("encoder");
@@ -333,7 +338,7 @@ impl PositionalConvEmbedding {
         let (kernel, groups) = (c.num_conv_pos_embeddings, c.num_conv_pos_embedding_groups);
         let shape = (c.hidden_size, c.hidden_size / groups, kernel);
         Ok(Self {
-            weight: weight_normed_over_taps(&vb, shape)?,
+            weight: weight_normed(&vb, shape, 2)?,
             bias: vb.get(c.hidden_size, "bias")?,
             kernel,
             groups,
@@ -352,35 +357,6 @@ impl PositionalConvEmbedding {
             .broadcast_add(&self.bias.reshape((1, (), 1))?)?;
         y.gelu_erf()?.transpose(1, 2)
     }
-}
-
-/// The positional convolution's weight as stored: weight-normed by either torch API
-/// (`parametrizations.weight.original0/1`, or `weight_g`/`weight_v` in checkpoints saved
-/// before it), or plain. The magnitude `g` is [1, 1, taps]; the direction `v` is normalized
-/// over its first two dimensions, tap by tap.
-fn weight_normed_over_taps(vb: &VarBuilder, shape: (usize, usize, usize)) -> Result<Tensor> {
-    let pairs = [
-        (
-            "parametrizations.weight.original0",
-            "parametrizations.weight.original1",
-        ),
-        ("weight_g", "weight_v"),
-    ];
-    for (g, v) in pairs {
-        if vb.contains_tensor(g) && vb.contains_tensor(v) {
-            let g = vb.get((1, 1, shape.2), g)?;
-            let v = vb.get(shape, v)?;
-            let norm = v
-                .to_dtype(DType::F32)?
-                .sqr()?
-                .sum_keepdim(0)?
-                .sum_keepdim(1)?
-                .sqrt()?
-                .to_dtype(v.dtype())?;
-            return v.broadcast_div(&norm)?.broadcast_mul(&g);
-        }
-    }
-    vb.get(shape, "weight")
 }
 
 /// A post-LN transformer layer: `x = norm(x + attention(x))`, then

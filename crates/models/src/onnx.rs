@@ -8,10 +8,12 @@
 //! ones are restored) lives with the model: `vits::onnx`, `kokoro::weights`.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use prost::bytes::Bytes;
 use prost::Message;
+
+use crate::error::ModelError;
 
 #[derive(Clone, PartialEq, Message)]
 pub(crate) struct ModelProto {
@@ -95,32 +97,18 @@ pub(crate) mod data_type {
 /// ONNX `TensorProto.DataLocation.EXTERNAL`.
 const DATA_LOCATION_EXTERNAL: i32 = 1;
 
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum OnnxError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{file}: {reason}")]
-    Format { file: PathBuf, reason: String },
-}
-
 /// Reads and decodes `path`'s graph.
-pub(crate) fn read_graph(path: &Path) -> Result<GraphProto, OnnxError> {
-    let bytes = std::fs::read(path).map_err(|source| OnnxError::Io {
-        path: path.to_path_buf(),
-        source,
+pub(crate) fn read_graph(path: &Path) -> Result<GraphProto, ModelError> {
+    let bytes = std::fs::read(path).map_err(|source| ModelError::io(path, source))?;
+    let model = ModelProto::decode(Bytes::from(bytes)).map_err(|e| {
+        ModelError::format(
+            path,
+            format!("not an ONNX model (truncated or damaged?): {e}"),
+        )
     })?;
-    let format = |reason: String| OnnxError::Format {
-        file: path.to_path_buf(),
-        reason,
-    };
-    let model = ModelProto::decode(Bytes::from(bytes))
-        .map_err(|e| format(format!("not an ONNX model (truncated or damaged?): {e}")))?;
     model
         .graph
-        .ok_or_else(|| format("ONNX model has no graph".into()))
+        .ok_or_else(|| ModelError::format(path, "ONNX model has no graph"))
 }
 
 /// Every node input that names something, with the nodes that read it and at which position.

@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use candle_core::Device;
-use omnivoice_models::vits::{Sampling, Vits, VitsInput};
+use omnivoice_models::vits::{Sampling, Vits, VitsConfig, VitsInput, Weights};
+use omnivoice_models::ModelError;
 
 /// The default Piper voice, which `scripts/setup.sh` installs at the workspace root.
 const VOICE: &str = "../../voices/en_US-joe-medium.onnx";
@@ -23,12 +24,18 @@ fn voice_json() -> serde_json::Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The voice of `weights`, with its `.onnx.json`.
+fn load(weights: Result<Weights, ModelError>) -> Result<Vits, ModelError> {
+    let weights = weights?;
+    Vits::load(&VitsConfig::from_weights(&weights, &voice_json())?, weights)
+}
+
 /// Loaded once per test binary; loading dominates otherwise.
 fn voice() -> &'static Vits {
     static VITS: OnceLock<Vits> = OnceLock::new();
     VITS.get_or_init(|| {
         let start = Instant::now();
-        let vits = Vits::from_onnx(&root().join(VOICE), &voice_json(), &Device::Cpu).unwrap();
+        let vits = load(Weights::from_onnx(&root().join(VOICE), &Device::Cpu)).unwrap();
         eprintln!("from_onnx: {:.0} ms", start.elapsed().as_secs_f64() * 1e3);
         vits
     })
@@ -181,7 +188,7 @@ fn safetensors_round_trip_gives_the_same_audio() {
     let path = dir.path().join("joe.safetensors");
     vits.save_safetensors(&path).unwrap();
     let start = Instant::now();
-    let again = Vits::from_safetensors(&path, &voice_json(), &Device::Cpu).unwrap();
+    let again = load(Weights::from_safetensors(&path, &Device::Cpu)).unwrap();
     eprintln!(
         "from_safetensors: {:.0} ms",
         start.elapsed().as_secs_f64() * 1e3
@@ -198,7 +205,7 @@ fn safetensors_round_trip_gives_the_same_audio() {
 #[test]
 fn errors_name_the_file() {
     let missing = Path::new("voices/does-not-exist.onnx");
-    let err = Vits::from_onnx(missing, &voice_json(), &Device::Cpu)
+    let err = load(Weights::from_onnx(missing, &Device::Cpu))
         .err()
         .unwrap();
     assert!(err.to_string().contains("does-not-exist.onnx"), "{err}");

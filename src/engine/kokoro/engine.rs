@@ -21,7 +21,7 @@ use crate::engine::{
 };
 use crate::params::SPEED;
 use omnivoice_models::kernels::Precision;
-use omnivoice_models::kokoro::Kokoro;
+use omnivoice_models::kokoro::{Config, Kokoro, Weights};
 use omnivoice_models::spare;
 
 /// The model files of kokoro-onnx a Kokoro directory may hold, in the order they are
@@ -113,8 +113,9 @@ impl KokoroEngine {
         // Hashed here, on the loader's thread, while the file is read anyway: the cache key
         // needs it, and it is the one part of a key that costs.
         self.model_hash();
-        // KokoroError names the file in every load error.
-        let loaded = Kokoro::load(path, &self.device)
+        // ModelError names the file in every load error.
+        let loaded = Weights::from_onnx(path, &self.device)
+            .and_then(|weights| Kokoro::load(&Config::v1_0(), weights))
             .map_err(|e| EngineError::load(voice, e))?
             .with_precision(self.precision);
         let loaded = Arc::new(loaded);

@@ -51,7 +51,7 @@ pub fn is_installed(dir: &Path) -> bool {
 
 /// Checks the checkpoint in `dir` as loading would read it (configs, every tensor's name and
 /// shape, tokenizer, codec) without reading the weights; the error names the file and tensor.
-pub fn check_checkpoint(dir: &Path) -> Result<(), model::LoadError> {
+pub fn check_checkpoint(dir: &Path) -> Result<(), omnivoice_models::ModelError> {
     Tts::check_dir(dir)
 }
 

@@ -31,7 +31,7 @@ use candle_core::Device;
 use super::{Engine, EngineError, Voice, VoiceInfo};
 use crate::text::phonemize::PhonemeIdMap;
 use omnivoice_models::kernels::Precision;
-use omnivoice_models::vits::Vits;
+use omnivoice_models::vits::{Vits, VitsConfig, Weights};
 
 use phoneme_type::PhonemeType;
 use scan::{read_json, scan, VoiceFiles};
@@ -92,9 +92,10 @@ impl PiperEngine {
         let config = read_json(&files.json).map_err(|e| EngineError::load(voice, e))?;
         let phoneme_type = PhonemeType::of(&config).map_err(|why| EngineError::load(voice, why))?;
         let model = match &files.safetensors {
-            Some(path) => Vits::from_safetensors(path, &config, &self.device),
-            None => Vits::from_onnx(&files.onnx, &config, &self.device),
+            Some(path) => Weights::from_safetensors(path, &self.device),
+            None => Weights::from_onnx(&files.onnx, &self.device),
         }
+        .and_then(|weights| Vits::load(&VitsConfig::from_weights(&weights, &config)?, weights))
         .and_then(|model| model.with_precision(self.precision))
         .map_err(|e| EngineError::load(voice, e))?;
         tracing::info!(voice, precision = %model.precision().describe(), "Piper voice loaded");

@@ -13,7 +13,8 @@ use crate::params::SynthesisParams;
 use crate::text::phonemize::{phonemize_with, PhonemeIdMap};
 use crate::text::words::{spoken_words, words_by_source, SpokenWord};
 use omnivoice_models::spare;
-use omnivoice_models::vits::{Sampling, Vits, VitsError, VitsInput};
+use omnivoice_models::vits::{Sampling, Vits, VitsInput};
+use omnivoice_models::ModelError;
 
 pub struct PiperVoice {
     pub(super) info: VoiceInfo,
@@ -206,7 +207,7 @@ fn sampling(params: &SynthesisParams, seed: u64) -> Sampling {
     }
 }
 
-fn failed(e: VitsError) -> EngineError {
+fn failed(e: ModelError) -> EngineError {
     EngineError::synthesis(e)
 }
 

@@ -68,7 +68,7 @@ fn wide_weights(f: &HashMap<String, Tensor>) -> HashMap<String, Tensor> {
 fn wide_hubert(
     config: &HubertConfig,
     weights: HashMap<String, Tensor>,
-) -> candle_core::Result<Hubert> {
+) -> Result<Hubert, crate::ModelError> {
     Hubert::load(
         config,
         VarBuilder::from_tensors(weights, DType::F32, &Device::Cpu),

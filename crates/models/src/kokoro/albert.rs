@@ -12,7 +12,7 @@ use candle_core::{Result, Tensor, D};
 use super::blocks::{layer_norm_rows, Linear};
 use super::config::AlbertConfig;
 use super::weights::Weights;
-use super::KokoroError;
+use crate::error::ModelError;
 
 /// A LayerNorm with learned `weight` and `bias` over the last axis.
 #[derive(Debug, Clone)]
@@ -28,7 +28,7 @@ impl LayerNorm {
         prefix: &str,
         size: usize,
         eps: f64,
-    ) -> std::result::Result<Self, KokoroError> {
+    ) -> std::result::Result<Self, ModelError> {
         Ok(Self {
             weight: w.get_shaped(&format!("{prefix}.weight"), &[size])?,
             bias: w.get_shaped(&format!("{prefix}.bias"), &[size])?,
@@ -105,7 +105,7 @@ impl Albert {
         w: &Weights,
         config: &AlbertConfig,
         n_token: usize,
-    ) -> std::result::Result<Self, KokoroError> {
+    ) -> std::result::Result<Self, ModelError> {
         let (e, hidden) = (config.embedding, config.hidden);
         let layer = "bert.encoder.albert_layer_groups.0.albert_layers.0";
         let lin =

@@ -9,7 +9,7 @@
 use candle_core::{Result, Tensor, D};
 
 use super::weights::Weights;
-use super::KokoroError;
+use crate::error::ModelError;
 use crate::kernels::{self, InputMap, PackedWeightCache, Precision};
 
 /// `nn.Linear`: `weight` `[out, in]`, `bias` `[out]`.
@@ -27,7 +27,7 @@ impl Linear {
         prefix: &str,
         input: usize,
         output: usize,
-    ) -> std::result::Result<Self, KokoroError> {
+    ) -> std::result::Result<Self, ModelError> {
         let weight = w.get_shaped(&format!("{prefix}.weight"), &[output, input])?;
         let bias = w.get_shaped(&format!("{prefix}.bias"), &[output])?;
         Ok(Self {
@@ -90,7 +90,7 @@ impl Conv1d {
         prefix: &str,
         (input, output, kernel): (usize, usize, usize),
         spec: ConvSpec,
-    ) -> std::result::Result<Self, KokoroError> {
+    ) -> std::result::Result<Self, ModelError> {
         let weight = w.get_shaped(
             &format!("{prefix}.weight"),
             &[output, input / spec.groups, kernel],
@@ -197,7 +197,7 @@ impl AdaIn1d {
         style: usize,
         channels: usize,
         eps: f64,
-    ) -> std::result::Result<Self, KokoroError> {
+    ) -> std::result::Result<Self, ModelError> {
         Ok(Self {
             fc: Linear::load(w, &format!("{prefix}.fc"), style, 2 * channels)?,
             channels,
@@ -257,7 +257,7 @@ impl AdainResBlk1d {
         spec: ResBlkSpec,
         eps: f64,
         slope: f64,
-    ) -> std::result::Result<Self, KokoroError> {
+    ) -> std::result::Result<Self, ModelError> {
         let ResBlkSpec {
             dim_in,
             dim_out,
@@ -348,10 +348,10 @@ impl DepthwiseUpsample {
         w: &Weights,
         prefix: &str,
         channels: usize,
-    ) -> std::result::Result<Self, KokoroError> {
+    ) -> std::result::Result<Self, ModelError> {
         let weight = w.get_shaped(&format!("{prefix}.weight"), &[channels, 1, 3])?;
         let bias = w.get_shaped(&format!("{prefix}.bias"), &[channels])?;
-        let tap = |k: usize| -> std::result::Result<Tensor, KokoroError> {
+        let tap = |k: usize| -> std::result::Result<Tensor, ModelError> {
             Ok(weight.narrow(2, k, 1)?.reshape((1, channels, 1))?)
         };
         Ok(Self {

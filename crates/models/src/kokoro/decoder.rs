@@ -18,7 +18,7 @@ use super::blocks::{AdainResBlk1d, Conv1d, ConvSpec, ResBlkSpec};
 use super::config::DecoderConfig;
 use super::generator::{strided_conv, Generator};
 use super::weights::Weights;
-use super::KokoroError;
+use crate::error::ModelError;
 use crate::kernels::stft::StridedConv1d;
 use crate::kernels::Precision;
 
@@ -37,7 +37,7 @@ pub(crate) struct Decoder {
 }
 
 impl Decoder {
-    pub(crate) fn load(w: &Weights, cfg: &DecoderConfig) -> std::result::Result<Self, KokoroError> {
+    pub(crate) fn load(w: &Weights, cfg: &DecoderConfig) -> std::result::Result<Self, ModelError> {
         let block = |name: String, dim_in, dim_out, upsample| {
             let spec = ResBlkSpec {
                 dim_in,
@@ -236,7 +236,7 @@ mod tests {
     /// The whole model from phoneme ids: the oracle's durations and audio.
     #[test]
     fn kokoro_speaks_as_the_oracle() {
-        let kokoro = Kokoro::from_weights(weights(), Config::v1_0(), &Device::Cpu).unwrap();
+        let kokoro = Kokoro::load(&Config::v1_0(), weights().clone()).unwrap();
         let case = Fixture::load("hello");
         let ids = case.get("tokens").to_vec1::<i64>().unwrap();
         let tokens: Vec<u32> = ids[1..ids.len() - 1].iter().map(|&t| t as u32).collect();

@@ -15,7 +15,7 @@
 //! the PyTorch code in three places: the sine source has no random initial phase and no
 //! additive noise; the source's phase is `atan(im / re)` corrected by quadrant with `Where`
 //! (not `atan2`); and the inverse STFT is torch-stft's recipe with a frozen normalizer (see
-//! [`InverseStft`]). The source's STFT is computed as onnxruntime computes it
+//! [`super::signal::InverseStft`]). The source's STFT is computed as onnxruntime computes it
 //! ([`crate::kernels::stft`]): where the source is silent the network reads the phase of the
 //! transform's rounding noise, so that noise has to be onnxruntime's. The weight-free steps
 //! are checked against onnxruntime runs of those subgraphs
@@ -25,13 +25,15 @@ use candle_core::{Device, Result, Tensor};
 
 use super::blocks::AdaIn1d;
 use super::config::DecoderConfig;
+use super::signal::{phase_of, reflect_pad, HarmonicSource, InverseStft};
 use super::weights::Weights;
-use super::KokoroError;
+use crate::error::ModelError;
 use crate::kernels::stft::{Stft, StridedConv1d};
 use crate::kernels::{self, InputMap, PackedPhaseCache, PackedWeightCache, Precision};
+use crate::layers::FusedConv1d;
 
 /// Loading fails with the file's and the weight's name.
-type LoadResult<T> = std::result::Result<T, KokoroError>;
+type LoadResult<T> = std::result::Result<T, ModelError>;
 
 /// LeakyReLU slope before each upsampling stage.
 const LRELU_SLOPE: f64 = 0.1;
@@ -54,9 +56,9 @@ fn check_conv(
     if all(&a.strides, stride) && all(&a.pads, padding) && all(&a.dilations, dilation) {
         return Ok(());
     }
-    Err(KokoroError::Weight {
+    Err(ModelError::Tensor {
         file: w.file().to_path_buf(),
-        name: module.to_string(),
+        tensor: module.to_string(),
         reason: format!(
             "the graph's convolution has strides {:?}, pads {:?}, dilations {:?}; this port \
              computes stride {stride}, padding {padding}, dilation {dilation}",
@@ -65,16 +67,10 @@ fn check_conv(
     })
 }
 
-/// A stride-1 convolution with 'same' padding, through the shared kernels.
+/// A stride-1 convolution with 'same' padding: the shared [`FusedConv1d`], loaded by name
+/// and checked against the graph's attributes.
 #[derive(Debug, Clone)]
-pub(super) struct Conv {
-    /// [C_out, C_in, K]
-    weight: Tensor,
-    bias: Option<Tensor>,
-    padding: usize,
-    dilation: usize,
-    cache: PackedWeightCache,
-}
+pub(super) struct Conv(FusedConv1d);
 
 impl Conv {
     /// `name.weight` [C_out, C_in, K] and `name.bias`; padding keeps the length.
@@ -84,32 +80,21 @@ impl Conv {
         let taps = weight.dim(2)?;
         let padding = dilation * (taps - 1) / 2;
         check_conv(w, name, 1, padding, dilation)?;
-        Ok(Self {
-            weight,
-            bias: Some(bias),
-            padding,
-            dilation,
-            cache: PackedWeightCache::spectral(Precision::F32),
-        })
+        let cache = PackedWeightCache::spectral(Precision::F32);
+        Ok(Self(FusedConv1d::new(weight, Some(bias), dilation, cache)?))
     }
 
     /// `Σ residuals + conv(map(x))`: [B, C_in, L] → [B, C_out, L].
     fn forward(&self, x: &Tensor, map: &InputMap<'_>, residuals: &[&Tensor]) -> Result<Tensor> {
-        kernels::conv1d_fused(
-            x,
-            &self.weight,
-            self.bias.as_ref(),
-            self.padding,
-            self.dilation,
-            map,
-            residuals,
-            Some(&self.cache),
-        )
+        self.0.forward_fused(x, map, residuals)
     }
 
     /// The same convolution with its weights packed for `precision` (on first use).
     fn in_precision(&mut self, precision: Precision) {
-        self.cache = PackedWeightCache::spectral(precision);
+        self.0 = self
+            .0
+            .clone()
+            .with_cache(PackedWeightCache::spectral(precision));
     }
 }
 
@@ -283,152 +268,6 @@ struct Stage {
     /// The last stage prepends one reflected sample (`ReflectionPad1d((1, 0))`), which
     /// brings 120·F samples to the source spectrum's 120·F + 1 frames.
     reflect_left: bool,
-}
-
-/// The harmonic source `m_source` as exported: F0 at 2F values → excitation [600·F].
-#[derive(Debug, Clone)]
-struct HarmonicSource {
-    /// Samples per F0 value: Π upsample rates × hop = 300.
-    upsample: usize,
-    sample_rate: f32,
-    sine_amp: f32,
-    /// Voiced where F0 > threshold (Hz).
-    voiced_threshold: f32,
-    /// `l_linear`: one weight per harmonic (fundamental first) and a bias.
-    merge: Vec<f32>,
-    merge_bias: f32,
-}
-
-impl HarmonicSource {
-    /// `f0` (Hz), one value per half frame → `tanh(l_linear(sines))`, `upsample` samples each.
-    ///
-    /// The graph's steps, in its order and precision: F0 repeated to the sample rate
-    /// (nearest Resize); per harmonic h = 1..=9 the phase increment `frac(h·F0 / sr)`;
-    /// a linear Resize by 1/300 back to one value per F0 value; a running sum, × 2π × 300;
-    /// a linear Resize ×300 up again; `sin · sine_amp`, zero where unvoiced; the weighted sum
-    /// over harmonics plus bias; tanh. PyTorch adds a random initial phase per harmonic and
-    /// Gaussian noise here; the export has neither.
-    fn forward(&self, f0: &[f32]) -> Vec<f32> {
-        let up = self.upsample;
-        let harmonics = self.merge.len();
-        let samples = f0.len() * up;
-        let f0_up = resize_nearest(f0, up);
-        let down_scale = 1.0 / up as f32;
-        let mut source = vec![self.merge_bias; samples];
-        for h in 0..harmonics {
-            let rad: Vec<f32> = f0_up
-                .iter()
-                .map(|&f| {
-                    let r = f * (h + 1) as f32 / self.sample_rate;
-                    r - r.floor()
-                })
-                .collect();
-            let rad = resize_linear(&rad, f0.len(), down_scale);
-            let mut phase = Vec::with_capacity(rad.len());
-            let mut total = 0f32;
-            for r in rad {
-                total += r;
-                phase.push(total * 2.0 * std::f32::consts::PI * up as f32);
-            }
-            let phase = resize_linear(&phase, samples, up as f32);
-            let weight = self.merge[h];
-            for ((out, p), &f) in source.iter_mut().zip(&phase).zip(&f0_up) {
-                let voiced = if f > self.voiced_threshold { 1.0 } else { 0.0 };
-                *out += p.sin() * self.sine_amp * voiced * weight;
-            }
-        }
-        source.iter().map(|v| v.tanh()).collect()
-    }
-}
-
-/// ONNX `Resize` (mode nearest, `asymmetric`, `floor`) by an integer factor: each value
-/// repeated `factor` times.
-fn resize_nearest(x: &[f32], factor: usize) -> Vec<f32> {
-    x.iter()
-        .flat_map(|&v| std::iter::repeat_n(v, factor))
-        .collect()
-}
-
-/// ONNX `Resize` (mode linear, `half_pixel`, no antialias) of `x` to `len` values at
-/// `scale` (the graph's f32 scale, which for a downsampling is not exactly 1/factor): output
-/// `j` samples the input at `(j + 0.5) / scale − 0.5`, clamped to the ends, between its two
-/// neighbours.
-fn resize_linear(x: &[f32], len: usize, scale: f32) -> Vec<f32> {
-    let last = x.len() - 1;
-    (0..len)
-        .map(|j| {
-            let at = ((j as f32 + 0.5) / scale - 0.5).clamp(0.0, last as f32);
-            let i0 = (at as usize).min(last);
-            let i1 = (i0 + 1).min(last);
-            let w1 = at - i0 as f32;
-            x[i0] * (1.0 - w1) + x[i1] * w1
-        })
-        .collect()
-}
-
-/// `x` [1, L] with `pad` samples mirrored at each end (`reflect`, the edge not repeated).
-fn reflect_pad(x: &[f32], pad: usize) -> Vec<f32> {
-    let n = x.len();
-    let left = (1..=pad).rev().map(|i| x[i]);
-    let right = (0..pad).map(|i| x[n - 2 - i]);
-    left.chain(x.iter().copied()).chain(right).collect()
-}
-
-/// The phase as the graph computes it from `atan(im / re)` with `Where` (not `atan2`):
-/// ±π added by the sign of `im` when `re < 0`. Where both parts are exactly 0 the graph's
-/// 0/0 would give NaN; there this gives 0, as `atan2` does.
-fn phase_of(re: f32, im: f32) -> f32 {
-    if re == 0.0 && im == 0.0 {
-        return 0.0;
-    }
-    let a = (im / re).atan();
-    if re < 0.0 {
-        if im > 0.0 {
-            a + std::f32::consts::PI
-        } else {
-            a - std::f32::consts::PI
-        }
-    } else {
-        a
-    }
-}
-
-/// The inverse STFT as exported: torch-stft's `inverse` (pseeth/torch-stft), a transposed
-/// convolution with a fixed synthesis basis, divided by the window's sum of squares, × n_fft
-/// / hop, and `n_fft / 2` samples trimmed at each end. The export froze the normalizer at its
-/// traced length of 20 samples, so only the first 20 output samples are divided (those where
-/// it exceeds `f32::MIN_POSITIVE`); the interior keeps the overlap gain of 1.5, and the
-/// 20th sample (the 10th after the trim) is divided by about 6e-4.
-#[derive(Debug, Clone)]
-struct InverseStft {
-    /// [2·bins, 1, n_fft]: real parts' rows, then imaginary parts'.
-    basis: Tensor,
-    window_sum: Vec<f32>,
-    hop: usize,
-    n_fft: usize,
-}
-
-impl InverseStft {
-    /// `log_mag` and `phase_pre` [1, bins, K] (conv_post's two halves) → samples
-    /// [hop·(K − 1)]: magnitude `exp(log_mag)`, phase `sin(phase_pre)`.
-    fn forward(&self, log_mag: &Tensor, phase_pre: &Tensor) -> Result<Vec<f32>> {
-        let magnitude = log_mag.exp()?;
-        let phase = phase_pre.sin()?;
-        let spectrum = Tensor::cat(
-            &[(&magnitude * phase.cos()?)?, (&magnitude * phase.sin()?)?],
-            1,
-        )?;
-        let frames = kernels::conv_transpose1d(&spectrum, &self.basis, None, self.hop, 0)?;
-        let mut y = frames.flatten_all()?.to_vec1::<f32>()?;
-        for (v, &w) in y.iter_mut().zip(&self.window_sum) {
-            if w > f32::MIN_POSITIVE {
-                *v /= w;
-            }
-        }
-        let gain = (self.n_fft / self.hop) as f32;
-        let trim = self.n_fft / 2;
-        Ok(y[trim..y.len() - trim].iter().map(|v| v * gain).collect())
-    }
 }
 
 /// The iSTFTNet generator (`decoder.generator`).
@@ -639,6 +478,7 @@ pub(super) mod tests {
     use candle_core::{Device, Tensor};
 
     use super::super::config::DecoderConfig;
+    use super::super::signal::{resize_linear, resize_nearest};
     use super::super::testing::model_path;
     use super::super::weights::Weights;
     use super::*;

@@ -1,7 +1,8 @@
 //! Kokoro-82M (StyleTTS 2 with an iSTFTNet decoder, v1.0) in candle.
 //!
-//! Loads the weights straight from kokoro-onnx's `.onnx` files ([`weights`]: f32, fp16 or
-//! int8, all restored to `f32`) and runs the inference path of one utterance:
+//! The model loads in the crate's one shape: its [`Weights`] read straight from kokoro-onnx's
+//! `.onnx` files ([`Weights::from_onnx`]: f32, fp16 or int8, all restored to `f32`), then
+//! [`Kokoro::load`]`(&Config::v1_0(), weights)`. It runs the inference path of one utterance:
 //!
 //! 1. PL-BERT ([`albert`]) over the phoneme ids, projected to 512 (`bert_encoder`);
 //! 2. the prosody predictor ([`prosody`]): duration encoder → frames per token, then the
@@ -18,8 +19,10 @@ pub(crate) mod albert;
 pub(crate) mod blocks;
 pub mod config;
 pub(crate) mod decoder;
+mod dequantize;
 pub(crate) mod generator;
 pub(crate) mod prosody;
+mod signal;
 #[cfg(test)]
 mod tests;
 pub(crate) mod text_encoder;
@@ -29,8 +32,8 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{Device, Tensor};
 
-pub use crate::kernels::Precision;
-
+use crate::error::ModelError;
+use crate::kernels::Precision;
 use crate::spare;
 use albert::Albert;
 use blocks::Linear;
@@ -38,30 +41,7 @@ pub use config::{Config, DecoderConfig};
 use decoder::Decoder;
 use prosody::Prosody;
 use text_encoder::TextEncoder;
-use weights::Weights;
-
-#[derive(Debug, thiserror::Error)]
-pub enum KokoroError {
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{file}: {reason}")]
-    Format { file: PathBuf, reason: String },
-    #[error("{file}: weight {name} is missing")]
-    MissingWeight { file: PathBuf, name: String },
-    #[error("{file}: weight {name}: {reason}")]
-    Weight {
-        file: PathBuf,
-        name: String,
-        reason: String,
-    },
-    #[error("invalid input: {0}")]
-    Input(String),
-    #[error(transparent)]
-    Candle(#[from] candle_core::Error),
-}
+pub use weights::Weights;
 
 /// One utterance's audio and its timing.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,18 +78,13 @@ pub struct Kokoro {
 }
 
 impl Kokoro {
-    /// Loads `path` (kokoro-onnx's `kokoro-v1.0.onnx`, its fp16 or int8 variant) onto
-    /// `device`.
-    pub fn load(path: &Path, device: &Device) -> Result<Self, KokoroError> {
-        let weights = Weights::from_onnx(path, device)?;
-        Self::from_weights(&weights, Config::v1_0(), device)
-    }
-
-    pub(crate) fn from_weights(
-        w: &Weights,
-        config: Config,
-        device: &Device,
-    ) -> Result<Self, KokoroError> {
+    /// The model of `weights` ([`Weights::from_onnx`]) as `config` describes it (the
+    /// release's, [`Config::v1_0`]: the ONNX files hold no config, and every convolution the
+    /// graph describes is checked against it), on the weights' device, in `f32` (see
+    /// [`Kokoro::with_precision`]).
+    pub fn load(config: &Config, weights: Weights) -> Result<Self, ModelError> {
+        let w = &weights;
+        let config = config.clone();
         Ok(Self {
             albert: Albert::load(w, &config.albert, config.n_token)?,
             bert_encoder: Linear::load(w, "bert_encoder", config.albert.hidden, config.hidden)?,
@@ -118,7 +93,7 @@ impl Kokoro {
             decoder: Decoder::load(w, &config.decoder)?,
             precision: Precision::F32,
             config,
-            device: device.clone(),
+            device: w.device().clone(),
             file: w.file().to_path_buf(),
         })
     }
@@ -162,7 +137,7 @@ impl Kokoro {
         tokens: &[u32],
         style: &[f32],
         speed: f32,
-    ) -> Result<Synthesis, KokoroError> {
+    ) -> Result<Synthesis, ModelError> {
         // The caller waits for the whole utterance: its kernels may borrow idle cores.
         let _lending = self.device.is_cpu().then(spare::lending);
         let (ids, style) = self.inputs(tokens, style, speed)?;
@@ -184,10 +159,10 @@ impl Kokoro {
         tokens: &[u32],
         style: &[f32],
         speed: f32,
-    ) -> Result<(Tensor, Tensor), KokoroError> {
+    ) -> Result<(Tensor, Tensor), ModelError> {
         let c = &self.config;
         if tokens.len() + 2 > c.albert.max_positions {
-            return Err(KokoroError::Input(format!(
+            return Err(ModelError::Input(format!(
                 "{} tokens; Kokoro takes at most {} (its context is {} with the two pads)",
                 tokens.len(),
                 c.albert.max_positions - 2,
@@ -195,20 +170,20 @@ impl Kokoro {
             )));
         }
         if let Some(bad) = tokens.iter().find(|&&t| t as usize >= c.n_token) {
-            return Err(KokoroError::Input(format!(
+            return Err(ModelError::Input(format!(
                 "token id {bad} is outside the vocabulary of {}",
                 c.n_token
             )));
         }
         if style.len() != c.voice_dim() {
-            return Err(KokoroError::Input(format!(
+            return Err(ModelError::Input(format!(
                 "the style has {} values, Kokoro takes {}",
                 style.len(),
                 c.voice_dim()
             )));
         }
         if !(speed.is_finite() && speed > 0.0) {
-            return Err(KokoroError::Input(format!(
+            return Err(ModelError::Input(format!(
                 "speed {speed} is not a positive number"
             )));
         }
@@ -224,7 +199,7 @@ impl Kokoro {
     }
 
     /// PL-BERT projected to the predictor's width: ids `[T]` → `d_en` `[T, 512]`.
-    pub(crate) fn bert(&self, ids: &Tensor) -> Result<Tensor, KokoroError> {
+    pub(crate) fn bert(&self, ids: &Tensor) -> Result<Tensor, ModelError> {
         Ok(self.bert_encoder.forward(&self.albert.forward(ids)?)?)
     }
 
@@ -234,7 +209,7 @@ impl Kokoro {
         ids: &Tensor,
         style: &Tensor,
         speed: f32,
-    ) -> Result<Predicted, KokoroError> {
+    ) -> Result<Predicted, ModelError> {
         let sd = self.config.style_dim;
         let s = style.narrow(1, sd, sd)?; // the prosody half
         let d = self.prosody.encode(&self.bert(ids)?, &s)?; // [T, 640]

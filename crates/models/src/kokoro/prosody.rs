@@ -14,7 +14,7 @@ use super::blocks::{layer_norm_rows, AdainResBlk1d, Conv1d, ConvSpec, Linear, Re
 use super::config::Config;
 use super::text_encoder::load_lstm;
 use super::weights::Weights;
-use super::KokoroError;
+use crate::error::ModelError;
 use crate::kernels::BiLstm;
 
 /// `AdaLayerNorm`: layer norm over channels with the style's scale and shift,
@@ -46,7 +46,7 @@ struct CurveBranch {
 }
 
 impl CurveBranch {
-    fn load(w: &Weights, name: &str, c: &Config) -> std::result::Result<Self, KokoroError> {
+    fn load(w: &Weights, name: &str, c: &Config) -> std::result::Result<Self, ModelError> {
         let (h, style) = (c.hidden, c.style_dim);
         let specs = [(h, h, false), (h, h / 2, true), (h / 2, h / 2, false)];
         let blocks = specs
@@ -67,7 +67,7 @@ impl CurveBranch {
                     c.leaky_slope,
                 )
             })
-            .collect::<std::result::Result<Vec<_>, KokoroError>>()?;
+            .collect::<std::result::Result<Vec<_>, ModelError>>()?;
         let proj = Conv1d::load(
             w,
             &format!("predictor.{name}_proj"),
@@ -100,7 +100,7 @@ pub(crate) struct Prosody {
 
 impl Prosody {
     /// `predictor.*`.
-    pub fn load(w: &Weights, c: &Config) -> std::result::Result<Self, KokoroError> {
+    pub fn load(w: &Weights, c: &Config) -> std::result::Result<Self, ModelError> {
         let (h, style) = (c.hidden, c.style_dim);
         let encoder = (0..c.n_layer)
             .map(|i| {
@@ -122,7 +122,7 @@ impl Prosody {
                 };
                 Ok((lstm, norm))
             })
-            .collect::<std::result::Result<Vec<_>, KokoroError>>()?;
+            .collect::<std::result::Result<Vec<_>, ModelError>>()?;
         Ok(Self {
             encoder,
             lstm: load_lstm(w, "predictor.lstm", h + style, h / 2)?,

@@ -16,7 +16,8 @@ fn model() -> &'static Kokoro {
     static MODEL: OnceLock<Kokoro> = OnceLock::new();
     MODEL.get_or_init(|| {
         let start = std::time::Instant::now();
-        let m = Kokoro::load(&model_path(), &Device::Cpu).unwrap();
+        let weights = super::Weights::from_onnx(&model_path(), &Device::Cpu).unwrap();
+        let m = Kokoro::load(&super::Config::v1_0(), weights).unwrap();
         eprintln!(
             "Kokoro::load: {:.0} ms",
             start.elapsed().as_secs_f64() * 1e3
@@ -223,7 +224,7 @@ fn bad_inputs_are_refused_with_a_reason() {
     let m = model();
     let style = vec![0.0f32; 256];
     let err = |tokens: &[u32], style: &[f32], speed: f32| match m.synthesize(tokens, style, speed) {
-        Err(super::KokoroError::Input(reason)) => reason,
+        Err(crate::ModelError::Input(reason)) => reason,
         other => panic!("expected an input error, got {other:?}"),
     };
     assert!(err(&[1; 511], &style, 1.0).contains("at most 510"));

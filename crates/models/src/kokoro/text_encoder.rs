@@ -8,7 +8,7 @@ use candle_core::{Result, Tensor};
 use super::blocks::{layer_norm_rows, leaky_relu, Conv1d, ConvSpec};
 use super::config::Config;
 use super::weights::Weights;
-use super::KokoroError;
+use crate::error::ModelError;
 use crate::kernels::BiLstm;
 
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ pub(crate) struct TextEncoder {
 
 impl TextEncoder {
     /// `text_encoder.*`.
-    pub fn load(w: &Weights, c: &Config) -> std::result::Result<Self, KokoroError> {
+    pub fn load(w: &Weights, c: &Config) -> std::result::Result<Self, ModelError> {
         let (ch, k) = (c.hidden, c.text_encoder_kernel_size);
         let cnn = (0..c.n_layer)
             .map(|i| {
@@ -44,7 +44,7 @@ impl TextEncoder {
                     beta: w.get_shaped(&format!("text_encoder.cnn.{i}.1.beta"), &[ch])?,
                 })
             })
-            .collect::<std::result::Result<Vec<_>, KokoroError>>()?;
+            .collect::<std::result::Result<Vec<_>, ModelError>>()?;
         Ok(Self {
             embedding: w.get_shaped("text_encoder.embedding.weight", &[c.n_token, ch])?,
             cnn,
@@ -75,7 +75,7 @@ pub(crate) fn load_lstm(
     prefix: &str,
     input: usize,
     hidden: usize,
-) -> std::result::Result<BiLstm, KokoroError> {
+) -> std::result::Result<BiLstm, ModelError> {
     let g = 4 * hidden;
     let wt = w.get_shaped(&format!("{prefix}.W"), &[2, g, input])?;
     let r = w.get_shaped(&format!("{prefix}.R"), &[2, g, hidden])?;

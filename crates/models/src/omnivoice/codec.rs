@@ -8,11 +8,14 @@
 //! places the official code adjusts after loading: every transposed convolution has an output
 //! padding of `stride mod 2`, and there is no final tanh.
 
-use candle_core::{DType, Module, Result, Tensor, D};
+use std::path::Path;
+
+use candle_core::{Module, Result, Tensor};
 use candle_nn::{linear, Linear, VarBuilder};
 use serde_json::Value;
 
-use super::config::ConfigError;
+use crate::error::{read_text, ModelError};
+use crate::layers::weight_normed;
 
 /// The codec's sizes, from `audio_tokenizer/config.json`. transformers derives some of them
 /// from others rather than writing them: those are derived the same way.
@@ -33,17 +36,23 @@ pub struct CodecConfig {
 }
 
 impl CodecConfig {
-    pub fn from_json(text: &str) -> std::result::Result<Self, ConfigError> {
-        let bad = |what: &str| ConfigError::new(format!("audio_tokenizer/config.json: {what}"));
+    /// The codec checkpoint's `audio_tokenizer/config.json`.
+    pub fn from_file(path: &Path) -> std::result::Result<Self, ModelError> {
+        Self::from_json(&read_text(path)?).map_err(|e| e.in_file(path))
+    }
+
+    /// `audio_tokenizer/config.json`, as text.
+    pub fn from_json(text: &str) -> std::result::Result<Self, ModelError> {
+        let bad = |what: &str| ModelError::Config(format!("audio_tokenizer/config.json: {what}"));
         let json: Value = serde_json::from_str(text).map_err(|e| bad(&format!("not JSON: {e}")))?;
-        let uint = |v: &Value, key: &str| -> std::result::Result<usize, ConfigError> {
+        let uint = |v: &Value, key: &str| -> std::result::Result<usize, ModelError> {
             v.get(key)
                 .and_then(Value::as_u64)
                 .filter(|&n| n > 0)
                 .map(|n| n as usize)
                 .ok_or_else(|| bad(&format!("{key} is missing or not a positive whole number")))
         };
-        let list = |v: &Value, key: &str| -> std::result::Result<Vec<usize>, ConfigError> {
+        let list = |v: &Value, key: &str| -> std::result::Result<Vec<usize>, ModelError> {
             v.get(key)
                 .and_then(Value::as_array)
                 .and_then(|a| {
@@ -118,9 +127,10 @@ pub struct CodecDecoder {
 }
 
 impl CodecDecoder {
-    /// The decoder's tensors of the codec checkpoint (`audio_tokenizer/model.safetensors`).
-    pub fn load(config: CodecConfig, vb: VarBuilder) -> Result<Self> {
-        let c = &config;
+    /// The decoder's tensors of the codec checkpoint (`audio_tokenizer/model.safetensors`),
+    /// sized by `config`, on the VarBuilder's device and dtype.
+    pub fn load(config: &CodecConfig, vb: VarBuilder) -> std::result::Result<Self, ModelError> {
+        let c = config;
         let quantizers = (0..c.num_quantizers)
             .map(|i| {
                 let q = vb.pp(format!("quantizer.quantizers.{i}"));
@@ -134,7 +144,7 @@ impl CodecDecoder {
             fc2: linear(c.hidden_size, c.acoustic_hidden_size, vb.pp("fc2"))?,
             decoder: DacDecoder::load(c, vb.pp("acoustic_decoder"))?,
             quantizers,
-            config,
+            config: config.clone(),
         })
     }
 
@@ -311,7 +321,7 @@ impl Conv {
         vb: VarBuilder,
     ) -> Result<Self> {
         Ok(Self {
-            weight: weight_normed(&vb, (c_out, c_in, taps))?,
+            weight: weight_normed(&vb, (c_out, c_in, taps), 0)?,
             bias: vb.get(c_out, "bias")?,
             padding,
             dilation,
@@ -341,7 +351,7 @@ struct TransposedConv {
 impl TransposedConv {
     fn load(c_in: usize, c_out: usize, stride: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
-            weight: weight_normed(&vb, (c_in, c_out, 2 * stride))?,
+            weight: weight_normed(&vb, (c_in, c_out, 2 * stride), 0)?,
             bias: vb.get(c_out, "bias")?,
             stride,
         })
@@ -351,53 +361,5 @@ impl TransposedConv {
         let s = self.stride;
         let y = x.conv_transpose1d(&self.weight, s.div_ceil(2), s % 2, s, 1, 1)?;
         y.broadcast_add(&self.bias.reshape((1, (), 1))?)
-    }
-}
-
-/// A convolution's weight as stored: plain (`weight`), or weight-normed the way either torch
-/// API saves it (`parametrizations.weight.original0/1` or `weight_g`/`weight_v`): the
-/// direction `v` scaled to the magnitude `g` along the first dimension.
-pub(super) fn weight_normed(vb: &VarBuilder, shape: (usize, usize, usize)) -> Result<Tensor> {
-    let pairs = [
-        (
-            "parametrizations.weight.original0",
-            "parametrizations.weight.original1",
-        ),
-        ("weight_g", "weight_v"),
-    ];
-    for (g, v) in pairs {
-        if vb.contains_tensor(g) && vb.contains_tensor(v) {
-            let g = vb.get((shape.0, 1, 1), g)?;
-            let v = vb.get(shape, v)?;
-            return direction_times_magnitude(&v, &g);
-        }
-    }
-    vb.get(shape, "weight")
-}
-
-/// `g · v / ‖v‖`, the norm over all but the first dimension.
-fn direction_times_magnitude(v: &Tensor, g: &Tensor) -> Result<Tensor> {
-    let norm = v
-        .to_dtype(DType::F32)?
-        .sqr()?
-        .sum_keepdim(D::Minus1)?
-        .sum_keepdim(1)?
-        .sqrt()?
-        .to_dtype(v.dtype())?;
-    v.broadcast_div(&norm)?.broadcast_mul(g)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use candle_core::Device;
-
-    #[test]
-    fn weight_norm_scales_each_output_to_its_magnitude() {
-        let v = Tensor::new(&[[[3f32, 4.]], [[0., 2.]]], &Device::Cpu).unwrap();
-        let g = Tensor::new(&[[[2f32]], [[5.]]], &Device::Cpu).unwrap();
-        let w = direction_times_magnitude(&v, &g).unwrap();
-        let w: Vec<Vec<Vec<f32>>> = w.to_vec3().unwrap();
-        assert_eq!(w, [[[1.2, 1.6]], [[0., 5.]]]);
     }
 }

@@ -4,18 +4,11 @@
 //! models differ in all of them. Both spellings of the RoPE base that transformers has written
 //! are accepted (`rope_theta`, and transformers 5's `rope_parameters.rope_theta`).
 
+use std::path::Path;
+
 use serde_json::Value;
 
-/// Why a `config.json` cannot be read as OmniVoice's.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(String);
-
-impl ConfigError {
-    pub(crate) fn new(message: String) -> Self {
-        Self(message)
-    }
-}
+use crate::error::{read_text, ModelError};
 
 /// The whole model: the audio vocabulary around the language-model body.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,20 +37,28 @@ pub struct BackboneConfig {
 }
 
 impl Config {
-    /// The model's `config.json`, as text.
-    pub fn from_json(text: &str) -> Result<Self, ConfigError> {
-        Self::parse(text).map_err(|e| ConfigError(format!("config.json: {}", e.0)))
+    /// The checkpoint's `config.json`.
+    pub fn from_file(path: &Path) -> Result<Self, ModelError> {
+        Self::from_json(&read_text(path)?).map_err(|e| e.in_file(path))
     }
 
-    fn parse(text: &str) -> Result<Self, ConfigError> {
+    /// The model's `config.json`, as text.
+    pub fn from_json(text: &str) -> Result<Self, ModelError> {
+        Self::parse(text).map_err(|e| match e {
+            ModelError::Config(reason) => ModelError::Config(format!("config.json: {reason}")),
+            other => other,
+        })
+    }
+
+    fn parse(text: &str) -> Result<Self, ModelError> {
         let json: Value =
-            serde_json::from_str(text).map_err(|e| ConfigError(format!("not JSON: {e}")))?;
+            serde_json::from_str(text).map_err(|e| ModelError::Config(format!("not JSON: {e}")))?;
         let llm = json
             .get("llm_config")
-            .ok_or_else(|| ConfigError("no llm_config".into()))?;
+            .ok_or_else(|| ModelError::Config("no llm_config".into()))?;
         let model_type = llm.get("model_type").and_then(Value::as_str);
         if model_type != Some("qwen3") {
-            return Err(ConfigError(format!(
+            return Err(ModelError::Config(format!(
                 "llm_config.model_type is {model_type:?}, not \"qwen3\""
             )));
         }
@@ -66,7 +67,7 @@ impl Config {
             .and_then(Value::as_str)
             .unwrap_or("silu");
         if activation != "silu" {
-            return Err(ConfigError(format!(
+            return Err(ModelError::Config(format!(
                 "llm_config.hidden_act is \"{activation}\", not \"silu\""
             )));
         }
@@ -80,7 +81,7 @@ impl Config {
             .get("rope_theta")
             .or_else(|| llm.get("rope_parameters").and_then(|p| p.get("rope_theta")))
             .and_then(Value::as_f64)
-            .ok_or_else(|| ConfigError("llm_config has no rope_theta".into()))?;
+            .ok_or_else(|| ModelError::Config("llm_config has no rope_theta".into()))?;
         let config = Config {
             audio_vocab_size: size(&json, "", "audio_vocab_size")?,
             audio_mask_id: size(&json, "", "audio_mask_id")? as u32,
@@ -96,7 +97,7 @@ impl Config {
                 rms_norm_eps: llm
                     .get("rms_norm_eps")
                     .and_then(Value::as_f64)
-                    .ok_or_else(|| ConfigError("llm_config has no rms_norm_eps".into()))?,
+                    .ok_or_else(|| ModelError::Config("llm_config has no rms_norm_eps".into()))?,
                 rope_theta,
             },
         };
@@ -104,29 +105,29 @@ impl Config {
         Ok(config)
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
+    fn check(&self) -> Result<(), ModelError> {
         let b = &self.backbone;
         if !b.num_attention_heads.is_multiple_of(b.num_key_value_heads) {
-            return Err(ConfigError(format!(
+            return Err(ModelError::Config(format!(
                 "{} attention heads cannot share {} key/value heads",
                 b.num_attention_heads, b.num_key_value_heads
             )));
         }
         if !b.head_dim.is_multiple_of(2) {
-            return Err(ConfigError(format!(
+            return Err(ModelError::Config(format!(
                 "head_dim {} is odd: RoPE rotates pairs",
                 b.head_dim
             )));
         }
         if self.audio_mask_id as usize >= self.audio_vocab_size {
-            return Err(ConfigError(format!(
+            return Err(ModelError::Config(format!(
                 "audio_mask_id {} is outside the audio vocabulary of {}",
                 self.audio_mask_id, self.audio_vocab_size
             )));
         }
         // The text embedding is looked up at audio positions too, with audio ids.
         if b.vocab_size <= self.audio_mask_id as usize {
-            return Err(ConfigError(format!(
+            return Err(ModelError::Config(format!(
                 "the text vocabulary ({}) must be larger than audio_mask_id ({})",
                 b.vocab_size, self.audio_mask_id
             )));
@@ -136,7 +137,7 @@ impl Config {
 }
 
 /// A positive whole number at `key` of `object` (`within` names the object for the message).
-fn size(object: &Value, within: &str, key: &str) -> Result<usize, ConfigError> {
+fn size(object: &Value, within: &str, key: &str) -> Result<usize, ModelError> {
     let at = if within.is_empty() {
         key.to_string()
     } else {
@@ -144,8 +145,8 @@ fn size(object: &Value, within: &str, key: &str) -> Result<usize, ConfigError> {
     };
     match object.get(key).and_then(Value::as_u64) {
         Some(n) if n > 0 => Ok(n as usize),
-        Some(_) => Err(ConfigError(format!("{at} is 0"))),
-        None => Err(ConfigError(format!(
+        Some(_) => Err(ModelError::Config(format!("{at} is 0"))),
+        None => Err(ModelError::Config(format!(
             "{at} is missing or not a whole number"
         ))),
     }

@@ -6,13 +6,16 @@
 //! a DAC encoder over the raw wave. `fc` mixes their concatenation, and residual vector
 //! quantization picks, per codebook, the nearest entry to what the previous ones left.
 
+use std::path::Path;
+
 use candle_core::{Module, Result, Tensor, D};
 use candle_nn::{linear, Linear, VarBuilder};
 use serde_json::Value;
 
-use super::codec::{weight_normed, CodecConfig, ResidualUnit, Snake};
-use super::config::ConfigError;
+use super::codec::{CodecConfig, ResidualUnit, Snake};
+use crate::error::{read_text, ModelError};
 use crate::hubert::{Hubert, HubertConfig};
+use crate::layers::weight_normed;
 
 /// The encoder-only sizes of `audio_tokenizer/config.json`, defaults as transformers has them.
 #[derive(Debug, Clone)]
@@ -31,11 +34,17 @@ pub struct EncoderConfig {
 }
 
 impl EncoderConfig {
-    pub fn from_json(text: &str) -> std::result::Result<Self, ConfigError> {
-        let bad = |what: &str| ConfigError::new(format!("audio_tokenizer/config.json: {what}"));
+    /// The codec checkpoint's `audio_tokenizer/config.json`.
+    pub fn from_file(path: &Path) -> std::result::Result<Self, ModelError> {
+        Self::from_json(&read_text(path)?).map_err(|e| e.in_file(path))
+    }
+
+    /// `audio_tokenizer/config.json`, as text.
+    pub fn from_json(text: &str) -> std::result::Result<Self, ModelError> {
+        let bad = |what: &str| ModelError::Config(format!("audio_tokenizer/config.json: {what}"));
         let json: Value = serde_json::from_str(text).map_err(|e| bad(&format!("not JSON: {e}")))?;
         let uint =
-            |v: &Value, key: &str, default: usize| -> std::result::Result<usize, ConfigError> {
+            |v: &Value, key: &str, default: usize| -> std::result::Result<usize, ModelError> {
                 match v.get(key) {
                     None | Some(Value::Null) => Ok(default),
                     Some(x) => x
@@ -48,7 +57,7 @@ impl EncoderConfig {
         let uints = |v: &Value,
                      key: &str,
                      default: &[usize]|
-         -> std::result::Result<Vec<usize>, ConfigError> {
+         -> std::result::Result<Vec<usize>, ModelError> {
             match v.get(key) {
                 None | Some(Value::Null) => Ok(default.to_vec()),
                 Some(x) => x
@@ -122,7 +131,11 @@ pub struct CodecEncoder {
 
 impl CodecEncoder {
     /// The encoder's tensors of the codec checkpoint (`audio_tokenizer/` as the VarBuilder root).
-    pub fn load(codec: &CodecConfig, config: &EncoderConfig, vb: VarBuilder) -> Result<Self> {
+    pub fn load(
+        codec: &CodecConfig,
+        config: &EncoderConfig,
+        vb: VarBuilder,
+    ) -> std::result::Result<Self, ModelError> {
         let c = codec;
         let quantizers = (0..c.num_quantizers)
             .map(|i| {
@@ -253,7 +266,7 @@ impl StridedConv {
         vb: VarBuilder,
     ) -> Result<Self> {
         Ok(Self {
-            weight: weight_normed(&vb, (c_out, c_in, taps))?,
+            weight: weight_normed(&vb, (c_out, c_in, taps), 0)?,
             bias: if bias {
                 Some(vb.get(c_out, "bias")?)
             } else {

@@ -169,7 +169,7 @@ fn codes_decode_back_to_audio_of_the_clip_length() {
     let e = encoder();
     let f = fixture();
     let text = std::fs::read_to_string(checkpoint().join("config.json")).unwrap();
-    let decoder = CodecDecoder::load(CodecConfig::from_json(&text).unwrap(), weights()).unwrap();
+    let decoder = CodecDecoder::load(&CodecConfig::from_json(&text).unwrap(), weights()).unwrap();
     let wave = wave(&f, "long");
     let audio = decoder
         .decode(&e.encode(&wave).unwrap())

@@ -48,7 +48,7 @@ mod text_tests;
 mod tts;
 
 pub use codec::{CodecConfig, CodecDecoder};
-pub use config::{BackboneConfig, Config, ConfigError};
+pub use config::{BackboneConfig, Config};
 pub use duration::target_frames;
 pub use encoder::{CodecEncoder, EncoderConfig};
 pub use generate::{schedule, Decoder, Decoding, Draw, Noise, Prompt, Utterance};
@@ -64,4 +64,4 @@ pub use stream::{FIRST_PIECE_MAX_CHARS, FIRST_PIECE_MIN_CHARS};
 pub use text::{
     chunk_text, combine_text, cross_fade, first_piece, unknown_nonverbal_tags, NONVERBAL_TAGS,
 };
-pub use tts::{Generation, LoadError, Prepared, Reference, Request, RequestError, Spoken, Tts};
+pub use tts::{Generation, Prepared, Reference, Request, RequestError, Spoken, Tts};

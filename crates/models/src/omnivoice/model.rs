@@ -5,13 +5,12 @@
 //! of its own in one table (`codebook · audio_vocab_size + id`). The bidirectional body then
 //! gives every position, and the audio head reads logits for all codebooks of it.
 
-use std::path::Path;
-
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::{embedding, Embedding, VarBuilder};
 
 use super::backbone::{Backbone, Proj};
 use super::config::Config;
+use crate::error::ModelError;
 use crate::kernels::Precision;
 
 pub struct OmniVoice {
@@ -27,18 +26,12 @@ pub struct OmniVoice {
 }
 
 impl OmniVoice {
-    /// Loads `model.safetensors` (f32, bf16 or f16, computed in `dtype`), each tensor by its
-    /// name in the official checkpoint and checked against the size `config` gives it: a
-    /// missing or mis-shaped one is an error that names it.
-    pub fn load(config: Config, weights: &Path, dtype: DType, device: &Device) -> Result<Self> {
-        // SAFETY: the file is mapped read-only and not changed while the model lives, as for
-        // every checkpoint loader.
-        let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], dtype, device)? };
-        Self::from_var_builder(config, vb)
-    }
-
-    /// The model from any source of the checkpoint's tensors (a bench builds one in memory).
-    pub fn from_var_builder(config: Config, vb: VarBuilder) -> Result<Self> {
+    /// The network of `config` from the checkpoint's `model.safetensors` as `vb` reads it
+    /// (`VarBuilder::from_mmaped_safetensors`: f32, bf16 or f16, computed in the VarBuilder's
+    /// dtype, on its device; a bench builds one in memory). Each tensor is read by its name in
+    /// the official checkpoint and checked against the size `config` gives it: a missing or
+    /// mis-shaped one is an error that names it.
+    pub fn load(config: &Config, vb: VarBuilder) -> std::result::Result<Self, ModelError> {
         let b = &config.backbone;
         let llm = vb.pp("llm");
         let rows = config.num_audio_codebook * config.audio_vocab_size;
@@ -52,7 +45,7 @@ impl OmniVoice {
                 _ => Precision::F32,
             },
             scores_on_device: !vb.device().is_cpu(),
-            config,
+            config: config.clone(),
         })
     }
 
@@ -63,7 +56,7 @@ impl OmniVoice {
     /// so, and [`OmniVoice::precision`] says bf16). The packed bf16 weights replace the `f32` ones (which
     /// would double the memory), so going back to `f32` is an error: load the model again.
     /// Which precision pays on a CPU is [`Precision::auto`]'s question.
-    pub fn with_precision(mut self, precision: Precision) -> Result<Self> {
+    pub fn with_precision(mut self, precision: Precision) -> std::result::Result<Self, ModelError> {
         let eligible =
             self.device().is_cpu() && self.embed_tokens.embeddings().dtype() == DType::F32;
         if !eligible {
@@ -78,10 +71,11 @@ impl OmniVoice {
             return Ok(self);
         }
         if self.precision != Precision::F32 {
-            candle_core::bail!(
+            return Err(candle_core::Error::Msg(format!(
                 "the model's weights are packed in {}; load it again for {precision}",
                 self.precision
-            );
+            ))
+            .into());
         }
         self.backbone.in_precision(precision)?;
         self.audio_heads.in_precision(precision)?;

@@ -20,10 +20,10 @@
 use candle_core::{Result, Tensor};
 
 use super::duration::weight;
+use super::generate::Decoder;
 use super::post::Streamed;
 use super::text::first_piece;
 use super::tts::{Piece, Prepared, Spoken, Tts};
-use super::Decoder;
 
 /// The shortest first piece, in characters: a shorter first sentence takes the next along,
 /// since a word or two is too little voice for the rest to continue from.

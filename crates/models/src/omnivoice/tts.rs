@@ -29,13 +29,18 @@ use serde_json::Value;
 use super::instruct::{resolve_instruct, resolve_language, InstructError, LanguageError};
 use super::manifest::Manifest;
 use super::text::{chunk_text, combine_text, cross_fade, is_cjk, py_strip, split_nonverbal};
+use crate::error::{read_text, ModelError};
 use crate::kernels::Precision;
 
-use super::{
-    prepare_reference, resample, target_frames, CodecConfig, CodecDecoder, CodecEncoder, Config,
-    Decoder, Decoding, EncoderConfig, OmniVoice, PostProcess, PreparedReference, Prompt,
-    ReferenceError,
-};
+use super::codec::{CodecConfig, CodecDecoder};
+use super::config::Config;
+use super::duration::target_frames;
+use super::encoder::{CodecEncoder, EncoderConfig};
+use super::generate::{Decoder, Decoding, Prompt};
+use super::model::OmniVoice;
+use super::post::PostProcess;
+use super::reference::{prepare_reference, PreparedReference, ReferenceError};
+use super::resample::resample;
 
 /// The network, its codec and its tokenizer, from one checkpoint directory.
 pub struct Tts {
@@ -186,26 +191,6 @@ pub enum RequestError {
     ReferenceRms(f32),
 }
 
-/// Why a checkpoint directory cannot be loaded: the file, and what is wrong with it (a
-/// missing or mis-shaped tensor is named).
-#[derive(Debug, thiserror::Error)]
-#[error("{}: {message}", file.display())]
-pub struct LoadError {
-    pub file: PathBuf,
-    pub message: String,
-}
-
-fn load_error(file: &Path, message: impl ToString) -> LoadError {
-    LoadError {
-        file: file.to_path_buf(),
-        message: message.to_string(),
-    }
-}
-
-fn read(file: &Path) -> std::result::Result<String, LoadError> {
-    std::fs::read_to_string(file).map_err(|e| load_error(file, e))
-}
-
 /// A user's `f32` as the decimal they wrote, so that `0.4 · 175` truncates as Python's does.
 fn decimal(x: f32) -> f64 {
     x.to_string().parse().unwrap_or(f64::from(x))
@@ -216,10 +201,10 @@ fn check_tokenizer(
     tokenizer: &tokenizers::Tokenizer,
     model: &OmniVoice,
     file: &Path,
-) -> std::result::Result<(), LoadError> {
+) -> std::result::Result<(), ModelError> {
     let text_vocab = model.config().backbone.vocab_size;
     if tokenizer.get_vocab_size(true) > text_vocab {
-        return Err(load_error(
+        return Err(ModelError::format(
             file,
             format!(
                 "{} ids, more than the model's text vocabulary of {text_vocab}",
@@ -235,12 +220,12 @@ fn check_codec(
     codec: &CodecConfig,
     model: &OmniVoice,
     file: &Path,
-) -> std::result::Result<(), LoadError> {
+) -> std::result::Result<(), ModelError> {
     let c = model.config();
     if codec.num_quantizers != c.num_audio_codebook
         || codec.codebook_size < c.audio_mask_id as usize
     {
-        return Err(load_error(
+        return Err(ModelError::format(
             file,
             format!(
                 "{} quantizers of {} entries cannot decode {} codebooks of {} ids",
@@ -254,18 +239,19 @@ fn check_codec(
 /// The sample rate as the official code takes it (`audio_tokenizer/preprocessor_config.json`,
 /// the codec's own when that file is absent) and the official `frame_rate`: ceil(the codec's
 /// sample rate / hop), a whole number.
-fn rates(dir: &Path, codec: &CodecConfig) -> std::result::Result<(u32, u32), LoadError> {
+fn rates(dir: &Path, codec: &CodecConfig) -> std::result::Result<(u32, u32), ModelError> {
     let frame_rate = codec.sample_rate.div_ceil(codec.hop_length as u32);
     let file = dir.join("audio_tokenizer").join("preprocessor_config.json");
     if !file.exists() {
         return Ok((codec.sample_rate, frame_rate));
     }
-    let json: Value = serde_json::from_str(&read(&file)?).map_err(|e| load_error(&file, e))?;
+    let json: Value =
+        serde_json::from_str(&read_text(&file)?).map_err(|e| ModelError::format(&file, e))?;
     let sample_rate = json
         .get("sampling_rate")
         .and_then(Value::as_u64)
         .filter(|&r| r > 0)
-        .ok_or_else(|| load_error(&file, "no sampling_rate"))? as u32;
+        .ok_or_else(|| ModelError::format(&file, "no sampling_rate"))? as u32;
     Ok((sample_rate, frame_rate))
 }
 
@@ -275,15 +261,18 @@ impl Tts {
     /// costs little next to the network, and its output is the audio), and the sample rate
     /// from `audio_tokenizer/preprocessor_config.json` as the official code takes it (the
     /// codec's own when that file is absent).
-    pub fn load(dir: &Path, dtype: DType, device: &Device) -> std::result::Result<Self, LoadError> {
+    pub fn load(
+        dir: &Path,
+        dtype: DType,
+        device: &Device,
+    ) -> std::result::Result<Self, ModelError> {
         let mut tts = Self::open(dir, dtype, |file, dtype| {
             // SAFETY: the file is mapped read-only and not changed while the model lives, as
             // for every checkpoint loader.
             unsafe { VarBuilder::from_mmaped_safetensors(&[file], dtype, device) }
         })?;
         let codec_dir = dir.join("audio_tokenizer");
-        let file = codec_dir.join("config.json");
-        let encoder = EncoderConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        let encoder = EncoderConfig::from_file(&codec_dir.join("config.json"))?;
         let weights = codec_dir.join("model.safetensors");
         tts.encoder_source = Some((weights, encoder, device.clone()));
         Ok(tts)
@@ -325,7 +314,9 @@ impl Tts {
             .ok_or_else(|| candle_core::Error::Msg("a checked checkpoint has no weights".into()))?;
         // SAFETY: as in `load`.
         let vb = unsafe { VarBuilder::from_mmaped_safetensors(&[file], DType::F32, device)? };
-        let loaded = std::sync::Arc::new(CodecEncoder::load(self.codec.config(), config, vb)?);
+        let loaded = CodecEncoder::load(self.codec.config(), config, vb)
+            .map_err(|e| candle_core::Error::wrap(e.in_file(file)))?;
+        let loaded = std::sync::Arc::new(loaded);
         *encoder = Some(loaded.clone());
         Ok(loaded)
     }
@@ -334,7 +325,7 @@ impl Tts {
     /// name and shape, the tokenizer against the text vocabulary, the codec against the
     /// codebooks) without reading the weights: a server refuses a wrong or truncated
     /// checkpoint at startup, naming the file and the tensor, in a fraction of a load.
-    pub fn check_dir(dir: &Path) -> std::result::Result<(), LoadError> {
+    pub fn check_dir(dir: &Path) -> std::result::Result<(), ModelError> {
         Self::open(dir, DType::F32, |file, _| {
             let manifest = Manifest::read(file).map_err(candle_core::Error::Msg)?;
             Ok(manifest.var_builder())
@@ -348,29 +339,29 @@ impl Tts {
         dir: &Path,
         dtype: DType,
         weights: impl Fn(&Path, DType) -> Result<VarBuilder<'a>>,
-    ) -> std::result::Result<Self, LoadError> {
-        let file = dir.join("config.json");
-        let config = Config::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+    ) -> std::result::Result<Self, ModelError> {
+        let config = Config::from_file(&dir.join("config.json"))?;
         let file = dir.join("model.safetensors");
         let model = weights(&file, dtype)
-            .and_then(|vb| OmniVoice::from_var_builder(config, vb))
-            .map_err(|e| load_error(&file, e))?;
+            .map_err(ModelError::from)
+            .and_then(|vb| OmniVoice::load(&config, vb))
+            .map_err(|e| e.in_file(&file))?;
 
         let file = dir.join("tokenizer.json");
         let tokenizer =
-            tokenizers::Tokenizer::from_file(&file).map_err(|e| load_error(&file, e))?;
+            tokenizers::Tokenizer::from_file(&file).map_err(|e| ModelError::format(&file, e))?;
         check_tokenizer(&tokenizer, &model, &file)?;
 
         let codec_dir = dir.join("audio_tokenizer");
         let file = codec_dir.join("config.json");
-        let codec_config =
-            CodecConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        let codec_config = CodecConfig::from_file(&file)?;
         check_codec(&codec_config, &model, &file)?;
         let (sample_rate, frame_rate) = rates(dir, &codec_config)?;
         let file = codec_dir.join("model.safetensors");
         let codec = weights(&file, DType::F32)
-            .and_then(|vb| CodecDecoder::load(codec_config, vb))
-            .map_err(|e| load_error(&file, e))?;
+            .map_err(ModelError::from)
+            .and_then(|vb| CodecDecoder::load(&codec_config, vb))
+            .map_err(|e| e.in_file(&file))?;
         let mut tts = Self::from_parts(model, codec, tokenizer);
         (tts.sample_rate, tts.frame_rate) = (sample_rate, frame_rate);
         Ok(tts)
@@ -398,7 +389,7 @@ impl Tts {
 
     /// The same model with the body's linear layers in `precision` (bf16 on CPUs that run
     /// it; anything else stays f32).
-    pub fn with_precision(self, precision: Precision) -> Result<Self> {
+    pub fn with_precision(self, precision: Precision) -> std::result::Result<Self, ModelError> {
         Ok(Self {
             model: self.model.with_precision(precision)?,
             ..self
@@ -417,9 +408,9 @@ impl Tts {
 
     /// The output's samples per second and the codec's frames per second of the checkpoint
     /// in `dir`, read from its small files alone (the model need not be loaded).
-    pub fn rates_of(dir: &Path) -> std::result::Result<(u32, u32), LoadError> {
+    pub fn rates_of(dir: &Path) -> std::result::Result<(u32, u32), ModelError> {
         let file = dir.join("audio_tokenizer").join("config.json");
-        let codec = CodecConfig::from_json(&read(&file)?).map_err(|e| load_error(&file, e))?;
+        let codec = CodecConfig::from_file(&file)?;
         rates(dir, &codec)
     }
 

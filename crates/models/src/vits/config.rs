@@ -11,7 +11,8 @@ use std::path::Path;
 
 use candle_core::Tensor;
 
-use super::VitsError;
+use super::weights::{StructureHints, Weights};
+use crate::error::ModelError;
 
 /// Kind of HiFi-GAN residual block in the decoder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,14 +97,6 @@ pub struct VitsConfig {
     pub noise_w: f32,
 }
 
-/// Values that are not visible in the weights, when the source file records them.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct StructureHints {
-    pub upsample_rates: Option<Vec<usize>>,
-    pub resblock_dilations: Option<Vec<Vec<usize>>>,
-    pub wavenet_dilation_rate: Option<usize>,
-}
-
 /// Tail bound of the duration predictor's splines (a constant of the VITS architecture).
 const SPLINE_TAIL_BOUND: f32 = 5.0;
 
@@ -117,18 +110,18 @@ impl Shapes<'_> {
         self.tensors.contains_key(name)
     }
 
-    fn get(&self, name: &str) -> Result<&[usize], VitsError> {
+    fn get(&self, name: &str) -> Result<&[usize], ModelError> {
         self.tensors
             .get(name)
             .map(|t| t.dims())
-            .ok_or_else(|| VitsError::MissingTensor {
+            .ok_or_else(|| ModelError::MissingTensor {
                 file: self.file.to_path_buf(),
                 tensor: name.to_string(),
             })
     }
 
     /// Shape of `name`, required to have `rank` dimensions.
-    fn dims(&self, name: &str, rank: usize) -> Result<Vec<usize>, VitsError> {
+    fn dims(&self, name: &str, rank: usize) -> Result<Vec<usize>, ModelError> {
         let dims = self.get(name)?.to_vec();
         if dims.len() != rank {
             return Err(self.unsupported(name, format!("expected rank {rank}, got {dims:?}")));
@@ -141,8 +134,8 @@ impl Shapes<'_> {
         (0..).take_while(|&i| self.has(&pattern(i))).count()
     }
 
-    fn unsupported(&self, tensor: &str, reason: String) -> VitsError {
-        VitsError::Tensor {
+    fn unsupported(&self, tensor: &str, reason: String) -> ModelError {
+        ModelError::Tensor {
             file: self.file.to_path_buf(),
             tensor: tensor.to_string(),
             reason,
@@ -151,13 +144,23 @@ impl Shapes<'_> {
 }
 
 impl VitsConfig {
+    /// The config of the voice whose weights are `weights`, with its `.onnx.json`
+    /// (`voice_json`): the sizes read off the tensors' shapes, the structure values from the
+    /// file's records where it has them, the rest from the json (see the module doc).
+    pub fn from_weights(
+        weights: &Weights,
+        voice_json: &serde_json::Value,
+    ) -> Result<Self, ModelError> {
+        Self::infer(&weights.tensors, voice_json, &weights.hints, &weights.file)
+    }
+
     /// Infers the configuration of the weights in `tensors` (read from `file`).
-    pub(crate) fn infer(
+    fn infer(
         tensors: &HashMap<String, Tensor>,
         voice_json: &serde_json::Value,
         hints: &StructureHints,
         file: &Path,
-    ) -> Result<Self, VitsError> {
+    ) -> Result<Self, ModelError> {
         let s = Shapes { tensors, file };
 
         // Text encoder.
@@ -274,7 +277,7 @@ impl VitsConfig {
         let sample_rate = voice_json
             .pointer("/audio/sample_rate")
             .and_then(|v| v.as_u64())
-            .ok_or_else(|| VitsError::Config("voice json lacks audio.sample_rate".into()))?
+            .ok_or_else(|| ModelError::Config("voice json lacks audio.sample_rate".into()))?
             as u32;
         let inference = |key: &str, default: f32| {
             voice_json
@@ -306,7 +309,7 @@ impl VitsConfig {
     }
 }
 
-fn require_odd(s: &Shapes, name: &str, kernel: usize) -> Result<(), VitsError> {
+fn require_odd(s: &Shapes, name: &str, kernel: usize) -> Result<(), ModelError> {
     if kernel % 2 == 1 {
         Ok(())
     } else {
@@ -314,7 +317,7 @@ fn require_odd(s: &Shapes, name: &str, kernel: usize) -> Result<(), VitsError> {
     }
 }
 
-fn infer_decoder(s: &Shapes, hints: &StructureHints) -> Result<DecoderConfig, VitsError> {
+fn infer_decoder(s: &Shapes, hints: &StructureHints) -> Result<DecoderConfig, ModelError> {
     let pre = s.dims("dec.conv_pre.weight", 3)?;
     require_odd(s, "dec.conv_pre.weight", pre[2])?;
     let post = s.dims("dec.conv_post.weight", 3)?;
@@ -407,52 +410,4 @@ fn standard_dilations(kind: ResBlockKind, kernels: usize) -> Option<Vec<Vec<usiz
         (ResBlockKind::Two, 3) => Some(vec![vec![1, 2], vec![2, 6], vec![3, 12]]),
         _ => None,
     }
-}
-
-/// Extracts [`StructureHints`] from the ONNX conv attributes (module path → attributes).
-pub(crate) fn hints_from_onnx(
-    attrs: &HashMap<String, super::onnx::ConvAttributes>,
-    tensors: &HashMap<String, Tensor>,
-) -> StructureHints {
-    let single = |v: &[i64]| (v.len() == 1 && v[0] > 0).then(|| v[0] as usize);
-    let mut hints = StructureHints::default();
-
-    let rates: Option<Vec<usize>> = (0..)
-        .map_while(|i| attrs.get(&format!("dec.ups.{i}")))
-        .map(|a| single(&a.strides))
-        .collect();
-    hints.upsample_rates = rates.filter(|r| !r.is_empty());
-
-    let conv = if tensors.contains_key("dec.resblocks.0.convs1.0.weight") {
-        "convs1"
-    } else {
-        "convs"
-    };
-    let kernels = (0..)
-        .take_while(|j| tensors.contains_key(&format!("dec.resblocks.{j}.{conv}.0.weight")))
-        .count();
-    let mut dilations = Vec::new();
-    for j in 0..kernels {
-        let per_kernel: Option<Vec<usize>> = (0..)
-            .map_while(|n| attrs.get(&format!("dec.resblocks.{j}.{conv}.{n}")))
-            .map(|a| single(&a.dilations))
-            .collect();
-        dilations.push(per_kernel);
-    }
-    // Only the first stage is needed: every stage repeats the same kernels.
-    let ups = hints.upsample_rates.as_ref().map_or(1, |r| r.len()).max(1);
-    let per_stage = kernels / ups;
-    let first_stage: Option<Vec<Vec<usize>>> = dilations.into_iter().take(per_stage).collect();
-    hints.resblock_dilations =
-        first_stage.filter(|d| !d.is_empty() && d.iter().all(|x| !x.is_empty()));
-
-    // WaveNet layer i uses dilation rate^i; layer 1 reveals the rate.
-    let first_coupling =
-        (0..64).find(|i| attrs.contains_key(&format!("flow.flows.{i}.enc.in_layers.0")));
-    if let Some(c) = first_coupling {
-        hints.wavenet_dilation_rate = attrs
-            .get(&format!("flow.flows.{c}.enc.in_layers.1"))
-            .and_then(|a| single(&a.dilations));
-    }
-    hints
 }

@@ -11,17 +11,15 @@ use candle_core::{Device, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::kernels;
+use crate::layers::FusedConv1d;
 
-/// A 1-D convolution with its hyperparameters fixed at load time; runs through [`kernels::conv1d`].
+/// A 1-D convolution with its hyperparameters fixed at load time: the shared
+/// [`FusedConv1d`] (its packed weights kept, in the layer's precision), and VITS' groups, for
+/// which it falls back to [`kernels::conv1d`].
 #[derive(Debug, Clone)]
 pub struct Conv1d {
-    weight: Tensor,
-    bias: Option<Tensor>,
-    padding: usize,
-    dilation: usize,
+    conv: FusedConv1d,
     groups: usize,
-    /// The direct kernel's layout of `weight` in the layer's precision, made on first use.
-    packed: kernels::PackedWeightCache,
 }
 
 /// How far a layer reads around the position it writes: output `n` depends on inputs
@@ -102,12 +100,13 @@ impl Conv1d {
             None
         };
         Ok(Self {
-            weight,
-            bias,
-            padding: spec.dilation * (spec.kernel_size - 1) / 2,
-            dilation: spec.dilation,
+            conv: FusedConv1d::new(
+                weight,
+                bias,
+                spec.dilation,
+                kernels::PackedWeightCache::default(),
+            )?,
             groups: spec.groups,
-            packed: kernels::PackedWeightCache::default(),
         })
     }
 
@@ -115,7 +114,9 @@ impl Conv1d {
     /// always run `f32`).
     pub fn with_precision(self, precision: kernels::Precision) -> Self {
         Self {
-            packed: kernels::PackedWeightCache::new(precision),
+            conv: self
+                .conv
+                .with_cache(kernels::PackedWeightCache::new(precision)),
             ..self
         }
     }
@@ -125,16 +126,17 @@ impl Conv1d {
         // Convolutions that take the direct kernel anyway (groups 1, 3+ taps, or any reduced
         // precision, which only the direct kernel has) go through the fused entry point to
         // reuse the packed weights.
-        let reduced = self.packed.precision() != kernels::Precision::F32;
-        if self.groups == 1 && (self.weight.dim(2)? >= 3 || reduced) {
+        let c = &self.conv;
+        let reduced = c.cache().precision() != kernels::Precision::F32;
+        if self.groups == 1 && (c.weight().dim(2)? >= 3 || reduced) {
             return self.forward_fused(x, &kernels::InputMap::IDENTITY, &[]);
         }
         kernels::conv1d(
             x,
-            &self.weight,
-            self.bias.as_ref(),
-            self.padding,
-            self.dilation,
+            c.weight(),
+            c.bias(),
+            c.padding(),
+            c.dilation(),
             self.groups,
         )
     }
@@ -143,22 +145,17 @@ impl Conv1d {
 impl Conv1d {
     /// Which inputs each output reads, from the loaded kernel, dilation and padding.
     pub fn reach(&self) -> Reach {
-        let span = self.dilation * (self.weight.dims()[2] - 1);
+        let c = &self.conv;
+        let span = c.dilation() * (c.weight().dims()[2] - 1);
         Reach {
-            left: self.padding,
-            right: span - self.padding,
+            left: c.padding(),
+            right: span - c.padding(),
         }
     }
 
     /// This layer as one convolution of a residual stack (groups 1, "same" padding).
     pub fn as_stack_conv(&self) -> kernels::StackConv<'_> {
-        kernels::StackConv {
-            weight: &self.weight,
-            bias: self.bias.as_ref(),
-            padding: self.padding,
-            dilation: self.dilation,
-            cache: &self.packed,
-        }
+        self.conv.as_stack_conv()
     }
 
     /// `Σ residuals + self(map(x))` with the map and residuals fused into the convolution
@@ -176,16 +173,7 @@ impl Conv1d {
             }
             return Ok(y);
         }
-        kernels::conv1d_fused(
-            x,
-            &self.weight,
-            self.bias.as_ref(),
-            self.padding,
-            self.dilation,
-            map,
-            residuals,
-            Some(&self.packed),
-        )
+        self.conv.forward_fused(x, map, residuals)
     }
 }
 

@@ -10,8 +10,8 @@ use std::path::Path;
 
 use candle_core::{Device, Tensor};
 
-use super::VitsError;
-use crate::onnx::{consumers, module_path, read_graph, GraphProto, NodeProto, OnnxError};
+use crate::error::ModelError;
+use crate::onnx::{consumers, module_path, read_graph, GraphProto, NodeProto};
 
 /// The reverse ElementwiseAffine of the duration flow stores `exp(-logs)` as a graph constant.
 const DP_AFFINE_MULTIPLIER: &str = "/dp/flows.0/Exp_output_0";
@@ -32,11 +32,8 @@ pub struct OnnxWeights {
 }
 
 /// Parses `path` and returns its float parameters under their VITS names.
-pub fn read_weights(path: &Path, device: &Device) -> Result<OnnxWeights, VitsError> {
-    let graph = read_graph(path).map_err(|e| match e {
-        OnnxError::Io { path, source } => VitsError::Io { path, source },
-        OnnxError::Format { file, reason } => VitsError::Format { file, reason },
-    })?;
+pub fn read_weights(path: &Path, device: &Device) -> Result<OnnxWeights, ModelError> {
+    let graph = read_graph(path)?;
     map_graph(&graph, path, device)
 }
 
@@ -51,7 +48,7 @@ fn name_from_consumer(node: &NodeProto, input_index: usize) -> Option<String> {
     Some(format!("{}.{suffix}", module_path(&node.name)?))
 }
 
-fn map_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<OnnxWeights, VitsError> {
+fn map_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<OnnxWeights, ModelError> {
     let consumers = consumers(graph);
     let mut conv_attributes = HashMap::new();
     for node in &graph.node {
@@ -75,7 +72,7 @@ fn map_graph(graph: &GraphProto, path: &Path, device: &Device) -> Result<OnnxWei
         if init.data_type != crate::onnx::data_type::FLOAT {
             continue; // shape constants (int64/int32) carry no parameters
         }
-        let fail = |reason: String| VitsError::Tensor {
+        let fail = |reason: String| ModelError::Tensor {
             file: path.to_path_buf(),
             tensor: init.name.clone(),
             reason,

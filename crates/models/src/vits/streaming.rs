@@ -15,7 +15,8 @@
 use candle_core::{Result as CandleResult, Tensor};
 
 use super::layers::Reach;
-use super::{Prior, Vits, VitsError, VitsInput};
+use super::model::{Prior, Vits, VitsInput};
+use crate::error::ModelError;
 use crate::spare;
 
 /// What [`Vits::synthesize_windowed`] reports once it is done.
@@ -51,7 +52,7 @@ impl Vits {
         first_frames: usize,
         later_frames: usize,
         on_chunk: &mut dyn FnMut(&[f32]) -> bool,
-    ) -> Result<Windowed, VitsError> {
+    ) -> Result<Windowed, ModelError> {
         self.synthesize_windowed_timed(item, first_frames, later_frames, &mut |_| {}, on_chunk)
     }
 
@@ -65,9 +66,9 @@ impl Vits {
         later_frames: usize,
         on_durations: &mut dyn FnMut(&[usize]),
         on_chunk: &mut dyn FnMut(&[f32]) -> bool,
-    ) -> Result<Windowed, VitsError> {
+    ) -> Result<Windowed, ModelError> {
         if first_frames == 0 || later_frames == 0 {
-            return Err(VitsError::Input(format!(
+            return Err(ModelError::Input(format!(
                 "windows need at least one frame, got {first_frames} and {later_frames}"
             )));
         }

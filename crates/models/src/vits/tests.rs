@@ -9,8 +9,9 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
 
-use super::config::StructureHints;
+use super::model::*;
 use super::*;
+use crate::error::ModelError;
 
 pub(super) struct Variant {
     pub resblock: ResBlockKind,
@@ -186,13 +187,21 @@ fn voice_json(speakers: usize) -> serde_json::Value {
     })
 }
 
+/// The voice of `tensors` (named as in the state dict), loaded as from `file`.
+fn from_tensors(
+    tensors: HashMap<String, Tensor>,
+    voice_json: &serde_json::Value,
+    file: &Path,
+) -> Result<Vits, ModelError> {
+    let weights = Weights::from_tensors(tensors, file, &Device::Cpu);
+    Vits::load(&VitsConfig::from_weights(&weights, voice_json)?, weights)
+}
+
 pub(super) fn load(v: &Variant) -> Vits {
-    Vits::from_tensors(
+    from_tensors(
         tiny_voice(v, 7),
         &voice_json(v.speakers),
-        &StructureHints::default(),
         Path::new("tiny.safetensors"),
-        &Device::Cpu,
     )
     .unwrap()
 }
@@ -404,16 +413,10 @@ fn missing_tensor_error_names_file_and_tensor() {
     };
     let mut weights = tiny_voice(&v, 1);
     weights.remove("flow.flows.2.enc.in_layers.1.weight");
-    let err = Vits::from_tensors(
-        weights,
-        &voice_json(1),
-        &StructureHints::default(),
-        Path::new("broken.onnx"),
-        &Device::Cpu,
-    )
-    .err()
-    .unwrap()
-    .to_string();
+    let err = from_tensors(weights, &voice_json(1), Path::new("broken.onnx"))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(
         err.contains("broken.onnx") && err.contains("flow.flows.2.enc.in_layers.1.weight"),
         "{err}"
@@ -421,16 +424,10 @@ fn missing_tensor_error_names_file_and_tensor() {
 
     let mut weights = tiny_voice(&v, 1);
     weights.remove("dec.conv_pre.weight");
-    let err = Vits::from_tensors(
-        weights,
-        &voice_json(1),
-        &StructureHints::default(),
-        Path::new("broken.onnx"),
-        &Device::Cpu,
-    )
-    .err()
-    .unwrap()
-    .to_string();
+    let err = from_tensors(weights, &voice_json(1), Path::new("broken.onnx"))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(
         err.contains("broken.onnx") && err.contains("dec.conv_pre.weight"),
         "{err}"
@@ -448,7 +445,9 @@ fn safetensors_round_trip_gives_identical_audio() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tiny.safetensors");
     vits.save_safetensors(&path).unwrap();
-    let again = Vits::from_safetensors(&path, &voice_json(2), &Device::Cpu).unwrap();
+    let weights = Weights::from_safetensors(&path, &Device::Cpu).unwrap();
+    let config = VitsConfig::from_weights(&weights, &voice_json(2)).unwrap();
+    let again = Vits::load(&config, weights).unwrap();
     assert_eq!(again.config(), vits.config());
     let batch = [input(7, 3, Some(1)), input(4, 9, None)];
     assert_eq!(

@@ -177,7 +177,7 @@ fn rejects_empty_windows_and_bad_items() {
     for (first, later) in [(0, 4), (4, 0)] {
         let result = vits.synthesize_windowed(&item, first, later, &mut never);
         assert!(
-            matches!(result, Err(VitsError::Input(_))),
+            matches!(result, Err(ModelError::Input(_))),
             "{first}/{later}"
         );
     }
@@ -186,7 +186,7 @@ fn rejects_empty_windows_and_bad_items() {
         ..item
     };
     let result = vits.synthesize_windowed(&empty, 4, 4, &mut never);
-    assert!(matches!(result, Err(VitsError::Input(_))));
+    assert!(matches!(result, Err(ModelError::Input(_))));
 }
 
 #[test]
@@ -224,7 +224,10 @@ fn real_voice() -> &'static Vits {
         let json = voice.with_extension("onnx.json");
         let json = std::fs::read_to_string(&json)
             .unwrap_or_else(|e| panic!("{}: {e} (run scripts/setup.sh)", json.display()));
-        Vits::from_onnx(&voice, &serde_json::from_str(&json).unwrap(), &Device::Cpu).unwrap()
+        let weights = crate::vits::Weights::from_onnx(&voice, &Device::Cpu).unwrap();
+        let json = serde_json::from_str(&json).unwrap();
+        let config = crate::vits::VitsConfig::from_weights(&weights, &json).unwrap();
+        Vits::load(&config, weights).unwrap()
     })
 }
 
