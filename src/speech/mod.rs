@@ -361,7 +361,7 @@ impl SpeechService {
         Ok(CacheKey {
             engine: voice.key.engine(),
             voice: voice.key.voice(),
-            voice_fingerprint: &fingerprint,
+            voice_fingerprint: fingerprint,
             reads_in: voice.reads_in.as_deref().unwrap_or_default(),
             other_voices: &other_voices.join(","),
             input: job.input(),
