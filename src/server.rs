@@ -132,11 +132,10 @@ pub fn build(
                 .then(|| Duration::from_secs(settings.idle_unload_s)),
         },
     )?);
-    let lexicon =
-        LexiconStore::open(settings.lexicon.clone()).map_err(|message| InvalidSetting {
-            setting: "lexicon".into(),
-            message,
-        })?;
+    let lexicon = LexiconStore::open(settings.lexicon.clone()).map_err(|e| InvalidSetting {
+        setting: "lexicon".into(),
+        message: crate::speech::chain(&e),
+    })?;
     if settings.lexicon.is_none() {
         tracing::debug!("no --lexicon file: dictionary changes last until the server stops");
     }

@@ -39,7 +39,7 @@ impl LexiconStore {
     /// The dictionary in `file` (none yet: an empty one, written on the first change), or an
     /// empty one kept in memory. A file that cannot be read or holds a bad entry is an error
     /// naming it.
-    pub fn open(file: Option<PathBuf>) -> Result<Self, String> {
+    pub fn open(file: Option<PathBuf>) -> Result<Self, LexiconFileError> {
         let lexicon = match &file {
             Some(path) if path.exists() => load(path)?,
             _ => Lexicon::default(),
@@ -126,19 +126,36 @@ impl LexiconStore {
     }
 }
 
-fn load(path: &Path) -> Result<Lexicon, String> {
+fn load(path: &Path) -> Result<Lexicon, LexiconFileError> {
+    let at = || path.to_path_buf();
     let content = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read the lexicon {}: {e}", path.display()))?;
-    let entries = lexicon::parse_file(&path.to_string_lossy(), &content)
-        .map_err(|e| format!("the lexicon {} is not valid: {e}", path.display()))?;
-    Lexicon::new(entries).map_err(|e| {
-        format!(
-            "the lexicon {} is not valid: {}: {}",
-            path.display(),
-            e.field,
-            e.message
-        )
-    })
+        .map_err(|source| LexiconFileError::Unreadable { path: at(), source })?;
+    let entries = lexicon::parse_file(&path.to_string_lossy(), &content).map_err(|message| {
+        LexiconFileError::Malformed {
+            path: at(),
+            message,
+        }
+    })?;
+    Lexicon::new(entries).map_err(|source| LexiconFileError::BadEntry { path: at(), source })
+}
+
+/// Why the dictionary's file cannot be opened; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum LexiconFileError {
+    #[error("cannot read the lexicon {}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the lexicon {} is not valid: {message}", path.display())]
+    Malformed { path: PathBuf, message: String },
+    #[error("the lexicon {} is not valid: {}", path.display(), source.field)]
+    BadEntry {
+        path: PathBuf,
+        #[source]
+        source: lexicon::LexiconError,
+    },
 }
 
 /// Writes `content` to `path` so that a reader (or a crash) sees the old file or the new one:
@@ -269,7 +286,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lexicon.toml");
         std::fs::write(&path, "[[entries]]\nword = \"a\"\n").unwrap();
-        let error = LexiconStore::open(Some(path.clone())).err().unwrap();
+        let error = super::super::chain(&LexiconStore::open(Some(path.clone())).err().unwrap());
         assert!(
             error.contains(&path.display().to_string()) && error.contains("entries[0].ipa"),
             "{error}"

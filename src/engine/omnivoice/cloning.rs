@@ -221,18 +221,26 @@ impl Profiles {
         Some(voice)
     }
 
-    /// The clip of `id` at `version`, decoded and prepared; why not, in words for a client.
-    pub fn clip(&self, tts: &Tts, id: &str, version: &str) -> Result<Clip, String> {
+    /// The clip of `id` at `version`, decoded and prepared.
+    pub fn clip(&self, tts: &Tts, id: &str, version: &str) -> Result<Clip, ProfileClipError> {
         let voice = self
             .current(id)
             .filter(|v| v.version == version)
-            .ok_or_else(|| format!("The voice profile '{id}' changed or went away; try again."))?;
-        let text = voice.text.as_deref().ok_or_else(|| no_transcript(id))?;
-        let clip = decode_upload(&voice.audio)
-            .map_err(|e| format!("The clip of voice profile '{id}' cannot be read: {e}"))?;
+            .ok_or_else(|| ProfileClipError::Changed(id.to_string()))?;
+        let text = voice
+            .text
+            .as_deref()
+            .ok_or_else(|| ProfileClipError::NoTranscript(no_transcript(id)))?;
+        let clip = decode_upload(&voice.audio).map_err(|source| ProfileClipError::Unreadable {
+            id: id.to_string(),
+            source,
+        })?;
         let prepared = tts
             .prepare_reference(&clip.samples, clip.sample_rate, text, true)
-            .map_err(|e| format!("The clip of voice profile '{id}' cannot be cloned: {e}"))?;
+            .map_err(|source| ProfileClipError::Unclonable {
+                id: id.to_string(),
+                source,
+            })?;
         let mut clip = Clip::new(prepared);
         clip.saved = Some(Saved {
             store: self.store.clone(),
@@ -241,6 +249,27 @@ impl Profiles {
         });
         Ok(clip)
     }
+}
+
+/// Why a profile's clip makes no voice.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileClipError {
+    #[error("The voice profile '{0}' changed or went away; try again.")]
+    Changed(String),
+    #[error("{0}")]
+    NoTranscript(String),
+    #[error("The clip of voice profile '{id}' cannot be read")]
+    Unreadable {
+        id: String,
+        #[source]
+        source: crate::audio::upload::UploadError,
+    },
+    #[error("The clip of voice profile '{id}' cannot be cloned")]
+    Unclonable {
+        id: String,
+        #[source]
+        source: omnivoice_models::omnivoice::ReferenceError,
+    },
 }
 
 /// Why a profile without a transcript is no voice here.
