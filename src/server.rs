@@ -167,20 +167,14 @@ pub fn build(
             },
         },
         Arc::new(lexicon),
-    );
+    )
+    .with_profiles(profiles, voice_files);
     // The engines' limits are bucket boundaries of the metrics, handed down from here.
     let metrics = crate::metrics::install(&[
         crate::engine::piper::MAX_IDS_PER_PASS,
         crate::engine::kokoro::split::PASS_TOKENS,
     ]);
-    Ok(Arc::new(AppState::new(
-        settings,
-        speech,
-        profiles,
-        voice_files,
-        metrics,
-        device,
-    )))
+    Ok(Arc::new(AppState::new(settings, speech, metrics, device)))
 }
 
 /// Loads the `--preload` voices, then reports ready. A voice that fails to load is logged and

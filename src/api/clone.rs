@@ -11,22 +11,27 @@ use axum::extract::multipart::MultipartRejection;
 use axum::extract::{Multipart, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde::Deserialize;
-use utoipa::ToSchema;
+use utoipa::openapi::{RefOr, Schema};
+use utoipa::{PartialSchema, ToSchema};
 
-use super::multipart::{self, TextFields};
+use super::multipart::{self, decode_clip, upload_limit, Form, TextFields, UploadForm};
 use super::schema::SpeechResponses;
-use super::speech::{answer, SpeechRequest};
+use super::speech::{answer, SpeechRequest, VoiceField};
 use super::{ApiError, AppState};
-use crate::audio::upload;
 use crate::engine::omnivoice;
 use crate::engine::Reference;
 
-/// The form's fields, as the Python server takes them (and ours: `model`, `instructions`,
-/// `stream_format` and the rest of a speech request's fields are taken too).
-#[derive(Debug, Deserialize, ToSchema)]
-#[allow(dead_code)] // The document's schema; the handler reads the form field by field.
+/// The form, as read: its own fields, and the speech request that all its other fields make
+/// (its `input`, `model` and `voice` are placeholders until the clip is a voice).
+#[derive(Debug)]
 pub struct CloneForm {
+    own: CloneFields,
+    request: SpeechRequest,
+}
+
+/// The form's own fields, as the Python server takes them.
+#[derive(Debug, ToSchema)]
+struct CloneFields {
     /// The text to speak.
     text: String,
     /// The clip to clone: WAV, FLAC, MP3 or Ogg, recognised by its bytes.
@@ -36,25 +41,93 @@ pub struct CloneForm {
     ref_text: Option<String>,
     /// `omnivoice` when absent.
     model: Option<String>,
-    /// `mp3` when absent (the Python server's default is `wav`).
-    response_format: Option<String>,
-    stream: Option<bool>,
-    speed: Option<f64>,
-    language: Option<String>,
-    seed: Option<u64>,
-    num_step: Option<u32>,
-    guidance_scale: Option<f32>,
-    t_shift: Option<f32>,
-    position_temperature: Option<f32>,
-    class_temperature: Option<f32>,
-    layer_penalty_factor: Option<f32>,
-    denoise: Option<bool>,
-    duration: Option<f32>,
-    /// Whether the clip is trimmed as the official code trims it; true when absent.
-    preprocess_prompt: Option<bool>,
-    postprocess_output: Option<bool>,
-    audio_chunk_duration: Option<f32>,
-    audio_chunk_threshold: Option<f32>,
+}
+
+/// Speech-request fields a form does not set: the form's own fields stand for `input` and
+/// `model`, the clip is the voice, and a form cannot carry an object.
+const NOT_FROM_A_FORM: [&str; 5] = [
+    "input",
+    "model",
+    "voice",
+    "speaker",
+    "normalization_options",
+];
+
+impl Form for CloneForm {
+    const AUDIO_FIELD: &'static str = "ref_audio";
+    const TEXT_FIELDS: TextFields<'static> = TextFields::All;
+
+    fn from_upload(mut form: UploadForm) -> Result<Self, ApiError> {
+        let ref_audio = form.audio.take().ok_or_else(|| {
+            ApiError::invalid("ref_audio", "'ref_audio' is required: the clip to clone.")
+        })?;
+        let ref_text = form.take_text("ref_text");
+        let model = form.take_text("model");
+        let Some(text) = form.take_text("text") else {
+            return Err(ApiError::invalid(
+                "text",
+                "'text' is required: the text to speak.",
+            ));
+        };
+        let mut fields = serde_json::Map::new();
+        for (name, value) in form.into_texts() {
+            let value = typed(&name, value);
+            fields.insert(name, value);
+        }
+        // The placeholders are replaced once the clip is a voice.
+        fields.insert("input".into(), "".into());
+        fields.insert("model".into(), omnivoice::ID.into());
+        fields.insert("voice".into(), "".into());
+        let request: SpeechRequest =
+            serde_path_to_error::deserialize(serde_json::Value::Object(fields)).map_err(|e| {
+                let param = e.path().to_string();
+                ApiError::invalid(&param, format!("'{param}': {}", e.inner()))
+            })?;
+        Ok(Self {
+            own: CloneFields {
+                text,
+                ref_audio,
+                ref_text,
+                model,
+            },
+            request,
+        })
+    }
+}
+
+impl PartialSchema for CloneForm {
+    /// One object: the form's own fields, then those of [`SpeechRequest`] that a form sets, each
+    /// with the speech request's own schema.
+    fn schema() -> RefOr<Schema> {
+        let RefOr::T(Schema::Object(mut form)) = CloneFields::schema() else {
+            unreachable!("a struct's schema is an object");
+        };
+        let RefOr::T(Schema::Object(request)) = SpeechRequest::schema() else {
+            unreachable!("a struct's schema is an object");
+        };
+        let taken = |name: &String| !NOT_FROM_A_FORM.contains(&name.as_str());
+        form.required
+            .extend(request.required.into_iter().filter(|name| taken(name)));
+        form.properties.extend(
+            request
+                .properties
+                .into_iter()
+                .filter(|(name, _)| taken(name)),
+        );
+        form.description = Some(
+            "The Python omnivoice-server's fields, and every field of a speech request that a \
+             form can carry, as text."
+                .into(),
+        );
+        Schema::Object(form).into()
+    }
+}
+
+impl ToSchema for CloneForm {
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        CloneFields::schemas(schemas);
+        SpeechRequest::schemas(schemas);
+    }
 }
 
 /// Clone a voice and speak
@@ -70,84 +143,29 @@ pub async fn create_cloned_speech(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
-    let form = read_form(&headers, multipart, super::profiles::upload_limit(&state)).await?;
-    let clip = tokio::task::spawn_blocking(move || upload::decode_upload(&form.clip))
-        .await
-        .map_err(|e| ApiError::internal(&e))??;
-    let Some(ref_text) = form.ref_text.filter(|t| !t.trim().is_empty()) else {
+    let CloneForm { own, mut request } =
+        multipart::read(&headers, multipart, upload_limit(&state)).await?;
+    let clip = decode_clip(own.ref_audio).await?;
+    let Some(ref_text) = own.ref_text.filter(|t| !t.trim().is_empty()) else {
         return Err(ApiError::invalid(
             "ref_text",
             "'ref_text' is required: the transcript of the clip. This server runs no speech \
              recognition.",
         ));
     };
-    let model = form.model.clone().unwrap_or_else(|| omnivoice::ID.into());
+    let model = own.model.unwrap_or_else(|| omnivoice::ID.into());
     let reference = Reference {
         samples: clip.samples,
         sample_rate: clip.sample_rate,
         text: Some(ref_text),
-        preprocess: form.request.preprocess_prompt.unwrap_or(true),
+        preprocess: request.preprocess_prompt.unwrap_or(true),
     };
     let voice = state.speech.clone_voice(&model, reference).await?;
-    let mut request = form.request;
+    request.input = own.text;
     request.model = model;
-    request.voice = super::speech::VoiceField(voice);
+    request.voice = VoiceField(voice);
     request.speaker = None;
     answer(&state, &headers, request, started).await
-}
-
-/// The form, read: the clip's bytes and the speech request its other fields make.
-struct Form {
-    clip: Vec<u8>,
-    ref_text: Option<String>,
-    model: Option<String>,
-    request: SpeechRequest,
-}
-
-async fn read_form(
-    headers: &HeaderMap,
-    multipart: Result<Multipart, MultipartRejection>,
-    max_clip_bytes: usize,
-) -> Result<Form, ApiError> {
-    let mut form = multipart::read_form(
-        headers,
-        multipart,
-        "ref_audio",
-        TextFields::All,
-        max_clip_bytes,
-    )
-    .await?;
-    let clip = form.audio.take().ok_or_else(|| {
-        ApiError::invalid("ref_audio", "'ref_audio' is required: the clip to clone.")
-    })?;
-    let ref_text = form.take_text("ref_text");
-    let model = form.take_text("model");
-    let Some(text) = form.take_text("text") else {
-        return Err(ApiError::invalid(
-            "text",
-            "'text' is required: the text to speak.",
-        ));
-    };
-    let mut fields = serde_json::Map::new();
-    for (name, value) in form.into_texts() {
-        let value = typed(&name, value);
-        fields.insert(name, value);
-    }
-    fields.insert("input".into(), text.into());
-    // The placeholders are replaced once the clip is a voice.
-    fields.insert("model".into(), omnivoice::ID.into());
-    fields.insert("voice".into(), "".into());
-    let request: SpeechRequest =
-        serde_path_to_error::deserialize(serde_json::Value::Object(fields)).map_err(|e| {
-            let param = e.path().to_string();
-            ApiError::invalid(&param, format!("'{param}': {}", e.inner()))
-        })?;
-    Ok(Form {
-        clip,
-        ref_text,
-        model,
-        request,
-    })
 }
 
 /// A form field's text as the JSON value its speech-request field expects: forms carry only
@@ -174,4 +192,34 @@ fn typed(name: &str, value: String) -> serde_json::Value {
     // in a JSON body.
     serde_json::from_str::<serde_json::Number>(trimmed)
         .map_or_else(|_| value.into(), serde_json::Value::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The form's own fields first, then the speech request's that a form sets, each as the
+    /// speech request documents it.
+    #[test]
+    fn the_form_documents_its_own_fields_and_the_speech_fields_it_takes() {
+        let RefOr::T(Schema::Object(form)) = CloneForm::schema() else {
+            panic!("the form is an object");
+        };
+        let names: Vec<&str> = form.properties.keys().map(String::as_str).collect();
+        assert_eq!(names[..4], ["text", "ref_audio", "ref_text", "model"]);
+        for speech in ["speed", "seed", "num_step", "instructions", "stream_format"] {
+            assert!(names.contains(&speech), "{speech} in {names:?}");
+        }
+        for absent in NOT_FROM_A_FORM.iter().filter(|name| **name != "model") {
+            assert!(!names.contains(absent), "{absent} in {names:?}");
+        }
+        assert_eq!(form.required, ["text", "ref_audio"]);
+        let RefOr::T(Schema::Object(request)) = SpeechRequest::schema() else {
+            panic!("the request is an object");
+        };
+        assert_eq!(
+            serde_json::to_value(&form.properties["speed"]).unwrap(),
+            serde_json::to_value(&request.properties["speed"]).unwrap()
+        );
+    }
 }

@@ -62,8 +62,6 @@ use headers::REQUEST_ID;
 
 use crate::config::Settings;
 use crate::metrics as m;
-use crate::profiles::voice_files::VoiceFiles;
-use crate::profiles::ProfileStore;
 use crate::speech::{Dialogues, SpeechService};
 
 /// Largest accepted request body. Inputs are at most a few thousand characters; a megabyte
@@ -76,10 +74,6 @@ pub struct AppState {
     pub speech: SpeechService,
     /// Multi-speaker scripts, read through `speech` a bounded number at once.
     pub dialogues: Dialogues,
-    /// Voice profiles (`/v1/voices/profiles`); the OmniVoice engine reads the same store.
-    pub profiles: Arc<ProfileStore>,
-    /// Voice files, listed on `/v1/voices` (the OmniVoice engine reads the same directory).
-    pub voice_files: Arc<VoiceFiles>,
     pub metrics: PrometheusHandle,
     pub started: Instant,
     pub device: String,
@@ -94,8 +88,6 @@ impl AppState {
     pub fn new(
         settings: Settings,
         speech: SpeechService,
-        profiles: Arc<ProfileStore>,
-        voice_files: Arc<VoiceFiles>,
         metrics: PrometheusHandle,
         device: String,
     ) -> Self {
@@ -106,10 +98,8 @@ impl AppState {
                 settings.max_scripts,
                 settings.max_input_chars,
             ),
-            voice_files,
             settings,
             speech,
-            profiles,
             metrics,
             started: Instant::now(),
             device,
@@ -196,7 +186,7 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
     let uploads = OpenApiRouter::default()
         .routes(routes!(clone::create_cloned_speech))
         .route_layer(DefaultBodyLimit::max(multipart::route_body_limit(
-            profiles::upload_limit(state),
+            multipart::upload_limit(state),
         )));
     let speech = OpenApiRouter::default()
         .routes(routes!(speech::create_speech))
@@ -244,7 +234,7 @@ fn documented_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
 
 /// The voice profile routes, whose forms carry a clip of up to `--max-upload-bytes`.
 fn profile_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
-    let body_limit = multipart::route_body_limit(profiles::upload_limit(state));
+    let body_limit = multipart::route_body_limit(multipart::upload_limit(state));
     OpenApiRouter::default()
         .routes(routes!(profiles::list_voices))
         .routes(routes!(profiles::create_profile))

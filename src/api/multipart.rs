@@ -8,6 +8,10 @@
 //! [`route_body_limit`], for at most [`DRAIN_TIME`]). A server that answers while its client
 //! is still writing and then closes makes the client's kernel see a reset: most clients then
 //! report a broken pipe instead of the 413 they were sent.
+//!
+//! A route names its form as a struct ([`Form`]) and reads it with [`read`]: the struct is
+//! what the route's schema is generated from, so the document cannot list a field the route
+//! does not read.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -16,7 +20,8 @@ use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
 use axum::extract::Multipart;
 use axum::http::{header, HeaderMap, StatusCode};
 
-use super::ApiError;
+use super::{ApiError, AppState};
+use crate::audio::upload::{decode_upload, Clip};
 
 /// Room for the text fields and the part headers beside the clip.
 const FORM_OVERHEAD_BYTES: usize = 1024 * 1024;
@@ -80,6 +85,45 @@ impl UploadForm {
     }
 }
 
+/// A form a route takes, as the struct it is read into: the struct the route's schema is
+/// generated from, so that the document and the reader cannot name different fields.
+pub trait Form: Sized {
+    /// The file field: the clip.
+    const AUDIO_FIELD: &'static str;
+    /// The text fields read beside it.
+    const TEXT_FIELDS: TextFields<'static>;
+
+    /// The struct, from what the form held; a refusal names its field.
+    fn from_upload(form: UploadForm) -> Result<Self, ApiError>;
+}
+
+/// Reads a form `F` whose clip is at most `max_audio_bytes`.
+pub async fn read<F: Form>(
+    headers: &HeaderMap,
+    multipart: Result<Multipart, MultipartRejection>,
+    max_audio_bytes: usize,
+) -> Result<F, ApiError> {
+    let form = read_form(
+        headers,
+        multipart,
+        F::AUDIO_FIELD,
+        F::TEXT_FIELDS,
+        max_audio_bytes,
+    )
+    .await?;
+    F::from_upload(form)
+}
+
+/// `--max-upload-bytes` as a length in memory (on 32-bit targets at most what fits).
+pub fn upload_limit(state: &AppState) -> usize {
+    usize::try_from(state.settings.max_upload_bytes).unwrap_or(usize::MAX)
+}
+
+/// Decodes an uploaded clip off the async threads (a minute of MP3 takes a while).
+pub async fn decode_clip(bytes: Vec<u8>) -> Result<Clip, ApiError> {
+    Ok(crate::blocking::run(move || decode_upload(&bytes)).await?)
+}
+
 /// The most a form with a clip of `max_audio_bytes` may be.
 fn form_limit(max_audio_bytes: usize) -> usize {
     max_audio_bytes.saturating_add(FORM_OVERHEAD_BYTES)
@@ -93,7 +137,7 @@ pub fn route_body_limit(max_audio_bytes: usize) -> usize {
 
 /// Reads the form: `audio_field` as bytes (at most `max_audio_bytes`), `text_fields` as text.
 /// A body that declares a length over the form's limit is refused without being parsed.
-pub async fn read_form(
+async fn read_form(
     headers: &HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
     audio_field: &str,

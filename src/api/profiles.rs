@@ -4,9 +4,11 @@
 //! to (`auto`, designs, presets, and each profile as `clone:<id>`).
 //!
 //! Field names, answer shapes and success statuses are the Python server's; its refusals
-//! (422 with `detail`) become OpenAI-shaped errors naming the field. Uploads are decoded here
-//! (any common format, told by the bytes) and stored as WAV; the files are in
-//! [`crate::profiles`], reached through blocking tasks.
+//! (422 with `detail`) become OpenAI-shaped errors naming the field. The forms are read into
+//! the structs their schemas are generated from; uploads are decoded here (any common format,
+//! told by the bytes). The profiles and voice files themselves are
+//! [`SpeechService`](crate::speech::SpeechService)'s, which reaches their files off the async
+//! threads.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -20,11 +22,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ErrorBody;
-use super::multipart::{read_form, TextFields, UploadForm};
+use super::multipart::{self, decode_clip, upload_limit, Form, TextFields, UploadForm};
 use super::{ApiError, AppState};
-use crate::audio::upload::{decode_upload, Clip};
-use crate::engine::omnivoice::{self, AUTO, DESIGN, PRESETS};
-use crate::profiles::{is_valid_name, ProfileChange, ProfileMeta, ProfileStore};
+use crate::speech::profiles::{check_id, CatalogVoice, NewProfile, ProfileChange, ProfileMeta};
 
 /// A voice profile, as the Python server answers with one.
 #[derive(Serialize, ToSchema)]
@@ -52,8 +52,7 @@ impl From<ProfileMeta> for Profile {
 }
 
 /// The form that creates a profile.
-#[derive(ToSchema)]
-#[allow(dead_code)] // Documentation only: the handler reads the form field by field.
+#[derive(Debug, ToSchema)]
 pub struct NewProfileForm {
     /// 1 to 64 letters, digits, `-` or `_`.
     #[schema(pattern = "^[a-zA-Z0-9_-]{1,64}$", example = "anna")]
@@ -67,12 +66,43 @@ pub struct NewProfileForm {
     /// A display name; the id when absent.
     name: Option<String>,
     /// `true` replaces a profile of that id instead of answering 409.
-    overwrite: Option<bool>,
+    #[schema(value_type = Option<bool>)]
+    overwrite: bool,
+}
+
+impl Form for NewProfileForm {
+    const AUDIO_FIELD: &'static str = "ref_audio";
+    const TEXT_FIELDS: TextFields<'static> =
+        TextFields::Named(&["profile_id", "ref_text", "name", "overwrite"]);
+
+    /// The id is checked first: the clip is decoded only for a form that can be saved.
+    fn from_upload(form: UploadForm) -> Result<Self, ApiError> {
+        let profile_id = form.text("profile_id").map(str::to_string).ok_or_else(|| {
+            ApiError::invalid("profile_id", "The form must have a 'profile_id' field.")
+                .with_code("missing_required_parameter")
+        })?;
+        check_id(&profile_id)?;
+        let overwrite = form.flag("overwrite")?;
+        let name = non_empty(&form, "name");
+        let ref_text = form.text("ref_text").map(str::to_string);
+        let Some(ref_audio) = form.audio else {
+            return Err(
+                ApiError::invalid("ref_audio", "The form must have a 'ref_audio' file.")
+                    .with_code("missing_required_parameter"),
+            );
+        };
+        Ok(Self {
+            profile_id,
+            ref_audio,
+            ref_text,
+            name,
+            overwrite,
+        })
+    }
 }
 
 /// The form that changes a profile; at least one field.
-#[derive(ToSchema)]
-#[allow(dead_code)] // Documentation only: the handler reads the form field by field.
+#[derive(Debug, ToSchema)]
 pub struct ProfileChangeForm {
     /// A new reference clip (as for creating one). Without `ref_text`, the old transcript is
     /// removed with the old clip.
@@ -82,6 +112,28 @@ pub struct ProfileChangeForm {
     ref_text: Option<String>,
     /// A new display name.
     name: Option<String>,
+}
+
+impl Form for ProfileChangeForm {
+    const AUDIO_FIELD: &'static str = "ref_audio";
+    const TEXT_FIELDS: TextFields<'static> = TextFields::Named(&["ref_text", "name"]);
+
+    fn from_upload(form: UploadForm) -> Result<Self, ApiError> {
+        let name = non_empty(&form, "name");
+        let ref_text = form.text("ref_text").map(str::to_string);
+        if form.audio.is_none() && ref_text.is_none() && name.is_none() {
+            return Err(ApiError::invalid(
+                "ref_audio",
+                "Provide at least one of: ref_audio, ref_text, name.",
+            )
+            .with_code("missing_required_parameter"));
+        }
+        Ok(Self {
+            ref_audio: form.audio,
+            ref_text,
+            name,
+        })
+    }
 }
 
 /// One voice of `GET /v1/voices`.
@@ -136,9 +188,6 @@ pub struct VoiceCatalog {
     total: usize,
 }
 
-const CREATE_FIELDS: [&str; 4] = ["profile_id", "ref_text", "name", "overwrite"];
-const CHANGE_FIELDS: [&str; 2] = ["ref_text", "name"];
-
 /// List every OmniVoice voice
 ///
 /// The Python omnivoice-server's list: `auto`, the design pattern, OpenAI's preset names (each
@@ -152,60 +201,49 @@ const CHANGE_FIELDS: [&str; 2] = ["ref_text", "name"];
 pub async fn list_voices(
     State(state): State<Arc<AppState>>,
 ) -> Result<Json<VoiceCatalog>, ApiError> {
-    let profiles = blocking(&state, |store| store.list()).await?;
-    let mut voices = vec![
-        ListedVoice::BuiltIn {
-            id: AUTO.into(),
-            kind: "auto",
-            description: "No design: the model chooses a voice itself, unless the request's \
-                          `instructions` design one."
-                .into(),
-        },
-        ListedVoice::BuiltIn {
-            id: format!("{DESIGN}<attributes>"),
-            kind: "design",
-            description: format!(
-                "Voice design via attributes. Example: '{DESIGN}female, british accent'"
-            ),
-        },
-    ];
-    let mut presets = PRESETS.to_vec();
-    presets.sort();
-    voices.extend(
-        presets
-            .into_iter()
-            .map(|(name, design)| ListedVoice::BuiltIn {
-                id: name.into(),
-                kind: "preset",
-                description: format!("OpenAI-compatible preset mapped to '{design}'"),
-            }),
-    );
-    for file in state.voice_files.list() {
-        // Listed as the engine serves them: only files whose design it can follow.
-        let Some(instructions) = omnivoice::canonical_design(&file.design) else {
-            continue;
-        };
-        voices.push(ListedVoice::File {
-            id: file.name,
-            kind: "file",
-            description: file.description.unwrap_or_else(|| instructions.clone()),
-            instructions,
-            params: listed_settings(&file.defaults),
-        });
-    }
-    voices.extend(profiles.into_iter().map(|p| ListedVoice::Clone {
-        id: format!("clone:{}", p.id),
-        kind: "clone",
-        profile_id: p.id,
-        name: p.name,
-        created_at: p.created_at,
-        ref_text: p.ref_text,
-    }));
+    let catalog = state.speech.voice_catalog().await?;
+    let voices: Vec<ListedVoice> = catalog.voices.into_iter().map(ListedVoice::from).collect();
     Ok(Json(VoiceCatalog {
         total: voices.len(),
         voices,
-        design_attributes: omnivoice::design_attributes(),
+        design_attributes: catalog.design_attributes,
     }))
+}
+
+impl From<CatalogVoice> for ListedVoice {
+    fn from(voice: CatalogVoice) -> Self {
+        match voice {
+            CatalogVoice::BuiltIn {
+                id,
+                kind,
+                description,
+            } => Self::BuiltIn {
+                id,
+                kind: kind.as_str(),
+                description,
+            },
+            CatalogVoice::File {
+                name,
+                description,
+                instructions,
+                defaults,
+            } => Self::File {
+                id: name,
+                kind: "file",
+                description,
+                instructions,
+                params: listed_settings(&defaults),
+            },
+            CatalogVoice::Profile(p) => Self::Clone {
+                id: format!("clone:{}", p.id),
+                kind: "clone",
+                profile_id: p.id,
+                name: p.name,
+                created_at: p.created_at,
+                ref_text: p.ref_text,
+            },
+        }
+    }
 }
 
 /// A voice file's settings as the Python server lists them: only those it sets.
@@ -242,38 +280,15 @@ pub async fn create_profile(
     headers: HeaderMap,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<(StatusCode, Json<Profile>), ApiError> {
-    let limit = upload_limit(&state);
-    let form = read_form(
-        &headers,
-        multipart,
-        "ref_audio",
-        TextFields::Named(&CREATE_FIELDS),
-        limit,
-    )
-    .await?;
-    let id = form.text("profile_id").map(str::to_string).ok_or_else(|| {
-        ApiError::invalid("profile_id", "The form must have a 'profile_id' field.")
-            .with_code("missing_required_parameter")
-    })?;
-    check_id(&id)?;
-    let overwrite = form.flag("overwrite")?;
-    let name = non_empty(&form, "name");
-    let ref_text = form.text("ref_text").map(str::to_string);
-    let Some(audio) = form.audio else {
-        return Err(
-            ApiError::invalid("ref_audio", "The form must have a 'ref_audio' file.")
-                .with_code("missing_required_parameter"),
-        );
+    let form: NewProfileForm = multipart::read(&headers, multipart, upload_limit(&state)).await?;
+    let profile = NewProfile {
+        id: form.profile_id,
+        name: form.name,
+        ref_text: form.ref_text,
+        clip: decode_clip(form.ref_audio).await?,
+        overwrite: form.overwrite,
     };
-    let clip = decode(audio).await?;
-    let meta = blocking(&state, move |store| {
-        if overwrite {
-            store.replace(&id, name, ref_text, &clip)
-        } else {
-            store.create(&id, name, ref_text, &clip)
-        }
-    })
-    .await?;
+    let meta = state.speech.create_profile(profile).await?;
     Ok((StatusCode::CREATED, Json(meta.into())))
 }
 
@@ -290,8 +305,7 @@ pub async fn get_profile(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<Json<Profile>, ApiError> {
     let id = path_id(id)?;
-    let profile = blocking(&state, move |store| store.get(&id)).await?;
-    Ok(Json(profile.meta.into()))
+    Ok(Json(state.speech.profile(&id).await?.into()))
 }
 
 /// Change a voice profile
@@ -316,35 +330,18 @@ pub async fn update_profile(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> Result<Json<Profile>, ApiError> {
     let id = path_id(id)?;
-    let limit = upload_limit(&state);
-    let form = read_form(
-        &headers,
-        multipart,
-        "ref_audio",
-        TextFields::Named(&CHANGE_FIELDS),
-        limit,
-    )
-    .await?;
-    let name = non_empty(&form, "name");
-    let ref_text = form.text("ref_text").map(str::to_string);
-    if form.audio.is_none() && ref_text.is_none() && name.is_none() {
-        return Err(ApiError::invalid(
-            "ref_audio",
-            "Provide at least one of: ref_audio, ref_text, name.",
-        )
-        .with_code("missing_required_parameter"));
-    }
-    let clip = match form.audio {
-        Some(audio) => Some(decode(audio).await?),
+    let form: ProfileChangeForm =
+        multipart::read(&headers, multipart, upload_limit(&state)).await?;
+    let clip = match form.ref_audio {
+        Some(audio) => Some(decode_clip(audio).await?),
         None => None,
     };
     let change = ProfileChange {
-        name,
-        ref_text,
+        name: form.name,
+        ref_text: form.ref_text,
         clip,
     };
-    let meta = blocking(&state, move |store| store.update(&id, change)).await?;
-    Ok(Json(meta.into()))
+    Ok(Json(state.speech.update_profile(&id, change).await?.into()))
 }
 
 /// Delete a voice profile
@@ -363,13 +360,8 @@ pub async fn delete_profile(
     id: Result<Path<String>, PathRejection>,
 ) -> Result<StatusCode, ApiError> {
     let id = path_id(id)?;
-    blocking(&state, move |store| store.delete(&id)).await?;
+    state.speech.delete_profile(&id).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// `--max-upload-bytes` as a length in memory (on 32-bit targets at most what fits).
-pub(super) fn upload_limit(state: &AppState) -> usize {
-    usize::try_from(state.settings.max_upload_bytes).unwrap_or(usize::MAX)
 }
 
 fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
@@ -384,15 +376,6 @@ fn path_id(id: Result<Path<String>, PathRejection>) -> Result<String, ApiError> 
     Ok(id)
 }
 
-/// Refused before the clip is decoded: cheap checks first.
-fn check_id(id: &str) -> Result<(), ApiError> {
-    if is_valid_name(id) {
-        Ok(())
-    } else {
-        Err(crate::profiles::ProfileError::InvalidId(id.to_string()).into())
-    }
-}
-
 fn non_empty(form: &UploadForm, field: &str) -> Option<String> {
     form.text(field)
         .map(str::trim)
@@ -400,22 +383,40 @@ fn non_empty(form: &UploadForm, field: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Decodes the clip off the async threads (a minute of MP3 takes a while).
-async fn decode(audio: Vec<u8>) -> Result<Clip, ApiError> {
-    tokio::task::spawn_blocking(move || decode_upload(&audio))
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(ApiError::from)
-}
+#[cfg(test)]
+mod tests {
+    use utoipa::openapi::{RefOr, Schema};
+    use utoipa::PartialSchema;
 
-/// Runs `work` on the profile store in a blocking task.
-async fn blocking<T: Send + 'static>(
-    state: &Arc<AppState>,
-    work: impl FnOnce(&ProfileStore) -> Result<T, crate::profiles::ProfileError> + Send + 'static,
-) -> Result<T, ApiError> {
-    let store = state.profiles.clone();
-    tokio::task::spawn_blocking(move || work(&store))
-        .await
-        .map_err(|e| ApiError::internal(&e))?
-        .map_err(ApiError::from)
+    use super::*;
+
+    fn documented<T: PartialSchema>() -> Vec<String> {
+        let RefOr::T(Schema::Object(object)) = T::schema() else {
+            panic!("a form is an object");
+        };
+        let mut names: Vec<String> = object.properties.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    fn read<F: Form>() -> Vec<String> {
+        let TextFields::Named(texts) = F::TEXT_FIELDS else {
+            panic!("a profile form names its fields");
+        };
+        let mut names: Vec<String> = texts.iter().map(|name| name.to_string()).collect();
+        names.push(F::AUDIO_FIELD.to_string());
+        names.sort();
+        names
+    }
+
+    /// A field added to a form's struct but not read (or read but not in the struct) fails
+    /// here, not in a client.
+    #[test]
+    fn the_fields_documented_are_the_fields_read() {
+        assert_eq!(documented::<NewProfileForm>(), read::<NewProfileForm>());
+        assert_eq!(
+            documented::<ProfileChangeForm>(),
+            read::<ProfileChangeForm>()
+        );
+    }
 }

@@ -185,6 +185,17 @@ impl ProfileStore {
         Ok(profiles)
     }
 
+    /// What a profile is, without reading its clip: for answers that do not carry it. Like
+    /// [`list`](Self::list), only a complete profile (metadata and clip present) counts.
+    pub fn meta(&self, id: &str) -> Result<ProfileMeta, ProfileError> {
+        check_id(id)?;
+        let _read = self.lock.read();
+        self.read_meta(id)
+            .filter(|_| self.dir.join(id).join(AUDIO_FILE).is_file())
+            .map(|meta| meta.into_meta(id))
+            .ok_or_else(|| ProfileError::NotFound(id.to_string()))
+    }
+
     /// One profile: metadata and clip of the same version.
     pub fn get(&self, id: &str) -> Result<Profile, ProfileError> {
         check_id(id)?;
@@ -511,7 +522,8 @@ fn codes_file(fingerprint: &str, audio_sha256: &str) -> String {
     format!("{CODES_PREFIX}{fingerprint}-{audio_sha256}{CODES_SUFFIX}")
 }
 
-fn check_id(id: &str) -> Result<(), ProfileError> {
+/// Refuses an id that [`is_valid_name`] refuses, in the error every store method gives it.
+pub fn check_id(id: &str) -> Result<(), ProfileError> {
     if is_valid_name(id) {
         Ok(())
     } else {

@@ -47,6 +47,11 @@ fn create_get_update_delete() {
 
     let got = store.get("anna").unwrap();
     assert_eq!(got.meta, made);
+    assert_eq!(
+        store.meta("anna").unwrap(),
+        made,
+        "the same, without the clip"
+    );
     assert_eq!(got.audio_sha256, sha256_hex(&got.audio));
     let decoded = crate::audio::upload::decode_upload(&got.audio).unwrap();
     assert_eq!(decoded.samples.len(), 16_000);
@@ -84,6 +89,7 @@ fn create_get_update_delete() {
     assert_eq!(store.list().unwrap(), vec![reclipped]);
     store.delete("anna").unwrap();
     assert!(matches!(store.get("anna"), Err(ProfileError::NotFound(_))));
+    assert!(matches!(store.meta("anna"), Err(ProfileError::NotFound(_))));
     assert!(matches!(
         store.delete("anna"),
         Err(ProfileError::NotFound(_))
@@ -126,6 +132,7 @@ fn ids_are_checked_before_any_file_is_touched() {
             Err(ProfileError::InvalidId(_))
         ));
         assert!(matches!(store.delete(bad), Err(ProfileError::InvalidId(_))));
+        assert!(matches!(store.meta(bad), Err(ProfileError::InvalidId(_))));
     }
     store
         .create(&"x".repeat(64), None, None, &clip(1.0, 0.1))

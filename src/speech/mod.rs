@@ -13,6 +13,7 @@ mod lexicon;
 mod live;
 mod one_voice;
 mod phonemes;
+pub mod profiles;
 mod request;
 mod script;
 mod stream;
@@ -98,6 +99,8 @@ struct Inner {
     cache: AudioCache<SpeechError>,
     limits: request::Limits,
     lexicon: Arc<LexiconStore>,
+    /// Set by [`SpeechService::with_profiles`].
+    voice_stores: Option<profiles::VoiceStores>,
 }
 
 impl SpeechService {
@@ -121,6 +124,7 @@ impl SpeechService {
                     text,
                 },
                 lexicon,
+                voice_stores: None,
             }),
         }
     }
