@@ -438,7 +438,20 @@ async fn sigterm_finishes_the_in_flight_request_then_exits_0() {
         let response = speak(&url, body).await;
         (response.status(), response.bytes().await.unwrap())
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The signal comes once the pipeline has taken the request: speaking its text takes far
+    // longer than the steps up to the signal.
+    let admitted = async {
+        loop {
+            let health = get_json(format!("{}/health", server.url)).await;
+            if health["batch"]["requests_in_progress"] == 1 || request.is_finished() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), admitted)
+        .await
+        .expect("the request reaches the pipeline");
     assert!(
         !request.is_finished(),
         "the request must still be in flight when the signal arrives"

@@ -6,6 +6,7 @@ mod common;
 use std::time::Duration;
 
 use common::{get_json, get_text, metric, post_speech, read_wav, Binary};
+use omnivoice_server::engine::piper::PiperEngine;
 use serde_json::{json, Value};
 
 const VOICE: &str = "en_US-joe-medium";
@@ -164,23 +165,39 @@ async fn the_cache_answers_repeats_and_coalesces_identical_requests() {
     );
 }
 
+/// An entry's age is judged on Tokio's clock, and this server runs in the test's runtime: the
+/// test moves that clock past the TTL instead of waiting it out. Time stands still only while
+/// it is moved, never while a request runs, so no request's own timers jump.
 #[tokio::test]
 async fn cache_entries_expire_after_the_ttl() {
-    let server = Binary::ready(&["--cache-ttl-s", "1"]).await;
+    let voices = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("voices");
+    let piper = PiperEngine::new(voices, candle_core::Device::Cpu);
+    let server = common::InProcess::start(
+        &[
+            "--cache-ttl-s",
+            "60",
+            "--default-engine",
+            "piper",
+            "--default-voice",
+            VOICE,
+        ],
+        vec![std::sync::Arc::new(piper)],
+    )
+    .await;
     let body = wav_request("Short lived.", 3);
-    assert_eq!(
-        post_speech(&server.url, &body).await.headers()["x-cache"],
-        "MISS"
-    );
-    assert_eq!(
-        post_speech(&server.url, &body).await.headers()["x-cache"],
-        "HIT"
-    );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        post_speech(&server.url, &body).await.headers()["x-cache"],
-        "MISS"
-    );
+    let cache = || async { post_speech(&server.url, &body).await.headers()["x-cache"].clone() };
+    assert_eq!(cache().await, "MISS");
+    assert_eq!(cache().await, "HIT");
+    let later = |seconds| async move {
+        tokio::time::pause();
+        tokio::time::advance(Duration::from_secs(seconds)).await;
+        tokio::time::resume();
+    };
+    later(30).await;
+    assert_eq!(cache().await, "HIT", "half way through its TTL");
+    later(30).await;
+    assert_eq!(cache().await, "MISS", "past its TTL");
+    server.stop().await;
 }
 
 #[tokio::test]
