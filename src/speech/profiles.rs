@@ -194,8 +194,8 @@ impl SpeechService {
             .map(|stores| (stores.profiles.clone(), stores.voice_files.clone()))
     }
 
-    /// Runs `work` on the profile store on a blocking thread. A service without one has no
-    /// profile to read and keeps none.
+    /// Runs `work` on the profile store on a blocking thread. A service built without one
+    /// (a unit test's) fails every call, as a store that cannot be reached would.
     async fn on_profiles<T: Send + 'static>(
         &self,
         work: impl FnOnce(&ProfileStore) -> Result<T, ProfileError> + Send + 'static,
