@@ -4,237 +4,28 @@
 //! the engine is doing (or on time), it runs against an in-process server with a fake engine.
 
 mod common;
+#[path = "ws_stream/support.rs"]
+mod support;
 
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::decode::decode;
 use common::fake::FakeEngine;
-use common::{get_text, post_speech, Binary, InProcess};
+use common::{get_text, post_speech, Binary};
 use futures::{SinkExt, StreamExt};
 use omnivoice_server::audio::AudioFormat;
-use omnivoice_server::engine::{Engine, EngineError, Pcm, SynthesisItem, Voice, VoiceInfo};
 use serde_json::{json, Value};
-use tokio::net::TcpStream;
+use support::*;
+use tokio_tungstenite::connect_async;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
-
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 const VOICE: &str = "en_US-joe-medium";
 const TEXT: &str = "The quick brown fox jumps over the lazy dog. It was a sunny day, and \
     the birds were singing in the old oak tree. Did you hear that? Dr. Smith paid 5 dollars \
     for it.";
-
-/// Something with a URL a stream can be opened on.
-trait Server {
-    fn url(&self) -> &str;
-}
-
-impl Server for Binary {
-    fn url(&self) -> &str {
-        &self.url
-    }
-}
-
-impl Server for InProcess {
-    fn url(&self) -> &str {
-        &self.url
-    }
-}
-
-fn stream_url(server: &impl Server) -> String {
-    format!(
-        "{}/v1/audio/speech/stream",
-        server.url().replacen("http://", "ws://", 1)
-    )
-}
-
-async fn connect(server: &impl Server) -> Ws {
-    connect_async(stream_url(server))
-        .await
-        .expect("handshake")
-        .0
-}
-
-/// An in-process server whose only engine is `engine`'s voice `fake-voice`.
-async fn in_process(engine: Arc<dyn Engine>, args: &[&str]) -> InProcess {
-    let id = engine.id().to_string();
-    let mut all = vec![
-        "--default-engine",
-        &id,
-        "--default-voice",
-        "fake-voice",
-        "--no-cache",
-    ];
-    all.extend_from_slice(args);
-    InProcess::start(&all, vec![engine]).await
-}
-
-/// A gate the test opens: until then, a [`Gated`] voice computes nothing.
-#[derive(Default)]
-struct Gate {
-    open: Mutex<bool>,
-    opened: Condvar,
-}
-
-impl Gate {
-    fn open(&self) {
-        *self.open.lock().unwrap() = true;
-        self.opened.notify_all();
-    }
-
-    fn wait(&self) {
-        let mut open = self.open.lock().unwrap();
-        while !*open {
-            open = self.opened.wait(open).unwrap();
-        }
-    }
-}
-
-/// The fake engine, holding every synthesis until its gate opens.
-struct Gated {
-    inner: FakeEngine,
-    gate: Arc<Gate>,
-}
-
-struct GatedVoice {
-    inner: Arc<dyn Voice>,
-    gate: Arc<Gate>,
-}
-
-impl Engine for Gated {
-    fn id(&self) -> &str {
-        self.inner.id()
-    }
-
-    fn voices(&self) -> Vec<VoiceInfo> {
-        self.inner.voices()
-    }
-
-    fn load_voice(&self, voice: &str) -> Result<Arc<dyn Voice>, EngineError> {
-        Ok(Arc::new(GatedVoice {
-            inner: self.inner.load_voice(voice)?,
-            gate: self.gate.clone(),
-        }))
-    }
-}
-
-impl Voice for GatedVoice {
-    fn info(&self) -> &VoiceInfo {
-        self.inner.info()
-    }
-
-    fn synthesize_each(
-        &self,
-        batch: &[SynthesisItem],
-        done: &mut dyn FnMut(usize, Pcm),
-    ) -> Result<(), EngineError> {
-        self.gate.wait();
-        self.inner.synthesize_each(batch, done)
-    }
-}
-
-async fn send(ws: &mut Ws, message: Value) {
-    ws.send(Message::text(message.to_string()))
-        .await
-        .expect("send");
-}
-
-/// What a stream sent until it closed.
-#[derive(Debug, Default)]
-struct Received {
-    audio: Vec<u8>,
-    /// Every JSON message, in order.
-    messages: Vec<Value>,
-    close: Option<(u16, String)>,
-}
-
-impl Received {
-    fn of_type(&self, kind: &str) -> Vec<&Value> {
-        self.messages.iter().filter(|m| m["type"] == kind).collect()
-    }
-}
-
-enum Event {
-    Audio(Vec<u8>),
-    Json(Value),
-    Closed(Option<(u16, String)>),
-}
-
-async fn next_event(ws: &mut Ws) -> Event {
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(60), ws.next())
-            .await
-            .expect("the server answered within 60 s");
-        match message {
-            None | Some(Err(_)) => return Event::Closed(None),
-            Some(Ok(Message::Binary(bytes))) => return Event::Audio(bytes.to_vec()),
-            Some(Ok(Message::Text(text))) => {
-                return Event::Json(serde_json::from_str(text.as_str()).expect("JSON message"))
-            }
-            Some(Ok(Message::Close(frame))) => {
-                return Event::Closed(
-                    frame.map(|f| (u16::from(f.code), f.reason.as_str().to_string())),
-                )
-            }
-            Some(Ok(_)) => {}
-        }
-    }
-}
-
-async fn receive_all(ws: &mut Ws, into: &mut Received) {
-    loop {
-        match next_event(ws).await {
-            Event::Audio(bytes) => into.audio.extend(bytes),
-            Event::Json(message) => into.messages.push(message),
-            Event::Closed(close) => {
-                into.close = close;
-                return;
-            }
-        }
-    }
-}
-
-/// Waits for the first audio, keeping what came before it.
-async fn first_audio(ws: &mut Ws, into: &mut Received) {
-    loop {
-        match next_event(ws).await {
-            Event::Audio(bytes) => {
-                into.audio.extend(bytes);
-                return;
-            }
-            Event::Json(message) => into.messages.push(message),
-            Event::Closed(close) => panic!("closed before any audio: {close:?} {into:?}"),
-        }
-    }
-}
-
-/// `text` cut every `n` characters: mid-word, mid-number, right after periods.
-fn pieces(text: &str, n: usize) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    chars.chunks(n).map(|c| c.iter().collect()).collect()
-}
-
-/// Asserts the stream was refused with `close_code`, an `error` message naming `code`, and
-/// a close reason.
-fn assert_refused(received: &Received, close_code: u16, code: &str) {
-    let (got, reason) = received
-        .close
-        .clone()
-        .unwrap_or_else(|| panic!("no close frame: {received:?}"));
-    assert_eq!(got, close_code, "close code ({reason})");
-    assert!(!reason.is_empty(), "a close reason");
-    let errors = received.of_type("error");
-    assert_eq!(errors.len(), 1, "{received:?}");
-    assert_eq!(errors[0]["close_code"], close_code);
-    assert_eq!(errors[0]["error"]["code"], code, "{}", errors[0]);
-    assert!(errors[0]["error"]["message"]
-        .as_str()
-        .is_some_and(|m| !m.is_empty()));
-}
 
 #[tokio::test]
 async fn pieces_cut_mid_word_sound_exactly_like_the_whole_text_at_once() {
