@@ -273,7 +273,7 @@ fn selftest(
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("selftest failed: {e}");
+            eprintln!("selftest failed: {}", omnivoice_server::speech::chain(&e));
             ExitCode::FAILURE
         }
     }

@@ -130,12 +130,8 @@ fn load(path: &Path) -> Result<Lexicon, LexiconFileError> {
     let at = || path.to_path_buf();
     let content = std::fs::read_to_string(path)
         .map_err(|source| LexiconFileError::Unreadable { path: at(), source })?;
-    let entries = lexicon::parse_file(&path.to_string_lossy(), &content).map_err(|message| {
-        LexiconFileError::Malformed {
-            path: at(),
-            message,
-        }
-    })?;
+    let entries = lexicon::parse_file(&path.to_string_lossy(), &content)
+        .map_err(|source| LexiconFileError::Malformed { path: at(), source })?;
     Lexicon::new(entries).map_err(|source| LexiconFileError::BadEntry { path: at(), source })
 }
 
@@ -148,8 +144,12 @@ pub enum LexiconFileError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the lexicon {} is not valid: {message}", path.display())]
-    Malformed { path: PathBuf, message: String },
+    #[error("the lexicon {} is not valid", path.display())]
+    Malformed {
+        path: PathBuf,
+        #[source]
+        source: lexicon::FileFormatError,
+    },
     #[error("the lexicon {} is not valid: {}", path.display(), source.field)]
     BadEntry {
         path: PathBuf,

@@ -234,9 +234,18 @@ impl Lexicon {
     }
 }
 
+/// A dictionary file that is not the JSON or TOML it should be.
+#[derive(Debug, thiserror::Error)]
+pub enum FileFormatError {
+    #[error("not a dictionary in JSON")]
+    Json(#[source] serde_json::Error),
+    #[error("not a dictionary in TOML")]
+    Toml(#[source] toml::de::Error),
+}
+
 /// Reads a dictionary file: JSON (`{"entries": […]}` or a bare list) when the name ends in
 /// `.json`, else TOML (`[[entries]]` tables).
-pub fn parse_file(name: &str, content: &str) -> Result<Vec<Entry>, String> {
+pub fn parse_file(name: &str, content: &str) -> Result<Vec<Entry>, FileFormatError> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct File {
@@ -254,12 +263,12 @@ pub fn parse_file(name: &str, content: &str) -> Result<Vec<Entry>, String> {
             Ok(Json::List(entries)) | Ok(Json::File(File { entries })) => Ok(entries),
             Err(_) => serde_json::from_str::<File>(content)
                 .map(|f| f.entries)
-                .map_err(|e| e.to_string()),
+                .map_err(FileFormatError::Json),
         }
     } else {
         toml::from_str::<File>(content)
             .map(|f| f.entries)
-            .map_err(|e| e.to_string())
+            .map_err(FileFormatError::Toml)
     }
 }
 
@@ -630,6 +639,9 @@ mod tests {
         let bare = r#"[{"word": "a", "alias": "b"}]"#;
         assert_eq!(parse_file("x.json", bare).unwrap().len(), 1);
         let unknown = "[[entries]]\nword = \"a\"\nalais = \"b\"\n";
-        assert!(parse_file("x.toml", unknown).unwrap_err().contains("alais"));
+        let error = parse_file("x.toml", unknown).unwrap_err();
+        assert!(matches!(error, FileFormatError::Toml(_)), "{error:?}");
+        let cause = std::error::Error::source(&error).unwrap().to_string();
+        assert!(cause.contains("alais"), "{cause}");
     }
 }

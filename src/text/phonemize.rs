@@ -29,45 +29,53 @@ pub struct PhonemeIdMap {
 }
 
 impl PhonemeIdMap {
-    pub fn from_voice_json(voice: &serde_json::Value) -> Result<Self, String> {
+    pub fn from_voice_json(voice: &serde_json::Value) -> Result<Self, PhonemeMapError> {
         let table = voice
             .get("phoneme_id_map")
             .and_then(|m| m.as_object())
-            .ok_or("voice config has no phoneme_id_map object")?;
+            .ok_or_else(|| PhonemeMapError("voice config has no phoneme_id_map object".into()))?;
         let mut ids = HashMap::with_capacity(table.len());
         for (phoneme, value) in table {
             let phoneme = single_char(phoneme, "phoneme_id_map")?;
             let list = value
                 .as_array()
-                .ok_or_else(|| format!("phoneme_id_map[{phoneme:?}] is not a list"))?;
+                .ok_or_else(|| invalid(format!("phoneme_id_map[{phoneme:?}] is not a list")))?;
             let list = list
                 .iter()
                 .map(|id| id.as_i64())
                 .collect::<Option<Vec<i64>>>()
-                .ok_or_else(|| format!("phoneme_id_map[{phoneme:?}] holds a non-integer id"))?;
+                .ok_or_else(|| {
+                    invalid(format!(
+                        "phoneme_id_map[{phoneme:?}] holds a non-integer id"
+                    ))
+                })?;
             ids.insert(phoneme, list);
         }
         for required in [PAD, BOS, EOS] {
             if !ids.contains_key(&required) {
-                return Err(format!("phoneme_id_map lacks {required:?}"));
+                return Err(invalid(format!("phoneme_id_map lacks {required:?}")));
             }
         }
 
         let mut replacements = HashMap::new();
         if let Some(map) = voice.get("phoneme_map").filter(|m| !m.is_null()) {
-            let map = map.as_object().ok_or("phoneme_map is not an object")?;
+            let map = map
+                .as_object()
+                .ok_or_else(|| invalid("phoneme_map is not an object".into()))?;
             for (phoneme, value) in map {
                 let phoneme = single_char(phoneme, "phoneme_map")?;
                 let targets = value
                     .as_array()
-                    .ok_or_else(|| format!("phoneme_map[{phoneme:?}] is not a list"))?
+                    .ok_or_else(|| invalid(format!("phoneme_map[{phoneme:?}] is not a list")))?
                     .iter()
                     .map(|t| {
                         t.as_str()
-                            .ok_or_else(|| format!("phoneme_map[{phoneme:?}] holds a non-string"))
+                            .ok_or_else(|| {
+                                invalid(format!("phoneme_map[{phoneme:?}] holds a non-string"))
+                            })
                             .and_then(|t| single_char(t, "phoneme_map"))
                     })
-                    .collect::<Result<Vec<char>, String>>()?;
+                    .collect::<Result<Vec<char>, PhonemeMapError>>()?;
                 replacements.insert(phoneme, targets);
             }
         }
@@ -283,12 +291,23 @@ fn cut_at_words(symbols: &[Symbol], budget: usize) -> Vec<&[Symbol]> {
     }
 }
 
-fn single_char(key: &str, table: &str) -> Result<char, String> {
+fn single_char(key: &str, table: &str) -> Result<char, PhonemeMapError> {
     let mut chars = key.chars();
     match (chars.next(), chars.next()) {
         (Some(c), None) => Ok(c),
-        _ => Err(format!("{table} key {key:?} is not a single codepoint")),
+        _ => Err(invalid(format!(
+            "{table} key {key:?} is not a single codepoint"
+        ))),
     }
+}
+
+/// A voice config whose phoneme tables cannot be used; the words say which entry and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PhonemeMapError(String);
+
+fn invalid(why: String) -> PhonemeMapError {
+    PhonemeMapError(why)
 }
 
 /// IPA for `text` as a Piper voice expects it: espeak-ng's phonemes clause by clause, each

@@ -47,11 +47,11 @@ impl std::fmt::Display for Report {
 /// Loads the model of `engine`, speaks [`SENTENCE`] in the auto voice at `num_step` steps
 /// (seeded, so a rerun hears the same), and checks the audio; the error says which check
 /// failed and what was measured.
-pub fn run(engine: &OmniVoiceEngine, num_step: u32) -> Result<Report, String> {
+pub fn run(engine: &OmniVoiceEngine, num_step: u32) -> Result<Report, SelftestError> {
     let started = Instant::now();
-    engine.model().map_err(|e| format!("loading failed: {e}"))?;
+    engine.model().map_err(SelftestError::Load)?;
     let load_s = started.elapsed().as_secs_f64();
-    let voice = engine.load_voice(AUTO).map_err(|e| e.to_string())?;
+    let voice = engine.load_voice(AUTO).map_err(SelftestError::Engine)?;
     let item = SynthesisItem {
         params: SynthesisParams {
             seed: Some(1),
@@ -67,9 +67,9 @@ pub fn run(engine: &OmniVoiceEngine, num_step: u32) -> Result<Report, String> {
     let mut audio = None;
     voice
         .synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| audio = Some(pcm))
-        .map_err(|e| e.to_string())?;
+        .map_err(SelftestError::Engine)?;
     let synthesis_s = started.elapsed().as_secs_f64();
-    let pcm = audio.ok_or("the engine returned no audio")?;
+    let pcm = audio.ok_or_else(|| SelftestError::Check("the engine returned no audio".into()))?;
     let rate = pcm.sample_rate;
     let frames = target_frames(SENTENCE, None, 1.0);
     let expected_s = frames as f64 / engine.frame_rate();
@@ -80,7 +80,21 @@ pub fn run(engine: &OmniVoiceEngine, num_step: u32) -> Result<Report, String> {
         expected_s,
         measured: speech_like::measure(&pcm.samples, rate),
     };
-    check(&pcm.samples, &report).map(|()| report)
+    check(&pcm.samples, &report)
+        .map(|()| report)
+        .map_err(SelftestError::Check)
+}
+
+/// Why the selftest failed: the model, the engine, or a check of the audio (which says what
+/// was measured).
+#[derive(Debug, thiserror::Error)]
+pub enum SelftestError {
+    #[error("loading failed")]
+    Load(#[source] Box<dyn std::error::Error + Send + Sync>),
+    #[error(transparent)]
+    Engine(crate::engine::EngineError),
+    #[error("{0}")]
+    Check(String),
 }
 
 /// The checks, in the order a broken checkpoint fails them.
