@@ -28,7 +28,7 @@
 //! every reader out of it, in one step and without retries; it also serializes the changes,
 //! which must read the metadata they amend. The lock is per process: two servers must not
 //! share a profile directory (nor may the Python server write to it while this one runs).
-//! The IO blocks; async callers use `spawn_blocking`.
+//! The IO blocks; async callers go through [`crate::blocking::run`].
 
 use std::fs::{self, File};
 use std::io::{self, Write};

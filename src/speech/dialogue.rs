@@ -273,11 +273,9 @@ impl Dialogues {
         }
         skipped.sort_by_key(|s| s.index);
         let pause = (shape.pause_s * f64::from(rate)).round() as usize;
-        let (placed, audio) = tokio::task::spawn_blocking(move || {
-            assemble(spoken, pause, rate, shape.format, shape.layout)
-        })
-        .await
-        .map_err(|e| SpeechError::Encoding(Failure::new("script encoder task failed", e)))??;
+        let (placed, audio) =
+            crate::blocking::run(move || assemble(spoken, pause, rate, shape.format, shape.layout))
+                .await?;
         let length = placed.last().map_or(0, |p| p.offset + p.length);
         Ok(Reading {
             format: shape.format,

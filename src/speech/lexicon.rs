@@ -116,9 +116,8 @@ impl LexiconStore {
         };
         if let Some(path) = self.file.clone() {
             let content = lexicon::file_content(&path.to_string_lossy(), next.entries());
-            tokio::task::spawn_blocking(move || save(&path, content.as_bytes()))
+            crate::blocking::run(move || save(&path, content.as_bytes()))
                 .await
-                .map_err(|e| SpeechError::LexiconStorage(Failure::new("saving task failed", e)))?
                 .map_err(SpeechError::LexiconStorage)?;
         }
         *self.current.write() = Arc::new(next);

@@ -179,9 +179,7 @@ impl SpeechService {
     ) -> Result<String, SpeechError> {
         let registry = self.inner.registry.clone();
         let model_name = model.to_string();
-        let cloned = tokio::task::spawn_blocking(move || registry.cloned(&model_name, &reference))
-            .await
-            .map_err(|e| SpeechError::Engine(Failure::new("preparing the reference clip", e)))?;
+        let cloned = crate::blocking::run(move || registry.cloned(&model_name, &reference)).await;
         match cloned {
             Ok(Some(voice)) => Ok(voice.key.voice().to_string()),
             Ok(None) => Err(SpeechError::invalid(
@@ -285,9 +283,7 @@ impl SpeechService {
     /// Rescans the voice directories: new voices appear, changed or removed ones are released.
     pub async fn reload_voices(&self) -> Result<ReloadReport, SpeechError> {
         let registry = self.inner.registry.clone();
-        tokio::task::spawn_blocking(move || registry.reload())
-            .await
-            .map_err(|e| SpeechError::VoiceLoad(Failure::new("voice rescan failed", e)))
+        Ok(crate::blocking::run(move || registry.reload()).await)
     }
 
     /// Loads voices ahead of traffic. `name` is `engine/voice`, or a voice id of any engine
@@ -658,9 +654,8 @@ async fn encode_joined(
     heard.push(&samples);
     let no_speech = warn_if_no_speech(&heard, job.input());
     let format = job.format();
-    let bytes = tokio::task::spawn_blocking(move || audio::encode(format, &samples, rate))
+    let bytes = crate::blocking::run(move || audio::encode(format, &samples, rate))
         .await
-        .map_err(|e| SpeechError::Encoding(Failure::new("encoder task failed", e)))?
         .map_err(|e| {
             SpeechError::Encoding(Failure::new(
                 format_args!("encoding {} failed", format.as_str()),

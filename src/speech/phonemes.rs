@@ -29,7 +29,7 @@ impl SpeechService {
         let voices = self.load_voices(script.voices.clone()).await?;
         check_sayable(&voices, &script.utterances)?;
         // espeak-ng is slow and serial: off the runtime's threads.
-        tokio::task::spawn_blocking(move || {
+        crate::blocking::run(move || {
             let sentences = script
                 .utterances
                 .into_iter()
@@ -52,6 +52,5 @@ impl SpeechService {
             Ok(Phonemization { sentences })
         })
         .await
-        .map_err(|e| SpeechError::Engine(Failure::new("phonemizer task failed", e)))?
     }
 }
