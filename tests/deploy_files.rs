@@ -443,3 +443,278 @@ fn compose_and_haproxy_agree_on_replicas_ports_and_routes() {
     let config = str_of(&mounts[0], "volume");
     assert!(config.starts_with("./haproxy.cfg:"), "{config}");
 }
+
+/// Whether `path` (relative to the repository, `/`-separated) is left out of the build context
+/// by the `.dockerignore` `pattern`: segment by segment, `*` within a segment, `**` for any
+/// number of segments, a match of a directory covering everything below it.
+fn ignored_by(pattern: &str, path: &str) -> bool {
+    fn segment(pattern: &str, name: &str) -> bool {
+        match pattern.split_once('*') {
+            None => pattern == name,
+            Some((head, tail)) => {
+                name.starts_with(head)
+                    && (0..=name.len() - head.len()).any(|i| {
+                        name.is_char_boundary(head.len() + i)
+                            && segment(tail, &name[head.len() + i..])
+                    })
+            }
+        }
+    }
+    fn segments(pattern: &[&str], path: &[&str]) -> bool {
+        match (pattern.first(), path.first()) {
+            (None, _) => true,
+            (Some(&"**"), _) => (0..=path.len()).any(|skip| segments(&pattern[1..], &path[skip..])),
+            (Some(p), Some(name)) => segment(p, name) && segments(&pattern[1..], &path[1..]),
+            (Some(_), None) => false,
+        }
+    }
+    let pattern: Vec<&str> = pattern.trim_matches('/').split('/').collect();
+    let path: Vec<&str> = path.split('/').collect();
+    segments(&pattern, &path)
+}
+
+/// The build context `docker build` sends for the repository: the files git tracks, less
+/// those `.dockerignore` leaves out.
+fn build_context() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let ignore = read(&root.join(".dockerignore"));
+    let patterns: Vec<&str> = ignore
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    assert!(
+        patterns.iter().all(|p| !p.starts_with('!')),
+        "exceptions are not read here"
+    );
+    let listed = std::process::Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(root)
+        .output()
+        .expect("git ls-files");
+    assert!(listed.status.success());
+    String::from_utf8(listed.stdout)
+        .unwrap()
+        .split('\0')
+        .filter(|f| !f.is_empty() && root.join(f).is_file())
+        .filter(|f| !patterns.iter().any(|p| ignored_by(p, f)))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The Dockerfile's build stage, acted out without Docker: its `COPY` lines applied to the
+/// build context in a temporary directory (the stage's `WORKDIR`), then checked as the build
+/// would find it. It holds every script a copied script runs or sources, Cargo can read the
+/// whole workspace there, and each path the final stage takes from the build stage is one the
+/// build stage makes.
+#[test]
+fn the_build_stage_has_what_the_build_needs() {
+    let instructions = dockerfile();
+    let stages: Vec<usize> = (0..instructions.len())
+        .filter(|&i| instructions[i].0 == "FROM")
+        .collect();
+    let build = &instructions[stages[0]..stages[1]];
+    let last = &instructions[*stages.last().unwrap()..];
+    let workdir = build
+        .iter()
+        .find(|(i, _)| i == "WORKDIR")
+        .map(|(_, dir)| dir.trim_end_matches('/').to_string())
+        .expect("the build stage sets a WORKDIR");
+
+    let context = build_context();
+    let staged = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut copied = Vec::new();
+    for (_, copy) in build.iter().filter(|(i, _)| i == "COPY") {
+        assert!(
+            !copy.starts_with("--from"),
+            "the build stage copies from its context"
+        );
+        let words: Vec<&str> = copy.split_whitespace().collect();
+        let (destination, sources) = words.split_last().unwrap();
+        let into_dir = destination.ends_with('/') || sources.len() > 1;
+        for source in sources {
+            let source = source.trim_end_matches('/');
+            let files: Vec<&String> = context
+                .iter()
+                .filter(|f| *f == source || f.starts_with(&format!("{source}/")))
+                .collect();
+            assert!(
+                !files.is_empty(),
+                "COPY {source}: nothing in the build context"
+            );
+            for file in files {
+                let target = match (file == source, into_dir) {
+                    (true, true) => {
+                        Path::new(destination).join(Path::new(file).file_name().unwrap())
+                    }
+                    (true, false) => PathBuf::from(destination),
+                    (false, _) => Path::new(destination).join(&file[source.len() + 1..]),
+                };
+                let target = staged.path().join(target);
+                std::fs::create_dir_all(target.parent().unwrap()).unwrap();
+                std::fs::copy(root.join(file), &target).unwrap();
+                copied.push(target);
+            }
+        }
+    }
+
+    // Every script a copied script runs or sources is there too.
+    let script = |word: &str| -> Option<String> {
+        let start = word.find("scripts/")?;
+        let name: String = word[start..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || "/._-".contains(*c))
+            .collect();
+        [".sh", ".py", ".txt"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+            .then_some(name)
+    };
+    for file in copied
+        .iter()
+        .filter(|f| f.extension().is_some_and(|e| e == "sh"))
+    {
+        for line in read(file)
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+        {
+            for needed in line.split_whitespace().filter_map(script) {
+                assert!(
+                    staged.path().join(&needed).is_file(),
+                    "{} needs {needed}, which the build stage does not copy",
+                    file.display()
+                );
+            }
+        }
+    }
+
+    // Cargo reads every member's manifest and target there, from the lock file alone (for
+    // this platform: other platforms' crates are not in the local registry).
+    let rustc = std::process::Command::new("rustc")
+        .arg("-vV")
+        .output()
+        .expect("rustc -vV");
+    let version = String::from_utf8(rustc.stdout).unwrap();
+    let host = version
+        .lines()
+        .find_map(|l| l.strip_prefix("host: "))
+        .expect("rustc names its host");
+    let metadata = std::process::Command::new(env!("CARGO"))
+        .args(["metadata", "--locked", "--offline", "--format-version", "1"])
+        .args(["--filter-platform", host])
+        .current_dir(staged.path())
+        .env("CARGO_TARGET_DIR", staged.path().join("target"))
+        .output()
+        .expect("cargo metadata");
+    assert!(
+        metadata.status.success(),
+        "cargo metadata in the build stage's copy: {}",
+        String::from_utf8_lossy(&metadata.stderr)
+    );
+
+    // What the final stage takes from the build stage, the build stage makes: a path a RUN
+    // line names, or one a script it runs names.
+    let runs: Vec<&String> = build
+        .iter()
+        .filter(|(i, _)| i == "RUN")
+        .map(|(_, r)| r)
+        .collect();
+    for (_, copy) in last.iter().filter(|(i, _)| i == "COPY") {
+        let Some(rest) = copy.strip_prefix("--from=build ") else {
+            continue;
+        };
+        let source = rest.split_whitespace().next().unwrap();
+        let relative = source
+            .strip_prefix(&format!("{workdir}/"))
+            .unwrap_or(source);
+        let made = runs.iter().any(|run| {
+            run.contains(source)
+                || run.split_whitespace().filter_map(script).any(|s| {
+                    std::fs::read_to_string(staged.path().join(s))
+                        .is_ok_and(|text| text.contains(relative))
+                })
+        });
+        assert!(made, "COPY --from=build {source}: no build step makes it");
+    }
+}
+
+#[test]
+fn dockerignore_patterns_match_as_docker_reads_them() {
+    assert!(ignored_by("target", "target/debug/x"));
+    assert!(!ignored_by("target", "crates/models/target/x"));
+    assert!(ignored_by("**/target", "crates/models/target/x"));
+    assert!(ignored_by(".venv*", ".venv-api/bin/python"));
+    assert!(!ignored_by(".venv*", "src/.venv"));
+    assert!(!ignored_by("voices", "src/engine/voices.rs"));
+}
+
+/// The settings the server reads from its environment (`env = "OMNIVOICE_…"` in config.rs).
+fn known_variables() -> Vec<String> {
+    let config = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src/config.rs"));
+    config
+        .split("env = \"")
+        .skip(1)
+        .filter_map(|rest| rest.split_once('"').map(|(name, _)| name.to_string()))
+        .collect()
+}
+
+/// Both replicas name only settings the server knows, and share one named volume mounted at
+/// the directory the image's settings keep profiles, voice files and the lexicon in.
+#[test]
+fn compose_replicas_share_a_data_volume_and_know_their_settings() {
+    let compose = &yaml_documents(&deploy("compose.yaml"))[0];
+    let known = known_variables();
+    assert!(
+        known.contains(&"OMNIVOICE_DATA_DIR".to_string()),
+        "{known:?}"
+    );
+    let image_env = dockerfile()
+        .into_iter()
+        .filter(|(i, _)| i == "ENV")
+        .map(|(_, v)| v)
+        .collect::<Vec<_>>()
+        .join(" ");
+    // The server's own settings, in the image (the build stage's `CARGO_*` are Cargo's).
+    let image_settings = image_env
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .filter(|(name, _)| name.starts_with("OMNIVOICE_"));
+    for (name, _) in image_settings {
+        assert!(
+            known.contains(&name.to_string()),
+            "ENV {name} is no setting"
+        );
+    }
+    let data_dir = image_env
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("OMNIVOICE_DATA_DIR="))
+        .expect("the image sets OMNIVOICE_DATA_DIR");
+    let declared = &compose["volumes"];
+    let mut sources = Vec::new();
+    for name in ["omnivoice-a", "omnivoice-b"] {
+        let replica = &compose["services"][name];
+        if let Some(env) = replica["environment"].as_hash() {
+            for key in env.keys() {
+                let key = str_of(key, "variable");
+                assert!(
+                    known.contains(&key.to_string()),
+                    "{name}: {key} is no setting"
+                );
+            }
+        }
+        let mounts = list(&replica["volumes"], "volumes");
+        let data = mounts
+            .iter()
+            .map(|m| str_of(m, "volume"))
+            .find_map(|m| m.split_once(':').filter(|(_, at)| *at == data_dir))
+            .unwrap_or_else(|| panic!("{name} mounts nothing at {data_dir}"));
+        assert!(
+            !declared[data.0].is_badvalue(),
+            "{name}: {} is a named volume",
+            data.0
+        );
+        sources.push(data.0.to_string());
+    }
+    assert_eq!(sources[0], sources[1], "one data volume for both replicas");
+}
