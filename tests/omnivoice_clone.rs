@@ -294,7 +294,7 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
             &format!("omnivoice_reference_encodes_total{{result=\"{result}\"}}"),
         )
     };
-    {
+    let first = {
         let server = server_with_profiles(dir.path()).await;
         let url = server.url.clone();
         create_anna(&url).await;
@@ -313,11 +313,14 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
             .filter_map(|e| e.ok())
             .any(|e| e.file_name().to_string_lossy().starts_with("codes-"));
         assert!(saved, "codes saved beside the profile");
-    }
-    // A restarted server reads the saved codes.
+        samples
+    };
+    // A restarted server (a pod restarted on its volume) reads the saved codes, and the
+    // profile speaks as before.
     let server = server_with_profiles(dir.path()).await;
     let url = server.url.clone();
     let again = speak(url.clone(), "clone:anna").await;
+    assert_eq!(again, first, "the same voice after a restart");
     assert_eq!(counted(url.clone(), "encoded").await, 0.0);
     assert_eq!(counted(url.clone(), "stored").await, 1.0);
 
@@ -343,6 +346,72 @@ async fn a_profile_speaks_as_its_clip_and_keeps_its_codes() {
         error["message"].as_str().unwrap().contains("nobody"),
         "{error}"
     );
+}
+
+/// Two replicas on one profile directory (one volume, as deploy/ mounts it) agree: a profile
+/// made through one speaks on the other, one deleted through the other is gone for the first,
+/// and two creates of one id at once end with one profile and one 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_on_one_profile_directory_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = tokio::join!(
+        server_with_profiles(dir.path()),
+        server_with_profiles(dir.path())
+    );
+    let plain = &cases()["cases"][0];
+    let speak = |url: String| async move {
+        let body = serde_json::json!({
+            "model": "omnivoice", "voice": "clone:anna", "input": plain["text"],
+            "response_format": "wav", "stream": false, "num_step": plain["num_step"],
+            "position_temperature": 0, "class_temperature": 0});
+        common::post_speech(&url, &body).await
+    };
+    create_anna(&a.url).await;
+    let on_b = speak(b.url.clone()).await;
+    assert_eq!(on_b.status(), 200, "a profile made on A speaks on B");
+    let on_b = read_wav(&on_b.bytes().await.unwrap()).1;
+    let on_a = read_wav(&speak(a.url.clone()).await.bytes().await.unwrap()).1;
+    assert_eq!(on_a, on_b, "one clip, one voice on both");
+
+    let deleted = reqwest::Client::new()
+        .delete(format!("{}/v1/voices/profiles/anna", b.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 204);
+    let error = openai_error(speak(a.url.clone()).await, 400).await;
+    assert!(
+        error["message"].as_str().unwrap().contains("anna"),
+        "{error}"
+    );
+
+    // Both replicas asked to create `anna` at once.
+    let ref_text = cases()["ref_text"].as_str().unwrap().to_string();
+    let create = |url: String| {
+        let form = Form::new()
+            .text("profile_id", "anna")
+            .text("ref_text", ref_text.clone())
+            .part("ref_audio", Part::bytes(clip()).file_name("audio"));
+        async move {
+            reqwest::Client::new()
+                .post(format!("{url}/v1/voices/profiles"))
+                .multipart(form)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    let (first, second) = tokio::join!(create(a.url.clone()), create(b.url.clone()));
+    let mut statuses = [first, second];
+    statuses.sort();
+    assert_eq!(statuses, [201, 409], "one profile, one clear refusal");
+    for url in [&a.url, &b.url] {
+        let listed = common::get_json(format!("{url}/v1/voices")).await;
+        let profiles = listed.to_string().matches("\"clone:anna\"").count();
+        assert_eq!(profiles, 1, "{listed}");
+    }
 }
 
 /// A profile is a voice on every front door: Wyoming, the WebSocket stream and a script speak

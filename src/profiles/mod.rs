@@ -231,7 +231,9 @@ impl ProfileStore {
             return Err(ProfileError::Exists(id.to_string()));
         }
         let meta = new_meta(name, ref_text);
-        self.create_locked(id, &encode_clip(clip), &meta)?;
+        if !self.create_locked(id, &encode_clip(clip), &meta)? {
+            return Err(ProfileError::Exists(id.to_string()));
+        }
         Ok(meta.into_meta(id))
     }
 
@@ -253,7 +255,10 @@ impl ProfileStore {
         } else {
             // A file of that name, say; never made by this store.
             let _ = fs::remove_file(self.dir.join(id));
-            self.create_locked(id, &audio, &meta)?;
+            if !self.create_locked(id, &audio, &meta)? {
+                // Made meanwhile by another process on this directory: replaced all the same.
+                self.commit_locked(id, Some(&audio), &meta)?;
+            }
         }
         Ok(meta.into_meta(id))
     }
@@ -368,20 +373,30 @@ impl ProfileStore {
         }
     }
 
-    /// Builds a whole profile in the staging directory and renames it into place.
-    fn create_locked(&self, id: &str, audio: &[u8], meta: &MetaFile) -> Result<(), ProfileError> {
+    /// Builds a whole profile in the staging directory and renames it into place; `false`
+    /// when a profile of that id appeared meanwhile (another process on the same directory,
+    /// as replicas on one volume are), which is then left as it is.
+    fn create_locked(&self, id: &str, audio: &[u8], meta: &MetaFile) -> Result<bool, ProfileError> {
         let context = || format!("cannot save '{id}'");
         let staging = self.staging()?;
         let build = staging.join(format!("new-{}", uuid::Uuid::new_v4()));
+        let live = self.dir.join(id);
         let built = (|| {
             fs::create_dir(&build)?;
             write_synced(&build.join(AUDIO_FILE), audio)?;
             write_synced(&build.join(META_FILE), &meta_json(meta))?;
             sync_dir(&build)?;
-            fs::rename(&build, self.dir.join(id))?;
-            sync_dir(&self.dir)
+            // A directory is renamed onto an existing one only if that one is empty: a
+            // profile made meanwhile is never replaced by accident.
+            if let Err(e) = fs::rename(&build, &live) {
+                return match live.symlink_metadata() {
+                    Ok(_) => Ok(false),
+                    Err(_) => Err(e),
+                };
+            }
+            sync_dir(&self.dir).map(|()| true)
         })();
-        if built.is_err() {
+        if !matches!(built, Ok(true)) {
             let _ = fs::remove_dir_all(&build);
         }
         built.map_err(|e| storage(context(), e))
