@@ -139,6 +139,26 @@ async fn a_500_names_the_request_and_its_log_line_the_causes() {
             "the 500 says {secret:?}: {message}"
         );
     }
+
+    // A script whose line fails so says no more than any internal error.
+    let answer = reqwest::Client::new()
+        .post(format!("{}/v1/audio/script", server.url))
+        .json(&serde_json::json!({
+            "model": "broken", "on_error": "abort",
+            "script": [{"speaker": "a", "text": "Hello.", "voice": "broken-voice"}],
+        }))
+        .send()
+        .await
+        .unwrap();
+    let script_error = openai_error(answer, 500).await;
+    let message = script_error["message"].as_str().unwrap();
+    assert!(message.starts_with("internal error"), "{message}");
+    for secret in ["/srv", "broken-voice.onnx", "disk refused"] {
+        assert!(
+            !message.contains(secret),
+            "the script's 500 says {secret:?}: {message}"
+        );
+    }
     server.stop().await;
 
     let logged = String::from_utf8(log.lock().unwrap().clone()).unwrap();

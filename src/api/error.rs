@@ -240,10 +240,14 @@ impl From<DialogueError> for ApiError {
                 busy.message = message;
                 busy
             }
-            // The line's own failure decides the status; the answer names the line.
+            // The line's own failure decides the status; the answer names the line, unless
+            // the server failed: then it says no more than any internal error.
             DialogueError::Line { param, source, .. } => {
+                let fault = source.is_fault();
                 let mut line = Self::from(source);
-                line.message = message;
+                if !fault {
+                    line.message = message;
+                }
                 line.with_param(param)
             }
             DialogueError::Speech(e) => Self::from(e),

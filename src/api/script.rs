@@ -370,7 +370,7 @@ fn answer(reading: Reading) -> Response {
                     .map(|s| SkippedError {
                         index: s.index,
                         param: s.param.clone(),
-                        message: s.error.to_string(),
+                        message: s.error.for_clients(),
                     })
                     .collect(),
             };

@@ -495,9 +495,11 @@ pub(super) fn chunks_until<T: Send + 'static>(
             Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(chunks))),
             Ok(None) => None,
             Ok(Some(Err(e))) => {
-                tracing::warn!("speech stream failed after the first byte");
+                // A fault's whole chain is logged by `for_clients`; other errors say all here.
+                let words = e.for_clients();
+                tracing::warn!(error = %words, "speech stream failed after the first byte");
                 metrics::counter!(m::STREAM_ERRORS).increment(1);
-                Some((Err(std::io::Error::other(e.for_clients())), None))
+                Some((Err(std::io::Error::other(words)), None))
             }
             Err(_) => {
                 tracing::error!(seconds, "speech stream exceeded the request timeout");

@@ -283,7 +283,11 @@ impl SpeechService {
     /// Rescans the voice directories: new voices appear, changed or removed ones are released.
     pub async fn reload_voices(&self) -> Result<ReloadReport, SpeechError> {
         let registry = self.inner.registry.clone();
-        Ok(crate::blocking::run(move || registry.reload()).await)
+        // Not `blocking::run`: a rescan that panics is reported as an error, so that the
+        // SIGHUP listener, which has no panic catcher, keeps listening.
+        tokio::task::spawn_blocking(move || registry.reload())
+            .await
+            .map_err(|e| SpeechError::VoiceLoad(Failure::new("voice rescan failed", e)))
     }
 
     /// Loads voices ahead of traffic. `name` is `engine/voice`, or a voice id of any engine
