@@ -5,47 +5,18 @@
 # NVIDIA driver, CUDA's libraries and PyTorch but no Rust, and can fetch nothing: everything
 # it runs travels in .gpu/ (about 20 MB).
 #
-# The CUDA 13.0 toolkit comes as NVIDIA's pinned wheels (scripts/cuda-toolkit-requirements.txt),
-# unpacked under target/cuda-toolkit: no system CUDA install is needed. candle links the driver
-# (libcuda.so.1) at build time; a machine without one links against a stub made from cudarc's
-# own list of driver functions, and the real driver is loaded on the GPU machine.
+# The CUDA 13.0 toolkit comes as NVIDIA's pinned wheels, unpacked under target/cuda-toolkit,
+# with a stub of the driver to link against where none is installed (scripts/lib/cuda.sh, which
+# deploy/Dockerfile.cuda shares): no system CUDA install is needed.
 #
 #     scripts/gpu-build.sh            # then, on the GPU machine: scripts/gpu-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-toolkit=${CUDA_TOOLKIT_DIR:-$root/target/cuda-toolkit}
-cuda=$toolkit/nvidia/cu13
-if [ ! -x "$cuda/bin/nvcc" ]; then
-    echo "gpu-build: fetching the CUDA 13.0 toolkit wheels"
-    rm -rf "$toolkit" && mkdir -p "$toolkit/wheels"
-    python3 -m pip download -q --no-deps --only-binary=:all: --require-hashes \
-        -r scripts/cuda-toolkit-requirements.txt -d "$toolkit/wheels"
-    for wheel in "$toolkit"/wheels/*.whl; do
-        python3 -m zipfile -e "$wheel" "$toolkit"
-    done
-    chmod +x "$cuda"/bin/* "$cuda"/nvvm/bin/*
-    (cd "$cuda/lib" && for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 \
-        libcurand.so.10 libnvrtc.so.13; do ln -sf "$lib" "${lib%%.so*}.so"; done)
-    ln -sfn lib "$cuda/lib64"
-fi
-export CUDA_HOME=$cuda CUDA_PATH=$cuda CUDA_ROOT=$cuda PATH=$cuda/bin:$PATH
-# Hopper (H100/H200) unless told otherwise; the driver compiles the PTX for newer chips.
-export CUDA_COMPUTE_CAP=${CUDA_COMPUTE_CAP:-90} CUDARC_CUDA_VERSION=13000
+. scripts/lib/cuda.sh
+cuda_build_environment "$root"
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target/cuda}
 cargo fetch -q
-if [ ! -e /usr/lib/x86_64-linux-gnu/libcuda.so.1 ] && [ ! -e "$cuda/lib/stubs/libcuda.so" ]; then
-    # Every driver function cudarc declares, as an empty export of a library named like the
-    # driver: enough to link; never loaded.
-    cudarc=$(cargo metadata --format-version 1 --features cuda \
-        | python3 -c 'import json,sys; print(next(p["manifest_path"] for p in json.load(sys.stdin)["packages"] if p["name"] == "cudarc").rsplit("/", 1)[0])')
-    mkdir -p "$cuda/lib/stubs"
-    grep -ohE '^\s+fn cu[A-Z][A-Za-z0-9_]*\(' "$cudarc/src/driver/sys/mod.rs" \
-        | sed -E 's/^\s+fn //; s/\($//' | sort -u \
-        | awk '{print "void " $1 "(void) {}"}' >"$cuda/lib/stubs/cuda_stub.c"
-    cc -shared -fPIC -Wl,-soname,libcuda.so.1 -o "$cuda/lib/stubs/libcuda.so" "$cuda/lib/stubs/cuda_stub.c"
-fi
-export LIBRARY_PATH=$cuda/lib:$cuda/lib/stubs:${LIBRARY_PATH:-}
 
 echo "gpu-build: building (--features cuda)"
 cargo build --release --features cuda --bin omnivoice-server

@@ -328,3 +328,64 @@ async fn timestamps_name_the_written_words_of_entries_and_inline_phonemes() {
         }
     }
 }
+
+/// Two replicas on one data volume share the dictionary's file: a change through one is
+/// heard, and listed, by the other at its next request; changes made through both at once all
+/// land (each takes the file's lock, reads the latest and saves before the other starts).
+#[tokio::test]
+async fn replicas_sharing_the_file_hear_each_others_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lexicon.toml");
+    let path = file.to_str().unwrap();
+    let args = ["--lexicon", path];
+    let (a, b) = tokio::join!(Binary::ready(&args), Binary::ready(&args));
+    let response = put(
+        &a.url,
+        &json!({"entries": [{"word": "nginx", "alias": "engine x"}]}),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let on_a: Value = response.json().await.unwrap();
+    assert_eq!(
+        lexicon(&b.url).await,
+        on_a,
+        "the same entries and version on B"
+    );
+    let answer = spoken(&b.url, PIPER, "Ask nginx.").await;
+    assert_eq!(answer["sentences"][0]["spoken"], "Ask engine x.");
+
+    assert_eq!(delete(&b.url, "?word=nginx").await.status(), 200);
+    let answer = spoken(&a.url, PIPER, "Ask nginx.").await;
+    assert_ne!(
+        answer["sentences"][0]["spoken"], "Ask engine x.",
+        "removed on B, not said on A"
+    );
+
+    let changes = (0..6).map(|i| {
+        let url = if i % 2 == 0 {
+            a.url.clone()
+        } else {
+            b.url.clone()
+        };
+        async move {
+            let body = json!({"entries": [{"word": format!("word{i}"), "alias": "x"}]});
+            put(&url, &body).await.status()
+        }
+    });
+    let statuses = futures::future::join_all(changes).await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    for url in [&a.url, &b.url] {
+        let mut heard: Vec<String> = words(&lexicon(url).await)
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        heard.sort();
+        assert_eq!(
+            heard,
+            (0..6).map(|i| format!("word{i}")).collect::<Vec<_>>(),
+            "no change lost"
+        );
+    }
+    a.terminate();
+    b.terminate();
+}

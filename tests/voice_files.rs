@@ -133,3 +133,41 @@ async fn a_voice_file_that_cannot_be_used_is_refused_with_its_reason() {
         "{listed}"
     );
 }
+
+/// Two replicas on one data volume read the same voice files: a file written beside them is a
+/// voice on both, speaking the same audio; an edit is heard on both; a deleted file is refused
+/// by both. The files are read at every use, so there is nothing to keep in step.
+#[tokio::test]
+async fn replicas_on_one_voice_file_directory_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = tokio::join!(server(dir.path()), server(dir.path()));
+    let file = dir.path().join("shared.txt");
+    std::fs::write(
+        &file,
+        "female, high pitch\nseed: 5\nnum_step: 4\ndescription: One\n",
+    )
+    .unwrap();
+    let on_a = speak(&a.url, json!({"voice": "shared"})).await;
+    let on_b = speak(&b.url, json!({"voice": "shared"})).await;
+    assert_eq!(on_a, on_b, "one file, one voice on both");
+
+    std::fs::write(
+        &file,
+        "male, low pitch\nseed: 6\nnum_step: 4\ndescription: Two\n",
+    )
+    .unwrap();
+    for url in [&a.url, &b.url] {
+        let voices = listed(url).await;
+        assert!(voices.to_string().contains("\"Two\""), "{voices}");
+    }
+    let edited = speak(&b.url, json!({"voice": "shared"})).await;
+    assert_ne!(edited, on_a, "the edit is heard");
+    assert_eq!(speak(&a.url, json!({"voice": "shared"})).await, edited);
+
+    std::fs::remove_file(&file).unwrap();
+    for url in [&a.url, &b.url] {
+        let body = json!({"model": "omnivoice", "voice": "shared", "input": TEXT});
+        let error = openai_error(common::post_speech(url, &body).await, 400).await;
+        assert_eq!(error["param"], "voice", "{error}");
+    }
+}

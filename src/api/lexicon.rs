@@ -114,7 +114,7 @@ pub struct LexiconRemoval {
 #[utoipa::path(get, path = "/v1/audio/lexicon", tag = "lexicon",
     responses((status = 200, description = "Every entry", body = Lexicon)))]
 pub async fn get_lexicon(State(state): State<Arc<AppState>>) -> Json<Lexicon> {
-    Json(state.speech.lexicon().into())
+    Json(state.speech.lexicon().await.into())
 }
 
 /// Add or change entries

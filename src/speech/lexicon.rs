@@ -6,9 +6,17 @@
 //! current version only once that succeeded, so what requests hear is always what a restart
 //! would load. Cached audio needs no flush: its key holds a digest of the entries its text
 //! uses (`Lexicon::digest_of`), so a change makes exactly the audio it affects miss.
+//!
+//! Replicas may share the file (one data volume). Each request's snapshot first compares the
+//! file with the one it was read from (its size, time and inode: a rename makes a new inode),
+//! and reads it again when another process changed it; a change takes an exclusive lock on a
+//! file beside the dictionary, reads the latest, applies itself and saves before it lets go,
+//! so two replicas changing it at once both land, one after the other.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
@@ -21,6 +29,8 @@ pub struct LexiconStore {
     current: RwLock<Arc<Lexicon>>,
     /// Where changes are saved; `None` keeps them in memory only.
     file: Option<PathBuf>,
+    /// The file as `current` was read from it or saved to it (`None`: there was none).
+    read_from: parking_lot::Mutex<Option<Stamp>>,
     /// One change at a time: each is read, saved and published before the next starts.
     changing: tokio::sync::Mutex<()>,
 }
@@ -40,29 +50,57 @@ impl LexiconStore {
     /// empty one kept in memory. A file that cannot be read or holds a bad entry is an error
     /// naming it.
     pub fn open(file: Option<PathBuf>) -> Result<Self, LexiconFileError> {
+        let stamp = file.as_deref().and_then(Stamp::of);
         let lexicon = match &file {
-            Some(path) if path.exists() => load(path)?,
+            Some(path) if stamp.is_some() => load(path)?,
             _ => Lexicon::default(),
         };
         Ok(Self {
             current: RwLock::new(Arc::new(lexicon)),
             file,
+            read_from: parking_lot::Mutex::new(stamp),
             changing: tokio::sync::Mutex::new(()),
         })
     }
 
-    /// The dictionary now: a request keeps the one it started with.
+    /// The dictionary now: a request keeps the one it started with. With a file, this reads
+    /// its metadata (and, when another process changed it, the file): call it off the async
+    /// threads.
     pub fn current(&self) -> Arc<Lexicon> {
+        self.follow_the_file();
         self.current.read().clone()
     }
 
-    pub fn view(&self) -> LexiconView {
-        let current = self.current();
-        LexiconView {
-            version: version_of(current.entries()),
-            entries: current.entries().to_vec(),
-            persistent: self.file.is_some(),
+    /// Reads the file again if another process (a replica on the same volume) changed it since
+    /// it was read here. A file that became unreadable or invalid keeps the dictionary as it
+    /// was, with a warning: the next good write is taken up.
+    fn follow_the_file(&self) {
+        let Some(path) = &self.file else {
+            return;
+        };
+        let mut read_from = self.read_from.lock();
+        self.take_up(read_if_changed(path, *read_from), &mut read_from);
+    }
+
+    /// Makes what [`read_if_changed`] found the current dictionary.
+    fn take_up(&self, found: OnDisk, read_from: &mut Option<Stamp>) {
+        match found {
+            OnDisk::AsRead => {}
+            OnDisk::Changed(lexicon, stamp) => {
+                *self.current.write() = Arc::new(lexicon);
+                *read_from = stamp;
+            }
+            OnDisk::Invalid(e) => tracing::warn!(
+                error = %super::chain(&e),
+                "the lexicon changed on disk and cannot be read; keeping the one loaded"
+            ),
         }
+    }
+
+    /// The dictionary as clients see it (reading the file again if another process changed
+    /// it, hence off the async threads).
+    pub fn view(&self) -> LexiconView {
+        self.view_of(&self.current())
     }
 
     /// Puts `entries` in (replacing those for the same word and language), or, with
@@ -110,19 +148,117 @@ impl LexiconStore {
         make: impl FnOnce(&Lexicon) -> Result<Option<Lexicon>, SpeechError>,
     ) -> Result<LexiconView, SpeechError> {
         let _one_at_a_time = self.changing.lock().await;
-        let current = self.current();
-        let Some(next) = make(&current)? else {
-            return Ok(self.view());
+        let Some(path) = self.file.clone() else {
+            let current = self.current();
+            let next = make(&current)?.map(Arc::new).unwrap_or(current);
+            *self.current.write() = next.clone();
+            return Ok(self.view_of(&next));
         };
-        if let Some(path) = self.file.clone() {
-            let content = lexicon::file_content(&path.to_string_lossy(), next.entries());
-            crate::blocking::run(move || save(&path, content.as_bytes()))
+        // Other processes' changes wait for this one, and this one starts from theirs.
+        let lock = {
+            let path = path.clone();
+            crate::blocking::run(move || lock_beside(&path))
                 .await
-                .map_err(SpeechError::LexiconStorage)?;
-        }
+                .map_err(SpeechError::LexiconStorage)?
+        };
+        let known = *self.read_from.lock();
+        let found = {
+            let path = path.clone();
+            crate::blocking::run(move || read_if_changed(&path, known)).await
+        };
+        self.take_up(found, &mut self.read_from.lock());
+        let current = self.current.read().clone();
+        let Some(next) = make(&current)? else {
+            return Ok(self.view_of(&current));
+        };
+        let content = lexicon::file_content(&path.to_string_lossy(), next.entries());
+        let saved = crate::blocking::run(move || {
+            save(&path, content.as_bytes())?;
+            Ok(Stamp::of(&path))
+        })
+        .await
+        .map_err(SpeechError::LexiconStorage)?;
+        drop(lock);
+        *self.read_from.lock() = saved;
+        let view = self.view_of(&next);
         *self.current.write() = Arc::new(next);
-        Ok(self.view())
+        Ok(view)
     }
+
+    fn view_of(&self, current: &Lexicon) -> LexiconView {
+        LexiconView {
+            version: version_of(current.entries()),
+            entries: current.entries().to_vec(),
+            persistent: self.file.is_some(),
+        }
+    }
+}
+
+/// The dictionary's file, compared with the version read last.
+enum OnDisk {
+    /// The same file.
+    AsRead,
+    /// Another version (an empty dictionary when the file is gone), and its stamp.
+    Changed(Lexicon, Option<Stamp>),
+    /// Another version that cannot be read or holds a bad entry.
+    Invalid(LexiconFileError),
+}
+
+fn read_if_changed(path: &Path, known: Option<Stamp>) -> OnDisk {
+    let now = Stamp::of(path);
+    if now == known {
+        return OnDisk::AsRead;
+    }
+    match now {
+        None => OnDisk::Changed(Lexicon::default(), None),
+        Some(_) => match load(path) {
+            Ok(lexicon) => OnDisk::Changed(lexicon, now),
+            Err(e) => OnDisk::Invalid(e),
+        },
+    }
+}
+
+/// What identifies one version of a file without reading it: a write by rename makes a new
+/// inode, and an edit in place changes the time or the size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    inode: u64,
+    len: u64,
+    modified: Option<SystemTime>,
+}
+
+impl Stamp {
+    /// `None` when there is no file (or it cannot be looked at).
+    fn of(path: &Path) -> Option<Self> {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = std::fs::metadata(path).ok()?;
+        Some(Self {
+            inode: metadata.ino(),
+            len: metadata.len(),
+            modified: metadata.modified().ok(),
+        })
+    }
+}
+
+/// An exclusive lock on `<path>.lock`, held until the file is dropped: how processes sharing
+/// the dictionary take turns to change it (flock; NFS clients lock on the server).
+fn lock_beside(path: &Path) -> Result<File, Failure> {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".lock");
+    let failed = |e: std::io::Error| {
+        Failure::new(
+            format_args!("locking the lexicon {} failed", path.display()),
+            e,
+        )
+    };
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&name)
+        .map_err(failed)?;
+    file.lock().map_err(failed)?;
+    Ok(file)
 }
 
 fn load(path: &Path) -> Result<Lexicon, LexiconFileError> {
@@ -277,6 +413,46 @@ mod tests {
             let error = store.put(vec![alias("a", "b")], false).await.unwrap_err();
             assert!(matches!(error, SpeechError::LexiconStorage(_)), "{error:?}");
             assert!(store.current().is_empty());
+        });
+    }
+
+    /// Two stores on one file are two replicas on one volume: each sees the other's changes
+    /// at its next read, and changes made at once both land.
+    #[test]
+    fn stores_sharing_a_file_follow_each_other() {
+        on_runtime(async {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("lexicon.toml");
+            let a = LexiconStore::open(Some(path.clone())).unwrap();
+            let b = LexiconStore::open(Some(path.clone())).unwrap();
+            a.put(vec![alias("nginx", "engine x")], false)
+                .await
+                .unwrap();
+            assert_eq!(b.view().entries, [alias("nginx", "engine x")]);
+            assert_eq!(b.view().version, a.view().version);
+            b.remove("nginx", None).await.unwrap();
+            assert!(a.current().is_empty(), "a removal on B is heard on A");
+
+            let words: Vec<String> = (0..8).map(|i| format!("word{i}")).collect();
+            let changes = words.iter().enumerate().map(|(i, word)| {
+                let store = if i % 2 == 0 { &a } else { &b };
+                store.put(vec![alias(word, "x")], false)
+            });
+            for change in futures::future::join_all(changes).await {
+                change.unwrap();
+            }
+            for store in [&a, &b] {
+                let mut heard: Vec<String> =
+                    store.view().entries.into_iter().map(|e| e.word).collect();
+                heard.sort();
+                assert_eq!(heard, words, "no change lost");
+            }
+
+            // An edit by hand that breaks the file keeps what was loaded; deleting it empties.
+            std::fs::write(&path, "[[entries]]\nword = \"a\"\n").unwrap();
+            assert_eq!(a.current().entries().len(), words.len());
+            std::fs::remove_file(&path).unwrap();
+            assert!(b.current().is_empty());
         });
     }
 

@@ -191,9 +191,11 @@ impl SpeechService {
         }
     }
 
-    /// The pronunciation dictionary.
-    pub fn lexicon(&self) -> LexiconView {
-        self.inner.lexicon.view()
+    /// The pronunciation dictionary (read again from its file when another replica changed
+    /// it, hence on a blocking thread).
+    pub async fn lexicon(&self) -> LexiconView {
+        let this = self.clone();
+        crate::blocking::run(move || this.inner.lexicon.view()).await
     }
 
     /// Puts `entries` into the pronunciation dictionary (or, with `replace`, makes them the
