@@ -252,3 +252,74 @@ fn the_date_order_decides_slashed_dates_in_context() {
         "The invoice is due the third of April, not three quarters of a month later."
     );
 }
+
+/// Pieces of the corpus glued together in random order, with the shapes the new rules look
+/// for pushed past their limits, read without a panic and with rewrites that point inside
+/// the sentence.
+#[test]
+fn shuffled_corpus_pieces_read_without_a_panic() {
+    let mut pieces: Vec<&str> = cases(LLM_CORPUS)
+        .iter()
+        .flat_map(|case| case.written.split_whitespace())
+        .collect();
+    pieces.extend([
+        "+",
+        "/",
+        "-",
+        "–",
+        ":",
+        "'",
+        "\"",
+        "″",
+        "x",
+        "v",
+        "Q",
+        "H",
+        "FY",
+        "Cmd",
+        "+F",
+        "F99",
+        "0",
+        "00",
+        "007",
+        "9999",
+        "12345",
+        "3.0123456789012345678",
+        "99999999999999999999",
+        "1.2.3.4.5.6",
+        "31/31",
+        "12/31/",
+        "9am-",
+        "-5pm",
+        "Mon-",
+        "Ñ",
+        "ü'",
+        "€",
+        "$",
+    ]);
+    let mut state: u64 = 0x853C_49E6_748F_EA9B;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    for _ in 0..4000 {
+        let mut sentence = String::new();
+        for _ in 0..1 + next(8) {
+            sentence.push_str(pieces[next(pieces.len())]);
+            if next(3) > 0 {
+                sentence.push(' ');
+            }
+        }
+        for date_order in [DateOrder::MonthFirst, DateOrder::DayFirst] {
+            let out = read(&sentence, &ReadingOptions { date_order });
+            for r in &out.rewrites {
+                assert!(sentence.get(r.written.clone()).is_some(), "{sentence:?}");
+                assert!(out.text.get(r.spoken.clone()).is_some(), "{sentence:?}");
+            }
+        }
+    }
+    let long_version = spoken("Install Python 3.0123456789012345678 now.").text;
+    assert!(long_version.starts_with("Install Python"), "{long_version}");
+}

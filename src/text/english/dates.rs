@@ -120,12 +120,12 @@ pub(super) fn month(word: &Token) -> Option<usize> {
     if word.text.len() > 1 && word.text.chars().all(|c| c.is_uppercase()) {
         return None;
     }
-    let lower = word.text.to_lowercase();
+    let text = word.text;
+    // Compared in place: this runs at every word of every sentence.
     MONTHS.iter().position(|m| {
-        let m = m.to_lowercase();
-        m == lower
-            || (lower.len() == 3 && m.starts_with(&lower))
-            || (lower == "sept" && m == "september")
+        m.eq_ignore_ascii_case(text)
+            || (text.len() == 3 && m[..3].eq_ignore_ascii_case(text))
+            || (*m == "September" && text.eq_ignore_ascii_case("sept"))
     })
 }
 
@@ -242,7 +242,7 @@ fn dated(cursor: &Cursor) -> bool {
 /// `Aug.`, `Sept.`, `Oct 2025`: a month's abbreviation on its own, with its period or
 /// before a year.
 fn lone_month(cursor: &Cursor) -> Option<Words> {
-    let word = cursor.get(0)?;
+    let word = cursor.get(0).filter(|t| t.is_word() && t.text.len() <= 4)?;
     let month_of = month(word)?;
     if !cursor.at_word_start() || month_name(month_of).len() == word.text.len() {
         return None;

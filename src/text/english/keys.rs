@@ -52,7 +52,7 @@ fn said(table: &[(&str, &'static str)], word: &Token) -> Option<&'static str> {
 
 pub(super) fn read(cursor: &Cursor) -> Option<Words> {
     let first = cursor.get(0).filter(|t| t.is_word())?;
-    if !cursor.at_word_start() {
+    if !cursor.get(1).is_some_and(|t| t.is_mark('+')) || !cursor.at_word_start() {
         return None;
     }
     let mut words = vec![said(MODIFIERS, first)?.to_string()];

@@ -177,7 +177,11 @@ fn is_inch_mark(cursor: &Cursor, mark: &super::tokens::Token) -> bool {
     if mark.is_mark('″') {
         return true;
     }
-    mark.is_mark('"') && cursor.sentence[..mark.start].matches('"').count() % 2 == 0
+    mark.is_mark('"')
+        && cursor.sentence[..mark.start]
+            .matches('"')
+            .count()
+            .is_multiple_of(2)
 }
 
 /// `5 kg`, `50%`, `100 km/h`.

@@ -203,7 +203,7 @@ pub(super) fn identifier(written: &str) -> Option<String> {
 /// A count of four digits as people say it: round hundreds below two thousand in hundreds
 /// ("fifteen hundred people"), anything else as a cardinal ("two thousand nineteen tickets").
 pub(super) fn count(n: u64) -> String {
-    if (1100..2000).contains(&n) && n % 100 == 0 {
+    if (1100..2000).contains(&n) && n.is_multiple_of(100) {
         year(n)
     } else {
         cardinal(n)
@@ -215,15 +215,16 @@ pub(super) fn count(n: u64) -> String {
 pub(super) fn version(parts: &[&str]) -> Option<String> {
     let words: Option<Vec<String>> = parts
         .iter()
-        .map(|part| match *part {
-            "0" => Some("oh".to_string()),
-            p if p.len() > 1 && p.starts_with('0') => {
-                Some(format!("oh {}", cardinal(p[1..].parse().ok()?)))
+        .map(|part| {
+            // Parts longer than four digits are no version's.
+            if part.is_empty() || part.len() > 4 || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
             }
-            p if p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit()) && !p.is_empty() => {
-                Some(cardinal(p.parse().ok()?))
-            }
-            _ => None,
+            Some(match *part {
+                "0" => "oh".to_string(),
+                p if p.starts_with('0') => format!("oh {}", cardinal(p[1..].parse().ok()?)),
+                p => cardinal(p.parse().ok()?),
+            })
         })
         .collect();
     Some(words?.join(" point "))
@@ -344,5 +345,6 @@ mod tests {
         assert_eq!(version(&["2", "0"]).unwrap(), "two point oh");
         assert_eq!(version(&["24", "04"]).unwrap(), "twenty-four point oh four");
         assert!(version(&["1", ""]).is_none());
+        assert!(version(&["3", "0123456789012345678"]).is_none());
     }
 }

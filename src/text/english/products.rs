@@ -9,12 +9,12 @@ use super::{Cursor, Words};
 pub(super) fn read(cursor: &Cursor) -> Option<Words> {
     let name = cursor.get(0).filter(|t| t.is_word())?;
     let (dash, number) = (cursor.get(1)?, cursor.get(2)?);
-    if !cursor.at_word_start()
-        || !name.text.chars().any(char::is_uppercase)
-        || is_calendar_word(name)
-        || !dash.is_mark('-')
+    if !dash.is_mark('-')
         || !number.is_digits()
         || number.text.len() > 4
+        || !cursor.at_word_start()
+        || !name.text.chars().any(char::is_uppercase)
+        || is_calendar_word(name)
     {
         return None;
     }
