@@ -1,7 +1,8 @@
 //! The text front end's share of a synthesis: markdown clean-up, sentence splitting, English
 //! normalization and espeak-ng phonemization per 1,000 characters, before normalization existed
 //! ("before": the same steps without it) and with it ("after"), against the Piper synthesis of
-//! the same text at bf16 on one core, all measured in one run (docs/performance.md §12). Two
+//! the same text at bf16 on one core, all measured in one run (docs/performance.md §12), for
+//! news-style text, an agent's reply as language models write it, and plain prose. Two
 //! more rows price the newer parts against the same synthesis: an SSML document read through
 //! its markup, and plain prose looked up in a 1,000-entry pronunciation dictionary.
 //!
@@ -28,6 +29,19 @@ const NUMBERS: &str = "On 2026-12-01 at 3:30pm, Dr. Smith said the fund grew 3.5
     Read report.pdf and email jane.doe@example.com by 11 a.m. tomorrow, please. \
     Prices ranged 10-20% higher than the 1,990 people expected in Q3, and the rest, 5.5 GB, \
     arrived on the 1st of May at 9:00.";
+
+/// An agent's reply of about the same length, as language models write (issue #50): counts,
+/// identifiers, scores, ranges, shortcuts, short forms.
+const REPLY: &str = "Sure! Here's a quick summary. Your flight 1492 now leaves from gate 214 \
+    at 7:45am, and the 2:30pm call moved to Thu 4/9 in room 305. The Pixel 9 scores 4.6/5 from \
+    1200 reviews, and critics rated it 9/10; the Xbox 360 got 7/10. Since 2019, 2048 teams \
+    have used the app on macOS 15 and Windows 11. Support is open Mon-Fri, 9am-5pm, at \
+    +49 30 1234 5678 or 1-800-555-0199. The plan costs $12/user/month, incl. tax, and renews \
+    3/1; est. delivery is 3-5 business days. Press Cmd+S to save or Ctrl+Shift+T to reopen a \
+    tab. GPT-5 and Python 3.12 are supported in v2.1, and Q1 revenue rose 15% YoY. The pilot \
+    runs Apr-Jun, with the fair on Sep 12-14. He's 6'2\" and uses a 27\" monitor. Add 2/3 cup \
+    of sugar, not 3/4. The aspect ratio is 16:9, the Lakers won 112-104, and FY2026 looks \
+    strong. Let me know if you have any other questions, and thanks for reaching out!";
 
 /// Plain prose of about the same length: what most requests are.
 const PROSE: &str = "The evening light fell softly across the harbour as the fishing boats \
@@ -145,7 +159,7 @@ fn main() {
         .expect("the default voice (scripts/setup.sh installs it)");
     println!("| text | chars | normalize only | front end before | front end after | Piper bf16 | after / Piper |");
     println!("|---|---|---|---|---|---|---|");
-    for (name, text) in [("numbers", NUMBERS), ("prose", PROSE)] {
+    for (name, text) in [("numbers", NUMBERS), ("reply", REPLY), ("prose", PROSE)] {
         let per_k = 1000.0 / text.chars().count() as f64;
         let options = ReadingOptions::default();
         let sentences = split_sentences(&normalize(text), 400);

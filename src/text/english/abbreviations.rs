@@ -4,6 +4,8 @@
 //! espeak-ng already spells the capital words it cannot pronounce and reads the pronounceable
 //! ones, so only its mistakes are listed here.
 
+use super::numbers::{cardinal, integer, year};
+use super::quantities::is_year;
 use super::{Cursor, Words};
 
 /// Where an abbreviation means what it says.
@@ -16,6 +18,8 @@ enum When {
     AfterName,
     /// Before a number: `No. 5`.
     BeforeNumber,
+    /// Before a year: `est. 1887`.
+    BeforeYear,
 }
 
 /// Written form (without its period), reading, context, and whether the period may be left
@@ -59,7 +63,12 @@ const ABBREVIATIONS: &[(&str, &str, When, bool)] = &[
     ("Corp", "Corporation", When::Always, false),
     ("Dept", "Department", When::Always, false),
     ("Univ", "University", When::Always, false),
-    ("est", "established", When::Always, false),
+    ("est", "established", When::BeforeYear, false),
+    ("est", "estimated", When::Always, false),
+    ("Est", "Established", When::BeforeYear, false),
+    ("Est", "Estimated", When::Always, false),
+    ("incl", "including", When::Always, false),
+    ("excl", "excluding", When::Always, false),
     ("min", "minimum", When::BeforeNumber, false),
     ("max", "maximum", When::Always, false),
 ];
@@ -76,6 +85,13 @@ const ACRONYMS: &[(&str, &str)] = &[
     ("FAQ", "F A Q"),
     ("LED", "L E D"),
     ("CEO", "C E O"),
+    ("YoY", "year over year"),
+    ("QoQ", "quarter over quarter"),
+    ("macOS", "mac O S"),
+    ("iOS", "i O S"),
+    ("iPadOS", "iPad O S"),
+    ("watchOS", "watch O S"),
+    ("tvOS", "T V O S"),
 ];
 
 /// Acronyms read as words, whose plural is no spelled plural.
@@ -88,6 +104,40 @@ pub(super) fn read(cursor: &Cursor) -> Option<Words> {
     dotted(cursor)
         .or_else(|| abbreviation(cursor))
         .or_else(|| acronym(cursor))
+        .or_else(|| with_slash(cursor))
+        .or_else(|| period(cursor))
+}
+
+/// `w/` "with", `w/o` "without".
+fn with_slash(cursor: &Cursor) -> Option<Words> {
+    let w = cursor.get(0).filter(|t| t.text == "w" || t.text == "W")?;
+    if !w.is_word() || !cursor.at_word_start() || !cursor.get(1)?.is_mark('/') {
+        return None;
+    }
+    if cursor.get(2).is_some_and(|t| t.is("o")) && cursor.ends_at(3) {
+        return Some(Words::new(3, "without"));
+    }
+    cursor
+        .get(2)
+        .is_some_and(|t| t.is_space())
+        .then(|| Words::new(2, "with"))
+}
+
+/// A business period: `Q1` "Q one", `H2` "H two", `FY2026` "F Y twenty twenty-six", `FY26`.
+fn period(cursor: &Cursor) -> Option<Words> {
+    let (letters, number) = (cursor.get(0)?, cursor.get(1)?);
+    if !letters.is_word() || !number.is_digits() || !cursor.at_word_start() || !cursor.ends_at(2) {
+        return None;
+    }
+    let n = integer(number.text)?;
+    let words = match (letters.text, number.text.len()) {
+        ("Q", 1) if (1..=4).contains(&n) => format!("Q {}", cardinal(n)),
+        ("H", 1) if (1..=2).contains(&n) => format!("H {}", cardinal(n)),
+        ("FY", 2) => format!("F Y {}", cardinal(n)),
+        ("FY", 4) => format!("F Y {}", year(n)),
+        _ => return None,
+    };
+    Some(Words::new(2, words))
 }
 
 fn abbreviation(cursor: &Cursor) -> Option<Words> {
@@ -110,6 +160,7 @@ fn abbreviation(cursor: &Cursor) -> Option<Words> {
         When::BeforeName => next_word().is_some_and(capitalised),
         When::AfterName => cursor.previous_word().is_some_and(capitalised),
         When::BeforeNumber => next_word().is_some_and(|t| t.is_number()),
+        When::BeforeYear => next_word().is_some_and(is_year),
     };
     let (_, reading, ..) = ABBREVIATIONS.iter().find(|(written, _, when, bare)| {
         *written == word.text && (period || *bare) && fits(*when)
@@ -177,6 +228,13 @@ mod tests {
         assert_eq!(spoken("It is No. 5 today."), "It is number five today.");
         assert_eq!(spoken("There is no. Really."), "There is no. Really.");
         assert_eq!(spoken("Ali vs Frazier."), "Ali versus Frazier.");
+        assert_eq!(spoken("It is est. 3 days."), "It is estimated three days.");
+        assert_eq!(
+            spoken("Tea w/ milk, w/o sugar."),
+            "Tea with milk, without sugar."
+        );
+        assert_eq!(spoken("In Q1 and FY26."), "In Q one and F Y twenty-six.");
+        assert_eq!(spoken("Drink H2O."), "Drink H2O.");
     }
 
     #[test]

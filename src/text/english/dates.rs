@@ -32,30 +32,104 @@ const WEEKDAYS: [(&[&str], &str); 7] = [
     (&["Sun"], "Sunday"),
 ];
 
+/// Words before a slashed pair that make it a date rather than a fraction: "due 3/4".
+const DATE_CUES: &[&str] = &[
+    "after",
+    "arrives",
+    "before",
+    "begins",
+    "by",
+    "closes",
+    "due",
+    "effective",
+    "ends",
+    "expire",
+    "expired",
+    "expires",
+    "from",
+    "issued",
+    "launches",
+    "on",
+    "opens",
+    "renew",
+    "renews",
+    "ship",
+    "shipped",
+    "ships",
+    "since",
+    "starting",
+    "starts",
+    "through",
+    "thru",
+    "till",
+    "until",
+];
+
+/// Words before "by" that make what follows an amount of change: "fell by 1/3".
+const CHANGED_BY: &[&str] = &[
+    "cut",
+    "decreased",
+    "down",
+    "drop",
+    "dropped",
+    "fell",
+    "grew",
+    "grow",
+    "increase",
+    "increased",
+    "reduce",
+    "reduced",
+    "rise",
+    "rose",
+    "shrank",
+    "up",
+];
+
 pub(super) fn read(cursor: &Cursor) -> Option<Words> {
     iso(cursor)
         .or_else(|| slashed(cursor))
         .or_else(|| month_day(cursor))
         .or_else(|| day_month(cursor))
         .or_else(|| weekday(cursor))
+        .or_else(|| lone_month(cursor))
         .or_else(|| time(cursor))
 }
 
+/// A weekday's name, in full or abbreviated (`Tue`, `Thurs`), capitalised.
+pub(super) fn weekday_name(word: &Token) -> Option<&'static str> {
+    if !word.is_word() {
+        return None;
+    }
+    WEEKDAYS
+        .iter()
+        .find(|(short, name)| short.contains(&word.text) || *name == word.text)
+        .map(|(_, name)| *name)
+}
+
+/// Whether a word names a month or a weekday.
+pub(super) fn is_calendar_word(word: &Token) -> bool {
+    month(word).is_some() || weekday_name(word).is_some()
+}
+
 /// The month a word names, in full or abbreviated (`Dec`, `Sept`), capitalised.
-fn month(word: &Token) -> Option<usize> {
+pub(super) fn month(word: &Token) -> Option<usize> {
     if !word.is_word() || !word.text.starts_with(|c: char| c.is_uppercase()) {
         return None;
     }
-    let lower = word.text.to_lowercase();
+    // `APR`, `MAR`: capitals are acronyms more often than months.
+    if word.text.len() > 1 && word.text.chars().all(|c| c.is_uppercase()) {
+        return None;
+    }
+    let text = word.text;
+    // Compared in place: this runs at every word of every sentence.
     MONTHS.iter().position(|m| {
-        let m = m.to_lowercase();
-        m == lower
-            || (lower.len() == 3 && m.starts_with(&lower))
-            || (lower == "sept" && m == "september")
+        m.eq_ignore_ascii_case(text)
+            || (text.len() == 3 && m[..3].eq_ignore_ascii_case(text))
+            || (*m == "September" && text.eq_ignore_ascii_case("sept"))
     })
 }
 
-fn month_name(month: usize) -> &'static str {
+pub(super) fn month_name(month: usize) -> &'static str {
     MONTHS[month]
 }
 
@@ -124,7 +198,7 @@ fn slashed(cursor: &Cursor) -> Option<Words> {
         };
         (5, Some(y))
     } else {
-        if is_fraction(a, b) || is_around_the_clock(a, b) {
+        if is_around_the_clock(a, b) || (is_fraction(a, b) && !dated(cursor)) {
             return None;
         }
         (3, None)
@@ -146,7 +220,42 @@ fn slashed(cursor: &Cursor) -> Option<Words> {
     ))
 }
 
-/// `Dec. 1`, `December 1st`, `Dec 1, 2026`.
+/// Whether the word before the cursor makes a slashed pair a date: "due 3/4", "Tue 3/4",
+/// but not "fell by 1/3".
+fn dated(cursor: &Cursor) -> bool {
+    let Some(word) = cursor.previous_word() else {
+        return false;
+    };
+    let lower = word.text.to_lowercase();
+    if lower == "by" {
+        let before = Cursor {
+            at: cursor.at - 2,
+            ..*cursor
+        };
+        return !before
+            .previous_word()
+            .is_some_and(|w| CHANGED_BY.contains(&w.text.to_lowercase().as_str()));
+    }
+    DATE_CUES.contains(&lower.as_str()) || weekday_name(word).is_some()
+}
+
+/// `Aug.`, `Sept.`, `Oct 2025`: a month's abbreviation on its own, with its period or
+/// before a year.
+fn lone_month(cursor: &Cursor) -> Option<Words> {
+    let word = cursor.get(0).filter(|t| t.is_word() && t.text.len() <= 4)?;
+    let month_of = month(word)?;
+    if !cursor.at_word_start() || month_name(month_of).len() == word.text.len() {
+        return None;
+    }
+    if cursor.get(1).is_some_and(|t| t.is_mark('.')) {
+        return Some(Words::new(cursor.with_period(1), month_name(month_of)));
+    }
+    let year_after = cursor.get(1).is_some_and(|t| t.is_space())
+        && cursor.get(2).is_some_and(|y| full_year(y).is_some());
+    (year_after && cursor.ends_at(1)).then(|| Words::new(1, month_name(month_of)))
+}
+
+/// `Dec. 1`, `December 1st`, `Dec 1, 2026`, `Nov 24-27`.
 fn month_day(cursor: &Cursor) -> Option<Words> {
     let month_of = month(cursor.get(0)?)?;
     let mut at = 1;
@@ -165,8 +274,30 @@ fn month_day(cursor: &Cursor) -> Option<Words> {
         }
         at += 1;
     }
+    // `Nov 24-27`: a range of days in the month.
+    let mut last_day = None;
+    if let (Some(dash), Some(to)) = (cursor.get(at), cursor.get(at + 1)) {
+        if let Some(to_day) = (dash.is_mark('-') || dash.is_mark('–'))
+            .then(|| day(to))
+            .flatten()
+            .filter(|&d| d > day_of)
+        {
+            last_day = Some(to_day);
+            at += 2;
+        }
+    }
     if !cursor.ends_at(at) {
         return None;
+    }
+    if let Some(last) = last_day {
+        return Some(Words::new(
+            at,
+            format!(
+                "{} to {}",
+                date_words(month_of, day_of, None, false),
+                ordinal(last)
+            ),
+        ));
     }
     // `, 2026`
     let mut year_of = None;
@@ -237,7 +368,14 @@ fn weekday(cursor: &Cursor) -> Option<Words> {
         .find(|(short, _)| short.contains(&word.text))?;
     let period = usize::from(cursor.get(1).is_some_and(|t| t.is_mark('.')));
     let comma = usize::from(cursor.get(1 + period).is_some_and(|t| t.is_mark(',')));
-    if period + comma == 0 || !cursor.get(1 + period + comma)?.is_space() {
+    if !cursor.get(1 + period + comma)?.is_space() {
+        return None;
+    }
+    // `Tue 3/4`, `Sat 11pm`: a day's abbreviation before a date or a time.
+    if comma == 0 && cursor.get(2 + period).is_some_and(|t| t.is_number()) {
+        return Some(Words::new(1 + period, *name));
+    }
+    if period + comma == 0 {
         return None;
     }
     let date = Cursor {
@@ -251,10 +389,16 @@ fn weekday(cursor: &Cursor) -> Option<Words> {
 
 /// `3:30`, `3:30pm`, `3 p.m.`, `14:05`, `3:30:15`.
 fn time(cursor: &Cursor) -> Option<Words> {
-    let first = cursor.get(0).filter(|t| t.is_number())?;
     if !cursor.at_word_start() {
         return None;
     }
+    clock(cursor)
+}
+
+/// A time at the cursor, wherever it starts (the end of a range `9am-5pm` starts after a
+/// dash).
+pub(super) fn clock(cursor: &Cursor) -> Option<Words> {
+    let first = cursor.get(0).filter(|t| t.is_number())?;
     let mut at = 1;
     let mut minutes = None;
     let mut seconds = None;

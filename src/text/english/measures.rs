@@ -1,6 +1,7 @@
 //! Percentages and units after numbers: `50%` "fifty percent", `5 kg` "five kilograms",
 //! `72°F` "seventy-two degrees Fahrenheit", `100 km/h` "one hundred kilometers per hour".
 
+use super::numbers::read_number;
 use super::quantities::amount;
 use super::{Cursor, Words};
 
@@ -96,7 +97,95 @@ const UNITS: &[Unit] = &[
     unit("ha", "hectare", "hectares"),
 ];
 
+/// Words after an amount and its unit that are no noun the unit describes: "12 in. wide".
+const NOT_NOUNS: &[&str] = &[
+    "and", "at", "by", "deep", "each", "for", "from", "high", "in", "long", "of", "on", "or",
+    "per", "tall", "thick", "to", "wide", "with",
+];
+
 pub(super) fn read(cursor: &Cursor) -> Option<Words> {
+    marks(cursor).or_else(|| unit_after(cursor))
+}
+
+/// Whether an amount and its unit, ending `offset` tokens on, describe the noun after them:
+/// "a 10 km run" is a "ten kilometer run", with the unit in the singular.
+fn describes_a_noun(cursor: &Cursor, offset: usize) -> bool {
+    let article = cursor
+        .previous_word()
+        .is_some_and(|w| w.is("a") || w.is("an"));
+    let noun = cursor.get(offset).is_some_and(|t| t.is_space())
+        && cursor
+            .get(offset + 1)
+            .is_some_and(|t| t.is_word() && !NOT_NOUNS.contains(&t.text.to_lowercase().as_str()));
+    article && noun
+}
+
+/// Feet and inches written with marks: `6'2"` "six foot two", `27"` "twenty-seven inches",
+/// `8'` "eight feet", `12'x14'` "twelve feet by fourteen feet". A double quote is an inch mark
+/// only outside a quotation.
+fn marks(cursor: &Cursor) -> Option<Words> {
+    let number = cursor.get(0).filter(|t| t.is_number())?;
+    let mark = cursor.get(1)?;
+    if !cursor.at_word_start() || number.text.contains(',') {
+        return None;
+    }
+    let words = read_number(number.text)?;
+    let one = number.text == "1";
+    let feet = |one: bool| if one { "foot" } else { "feet" };
+    if mark.is_mark('\'') || mark.is_mark('′') {
+        let (inches, close) = (cursor.get(2), cursor.get(3));
+        if let (Some(inches), Some(close)) = (inches, close) {
+            if inches.is_digits() && is_inch_mark(cursor, close) && cursor.ends_at(4) {
+                let inches = read_number(inches.text)?;
+                return Some(Words::new(4, format!("{words} foot {inches}")));
+            }
+        }
+        let by = (cursor.get(2), cursor.get(3), cursor.get(4));
+        if let (Some(x), Some(other), Some(mark2)) = by {
+            if x.is("x") && other.is_number() && (mark2.is_mark('\'') || mark2.is_mark('′')) {
+                let other_words = read_number(other.text)?;
+                return cursor.ends_at(5).then(|| {
+                    Words::new(
+                        5,
+                        format!(
+                            "{words} {} by {other_words} {}",
+                            feet(one),
+                            feet(other.text == "1")
+                        ),
+                    )
+                });
+            }
+        }
+        let lone = cursor.get(2).is_none_or(|t| !t.is_word() && !t.is_number());
+        return (lone && cursor.ends_at(2))
+            .then(|| Words::new(2, format!("{words} {}", feet(one))));
+    }
+    if is_inch_mark(cursor, mark) && cursor.ends_at(2) {
+        let name = if one || describes_a_noun(cursor, 2) {
+            "inch"
+        } else {
+            "inches"
+        };
+        return Some(Words::new(2, format!("{words} {name}")));
+    }
+    None
+}
+
+/// Whether `mark` is a double quote that closes no quotation: an even number of them before
+/// it in the sentence.
+fn is_inch_mark(cursor: &Cursor, mark: &super::tokens::Token) -> bool {
+    if mark.is_mark('″') {
+        return true;
+    }
+    mark.is_mark('"')
+        && cursor.sentence[..mark.start]
+            .matches('"')
+            .count()
+            .is_multiple_of(2)
+}
+
+/// `5 kg`, `50%`, `100 km/h`.
+fn unit_after(cursor: &Cursor) -> Option<Words> {
     let number = amount(cursor, 0, true)?;
     let after = number.tokens;
     let gap = usize::from(cursor.get(after).is_some_and(|t| t.is_space()));
@@ -129,7 +218,11 @@ pub(super) fn read(cursor: &Cursor) -> Option<Words> {
         // `30 min. and`: the abbreviation's period, inside a sentence.
         tokens += 1;
     }
-    let name = if number.one { unit.one } else { unit.many };
+    let name = if number.one || describes_a_noun(cursor, tokens) {
+        unit.one
+    } else {
+        unit.many
+    };
     Some(Words::new(tokens, format!("{} {name}", number.words)))
 }
 
@@ -162,5 +255,20 @@ mod tests {
             );
         }
         assert_eq!(spoken("It is 12 in."), "It is twelve inches.");
+    }
+
+    #[test]
+    fn marks_and_units_before_a_noun() {
+        for (written, said) in [
+            ("He is 6'2\" tall.", "He is six foot two tall."),
+            ("A 27\" monitor.", "A twenty-seven inch monitor."),
+            ("It is 12\" wide.", "It is twelve inches wide."),
+            ("It is 8' high.", "It is eight feet high."),
+            ("It is 12'x14'.", "It is twelve feet by fourteen feet."),
+            ("A 10 km run.", "A ten kilometer run."),
+            ("He said \"27\" twice.", "He said \"twenty-seven\" twice."),
+        ] {
+            assert_eq!(spoken(written), said, "{written}");
+        }
     }
 }

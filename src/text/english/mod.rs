@@ -14,13 +14,18 @@
 
 mod abbreviations;
 mod dates;
+mod keys;
 mod measures;
 mod money;
 mod numbers;
 mod phone;
+mod products;
 mod quantities;
+mod ranges;
+mod roles;
 mod roman;
 mod say_as;
+mod scores;
 mod symbols;
 mod tokens;
 mod web;
@@ -201,13 +206,19 @@ fn spoken_end(tokens: &[Token], at: usize) -> usize {
 }
 
 /// The families, in the order they are tried at each token: the more specific shapes first
-/// (an address holds numbers, a date holds what looks like a range).
+/// (an address holds numbers, a date holds what looks like a range, a score or a range of
+/// days what looks like a date, a product's name what looks like a count).
 const RULES: &[Rule] = &[
     web::read,
+    keys::read,
     phone::read,
+    scores::read,
+    ranges::read,
     dates::read,
     money::read,
     measures::read,
+    products::read,
+    roles::read,
     quantities::read,
     roman::read,
     abbreviations::read,
@@ -280,6 +291,17 @@ impl<'a> Cursor<'a> {
             space if space.is_space() => self.before(2).filter(|t| t.is_word()),
             _ => None,
         }
+    }
+
+    /// The words and numbers before the cursor, nearest first, back to the start of its
+    /// clause (a comma, colon, bracket or sentence mark).
+    fn clause_before(&self) -> impl Iterator<Item = &'a Token<'a>> {
+        let tokens: &'a [Token<'a>] = self.tokens;
+        tokens[..self.at]
+            .iter()
+            .rev()
+            .take_while(|t| !matches!(t.kind, tokens::Kind::Mark(c) if ",;:.!?()".contains(c)))
+            .filter(|t| t.is_word() || t.is_number())
     }
 
     /// Whether the cursor stands at the start of a word: nothing that joins on before it but

@@ -147,16 +147,42 @@ fn said(
             }
         }
     }
+    // `$40/mo`, `$12/user/month`: a price per something.
+    let mut per = String::new();
+    while let (Some(slash), Some(word)) = (cursor.get(tokens), cursor.get(tokens + 1)) {
+        let Some(each) = slash.is_mark('/').then(|| rate_unit(word.text)).flatten() else {
+            break;
+        };
+        per.push_str(" per ");
+        per.push_str(each);
+        tokens += 2;
+    }
     if !cursor.ends_at(tokens) {
         return None;
     }
     let words = amount_words(number.text, scale_word, currency)?;
     let words = if negative {
-        format!("minus {words}")
+        format!("minus {words}{per}")
     } else {
-        words
+        format!("{words}{per}")
     };
     Some(Words::new(tokens, words))
+}
+
+/// What a price is per, written after a slash.
+fn rate_unit(word: &str) -> Option<&'static str> {
+    Some(match word {
+        "mo" | "month" => "month",
+        "yr" | "year" => "year",
+        "wk" | "week" => "week",
+        "day" => "day",
+        "hr" | "hour" => "hour",
+        "night" => "night",
+        "user" => "user",
+        "seat" => "seat",
+        "person" => "person",
+        _ => return None,
+    })
 }
 
 fn amount_words(written: &str, scale: Option<&str>, currency: &Currency) -> Option<String> {
@@ -216,6 +242,8 @@ mod tests {
             ("£1.50", "one pound fifty pence"),
             ("-$5", "minus five dollars"),
             ("¥500", "five hundred yen"),
+            ("$40/mo", "forty dollars per month"),
+            ("$12/user/month", "twelve dollars per user per month"),
         ] {
             assert_eq!(
                 spoken(&format!("It is {written}.")),

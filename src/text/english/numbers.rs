@@ -176,6 +176,60 @@ pub(super) fn year(n: u64) -> String {
     }
 }
 
+/// An identifier's number as people say it (`gate 214`, `flight 1492`, `Xbox 360`): up to two
+/// digits as a cardinal, three as a digit and a pair ("two fourteen", "three oh five"), four
+/// as two pairs ("fourteen ninety-two", "twelve oh four", "twenty-three hundred"); longer ones,
+/// or ones with a leading zero, digit by digit.
+pub(super) fn identifier(written: &str) -> Option<String> {
+    if !written.bytes().all(|b| b.is_ascii_digit()) || written.is_empty() {
+        return None;
+    }
+    let n: u64 = written.parse().ok()?;
+    if written.len() > 4 || (written.len() > 1 && written.starts_with('0')) {
+        return Some(digits(written, "oh"));
+    }
+    if written.len() <= 2 {
+        return Some(cardinal(n));
+    }
+    let (high, low) = (n / 100, n % 100);
+    Some(match low {
+        0 if written.len() == 3 || high % 10 == 0 => cardinal(n),
+        0 => format!("{} hundred", cardinal(high)),
+        1..=9 => format!("{} oh {}", cardinal(high), cardinal(low)),
+        _ => format!("{} {}", cardinal(high), cardinal(low)),
+    })
+}
+
+/// A count of four digits as people say it: round hundreds below two thousand in hundreds
+/// ("fifteen hundred people"), anything else as a cardinal ("two thousand nineteen tickets").
+pub(super) fn count(n: u64) -> String {
+    if (1100..2000).contains(&n) && n.is_multiple_of(100) {
+        year(n)
+    } else {
+        cardinal(n)
+    }
+}
+
+/// A version as it is said, each part on its own: `3.12` "three point twelve", `2.0` "two
+/// point oh", `24.04` "twenty-four point oh four".
+pub(super) fn version(parts: &[&str]) -> Option<String> {
+    let words: Option<Vec<String>> = parts
+        .iter()
+        .map(|part| {
+            // Parts longer than four digits are no version's.
+            if part.is_empty() || part.len() > 4 || !part.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            Some(match *part {
+                "0" => "oh".to_string(),
+                p if p.starts_with('0') => format!("oh {}", cardinal(p[1..].parse().ok()?)),
+                p => cardinal(p.parse().ok()?),
+            })
+        })
+        .collect();
+    Some(words?.join(" point "))
+}
+
 /// The plural of a number's last word, for decades and "the 1800s": "nineties",
 /// "hundreds", "twenties".
 pub(super) fn plural(words: &str) -> String {
@@ -264,5 +318,33 @@ mod tests {
         assert_eq!(digits("0123", "oh"), "oh one two three");
         assert_eq!(plural("ninety"), "nineties");
         assert_eq!(plural("eighteen hundred"), "eighteen hundreds");
+    }
+
+    #[test]
+    fn identifiers_counts_and_versions_read_as_said() {
+        for (written, words) in [
+            ("9", "nine"),
+            ("66", "sixty-six"),
+            ("214", "two fourteen"),
+            ("305", "three oh five"),
+            ("100", "one hundred"),
+            ("1492", "fourteen ninety-two"),
+            ("1204", "twelve oh four"),
+            ("2300", "twenty-three hundred"),
+            ("2000", "two thousand"),
+            ("1010", "ten ten"),
+            ("007", "oh oh seven"),
+            ("48213", "four eight two one three"),
+        ] {
+            assert_eq!(identifier(written).unwrap(), words, "{written}");
+        }
+        assert_eq!(count(2019), "two thousand nineteen");
+        assert_eq!(count(1500), "fifteen hundred");
+        assert_eq!(count(1250), "one thousand two hundred fifty");
+        assert_eq!(version(&["3", "12"]).unwrap(), "three point twelve");
+        assert_eq!(version(&["2", "0"]).unwrap(), "two point oh");
+        assert_eq!(version(&["24", "04"]).unwrap(), "twenty-four point oh four");
+        assert!(version(&["1", ""]).is_none());
+        assert!(version(&["3", "0123456789012345678"]).is_none());
     }
 }

@@ -19,14 +19,37 @@ pub(super) fn read(cursor: &Cursor) -> Option<Words> {
     Some(Words::new(tokens, words.join(", ")))
 }
 
-/// `+44 20 7946 0958`, `+1-555-123-4567`: a country code and at least two more groups of one
-/// to four digits.
+/// `+44 20 7946 0958`, `+1-555-123-4567`, `+1 (415) 555-0199`, `+81 3-1234-5678`,
+/// `+91 98765 43210`: a country code of one to three digits, then a space or hyphen, an area
+/// code in brackets or not, and groups of one to five digits (the separator after the
+/// country code may differ from the rest).
 fn international<'a>(cursor: &Cursor<'a>) -> Option<(usize, Vec<&'a str>)> {
     if !cursor.get(0)?.is_mark('+') {
         return None;
     }
-    let (tokens, groups) = groups(cursor, 1, 4)?;
-    (groups.len() >= 3 && groups[0].len() <= 3).then_some((tokens + 1, groups))
+    let code = cursor
+        .get(1)
+        .filter(|t| t.is_digits() && t.text.len() <= 3)?;
+    let separator = cursor.get(2)?;
+    if !(separator.text == " " || separator.is_mark('-')) {
+        return None;
+    }
+    let mut all = vec![code.text];
+    let mut at = 3;
+    if cursor.get(at)?.is_mark('(') {
+        let area = cursor
+            .get(at + 1)
+            .filter(|t| t.is_digits() && t.text.len() <= 4)?;
+        if !cursor.get(at + 2)?.is_mark(')') || !cursor.get(at + 3)?.is_space() {
+            return None;
+        }
+        all.push(area.text);
+        at += 4;
+    }
+    let (tokens, rest) = groups(cursor, at, 5)?;
+    all.extend(rest);
+    let digits: usize = all.iter().map(|g| g.len()).sum();
+    (all.len() >= 3 && (7..=15).contains(&digits)).then_some((at + tokens, all))
 }
 
 /// `555-0123`, `555-123-4567`, `555.123.4567`, `(555) 123-4567`.
@@ -51,6 +74,8 @@ fn national<'a>(cursor: &Cursor<'a>) -> Option<(usize, Vec<&'a str>)> {
     let shaped = match lengths.as_slice() {
         [3, 4] => area.is_none(),
         [3, 3, 4] => true,
+        // `1-800-555-0199`: the trunk prefix of a North American number.
+        [1, 3, 3, 4] => area.is_none() && groups[0] == "1",
         _ => false,
     };
     shaped.then_some((skip + tokens, groups))
@@ -117,6 +142,30 @@ mod tests {
             (
                 "+44 20 7946 0958",
                 "plus four four, two oh, seven nine four six, oh nine five eight",
+            ),
+        ] {
+            assert_eq!(
+                spoken(&format!("Call {written} now.")),
+                format!("Call {said} now."),
+                "{written}"
+            );
+        }
+        for (written, said) in [
+            (
+                "+49 30 1234 5678",
+                "plus four nine, three oh, one two three four, five six seven eight",
+            ),
+            (
+                "+1 (415) 555-0199",
+                "plus one, four one five, five five five, oh one nine nine",
+            ),
+            (
+                "+81 3-1234-5678",
+                "plus eight one, three, one two three four, five six seven eight",
+            ),
+            (
+                "1-800-555-0199",
+                "one, eight oh oh, five five five, oh one nine nine",
             ),
         ] {
             assert_eq!(

@@ -3,8 +3,9 @@
 //! number that reaches here is just a quantity.
 
 use super::numbers::{
-    cardinal, digits, integer, is_ordinal_suffix, ordinal, plural, read_number, year,
+    cardinal, count, digits, integer, is_ordinal_suffix, ordinal, plural, read_number, year,
 };
+use super::roles::{after_year_cue, is_count};
 use super::tokens::Token;
 use super::{Cursor, Words};
 
@@ -83,7 +84,12 @@ fn signed(cursor: &Cursor, offset: usize) -> Option<usize> {
 /// A lone number's words: a year when it looks like one, digit by digit with a leading zero.
 fn quantity(number: &Token, cursor: &Cursor, offset: usize, unit: bool) -> Option<String> {
     if !unit && is_year(number) && !cursor.get(offset + 1).is_some_and(|t| t.is_mark('%')) {
-        return Some(year(integer(number.text)?));
+        let n = integer(number.text)?;
+        // "2019 tickets" counts them; "since 2019" is a year whatever follows.
+        if is_count(cursor, offset) && !after_year_cue(cursor, offset) {
+            return Some(count(n));
+        }
+        return Some(year(n));
     }
     if number.is_digits() && number.text.len() > 1 && number.text.starts_with('0') {
         return Some(digits(number.text, "zero"));
