@@ -329,10 +329,10 @@ impl SpeechService {
     async fn key(&self, job: &Job, streamed: bool) -> Result<KeyHash, SpeechError> {
         let voice = job.voice();
         let registry = &self.inner.registry;
-        let delivery = match streamed
-            && registry.speaks_whole_texts(voice)
-            && !job.params().generation.sets_chunking()
-        {
+        let streams_otherwise = (registry.speaks_whole_texts(voice)
+            && !job.params().generation.sets_chunking())
+            || registry.speaks_first_phrase_apart(voice);
+        let delivery = match streamed && streams_otherwise {
             true => "stream",
             false => "",
         };
@@ -499,6 +499,11 @@ impl SpeechService {
                     let share = utterance.spoken.text.chars().count().max(1) as f32 / chars as f32;
                     params.generation.duration = Some(seconds * share);
                 }
+                // Only the stream's very first utterance: later ones are computed while
+                // earlier audio plays.
+                let phrase_end = (listening && first_index + i == 0)
+                    .then(|| first_phrase_end(&utterance.spoken))
+                    .flatten();
                 let item = SynthesisItem {
                     text: utterance.spoken.text,
                     params,
@@ -514,6 +519,7 @@ impl SpeechService {
                         }
                         _ => Continuation::Alone,
                     },
+                    phrase_end,
                 };
                 (utterance.voice, item)
             })
@@ -562,6 +568,19 @@ impl Utterances {
             continuation: Continuation::Alone,
         }
     }
+}
+
+/// Where the first phrase of a streamed utterance ends ([`SynthesisItem::phrase_end`]): never
+/// inside the words a rewrite made (a number, an abbreviation) or words said with given
+/// phonemes.
+fn first_phrase_end(spoken: &crate::text::english::Spoken) -> Option<usize> {
+    let protected: Vec<std::ops::Range<usize>> = spoken
+        .rewrites
+        .iter()
+        .map(|rewrite| rewrite.spoken.clone())
+        .chain(spoken.pronunciations.iter().map(|p| p.text.clone()))
+        .collect();
+    crate::text::phrase::first_phrase_end(&spoken.text, &protected)
 }
 
 /// The sentences of `input`: normalized, split, long sentences cut at clauses.
