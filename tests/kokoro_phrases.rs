@@ -212,6 +212,11 @@ async fn a_stream_speaks_its_first_phrase_apart_and_the_join_is_not_heard() {
             pause.end as f64 / RATE + 0.01,
         );
         let start = time(next, "start");
+        eprintln!(
+            "{input}: {streamed_s:.3} s streamed, {whole_s:.3} s whole; a pause of {pause_s:.3} s; \
+             largest step {at_join:.4} at the join, {inside:.4} inside; '{after}' at {start:.3} s, \
+             its sound at {sound:.3} s"
+        );
         assert!(
             (start - sound).abs() <= MAX_MEDIAN_ONSET_DIFF_S,
             "{input}: '{after}' starts at {start:.3} s, its sound at {sound:.3} s"

@@ -678,6 +678,9 @@ mod tests {
                 let (mut a, _a1) = p.submit(&["hold a1"]);
                 assert_eq!(p.started.recv().await.unwrap(), ["hold a1"]);
                 let (mut b, _b1) = p.submit(&["hold b1"]);
+                // (Batching, it waits for companions until the deadline.)
+                settle().await;
+                tokio::time::advance(WAIT).await;
                 assert_eq!(p.started.recv().await.unwrap(), ["hold b1"]);
                 // …and queueing their later ones, when a newcomer arrives.
                 let _later = (p.more(&mut a, &["a2", "a3"]), p.more(&mut b, &["b2", "b3"]));

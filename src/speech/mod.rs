@@ -13,12 +13,15 @@ mod lexicon;
 mod live;
 mod one_voice;
 mod phonemes;
+mod phrase_first;
 pub mod profiles;
 mod request;
 mod script;
 mod stream;
 mod subtitles;
 mod synthesis;
+#[cfg(test)]
+mod testing;
 mod timed;
 
 use std::sync::Arc;
@@ -502,7 +505,7 @@ impl SpeechService {
                 // Only the stream's very first utterance: later ones are computed while
                 // earlier audio plays.
                 let phrase_end = (listening && first_index + i == 0)
-                    .then(|| first_phrase_end(&utterance.spoken))
+                    .then(|| phrase_first::first_phrase_end(&utterance.spoken))
                     .flatten();
                 let item = SynthesisItem {
                     text: utterance.spoken.text,
@@ -568,19 +571,6 @@ impl Utterances {
             continuation: Continuation::Alone,
         }
     }
-}
-
-/// Where the first phrase of a streamed utterance ends ([`SynthesisItem::phrase_end`]): never
-/// inside the words a rewrite made (a number, an abbreviation) or words said with given
-/// phonemes.
-fn first_phrase_end(spoken: &crate::text::english::Spoken) -> Option<usize> {
-    let protected: Vec<std::ops::Range<usize>> = spoken
-        .rewrites
-        .iter()
-        .map(|rewrite| rewrite.spoken.clone())
-        .chain(spoken.pronunciations.iter().map(|p| p.text.clone()))
-        .collect();
-    crate::text::phrase::first_phrase_end(&spoken.text, &protected)
 }
 
 /// The sentences of `input`: normalized, split, long sentences cut at clauses.
@@ -721,71 +711,9 @@ fn submit_error(e: SubmitError) -> SpeechError {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{on_one_thread, request, service};
     use super::*;
-    use crate::config::{BatchSettings, CacheSettings};
-    use crate::engine::espeak::EspeakEngine;
-    use crate::engine::registry::RegistryConfig;
     use metrics_util::debugging::DebuggingRecorder;
-
-    fn service() -> SpeechService {
-        let registry = Registry::new(
-            vec![Arc::new(EspeakEngine::new())],
-            RegistryConfig {
-                default_engine: "espeak".into(),
-                default_voice: "en-us".into(),
-                model_aliases: Default::default(),
-                voice_aliases: Default::default(),
-                max_loaded: 2,
-                single_engine_resident: false,
-                idle_unload: None,
-            },
-        )
-        .unwrap();
-        let batch = BatchSettings {
-            enabled: true,
-            max_size: 4,
-            timeout_ms: 1,
-            queue_size: 16,
-        };
-        let cache = CacheSettings {
-            enabled: true,
-            max_mb: 8,
-            ttl_s: 0,
-            redis: None,
-        };
-        SpeechService::new(
-            Arc::new(registry),
-            Batcher::start(&batch, 1),
-            AudioCache::new(&cache),
-            100,
-            None,
-            TextSettings {
-                normalize: true,
-                ..TextSettings::default()
-            },
-            Arc::new(LexiconStore::open(None).unwrap()),
-        )
-    }
-
-    /// Runs `work` on a runtime of the calling thread (a thread-local recorder sees it all).
-    fn on_one_thread(work: impl std::future::Future<Output = ()>) {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(work);
-    }
-
-    fn request(input: &str) -> Request {
-        Request {
-            model: "espeak".into(),
-            voice: "en-us".into(),
-            input: input.into(),
-            response_format: Some("wav".into()),
-            use_cache: true,
-            ..Request::default()
-        }
-    }
 
     /// Cache gauges are set at scrape time; the request path never runs moka's maintenance
     /// for them (it did on every miss).
