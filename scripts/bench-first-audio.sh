@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Time to first audio of streamed responses, for one or more server binaries in one run
 # (docs/performance.md §3). Each binary serves on loopback with the cache off; loadgen sends
-# each case streamed as pcm, one request at a time. Rounds alternate the binaries so that
-# machine load moves all alike: compare them within a round.
+# each case streamed as pcm, one request at a time, to each binary in turn.
 #
 # ENGINE=piper (default): a single long sentence (about 250 characters, no clause break) and a
-# short one, with the Piper voice.
+# short one, with the Piper voice (each line: p50 of REQUESTS requests, default 6).
 # ENGINE=kokoro: Kokoro (voices/kokoro, af_heart), the sentences of issue #45 ("Okay.", the
-# fox, the table for two, 22 words with one comma) and ten agent-style replies; each case is
-# one line `case=… binary=… ttfb_ms=… total_ms=…` (p50 of REQUESTS requests, default 5).
+# fox, the table for two, 22 words with one comma) and ten agent-style replies (p50 of
+# REQUESTS requests, default 5).
+# Each line: `round=… case=… binary=… chars=… ttfb_ms=… total_ms=…` (first byte and whole
+# response, p50).
 #   scripts/bench-first-audio.sh [BINARY...]   (default: target/release/omnivoice-server)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,20 +50,29 @@ else
     client_args=()
 fi
 
+# Every binary serves at once, each on its own port (PORT, PORT+1, …), and each case is sent to
+# one after the other: requests go one at a time, so only one server computes at a time, and
+# a change in the machine's load falls on all of them alike.
+servers=()
+for i in "${!binaries[@]}"; do
+    "${binaries[$i]}" --port $((port + i)) --cache-enabled false "${server_args[@]}" \
+        --log-level warn &
+    servers+=($!)
+done
+trap 'kill "${servers[@]}" 2>/dev/null || true' EXIT
+for i in "${!binaries[@]}"; do
+    until curl -sf "http://127.0.0.1:$((port + i))/health/ready" >/dev/null; do sleep 0.2; done
+done
 for round in $(seq "$rounds"); do
-    for bin in "${binaries[@]}"; do
-        "$bin" --port "$port" --cache-enabled false "${server_args[@]}" --log-level warn &
-        server=$!
-        until curl -sf "http://127.0.0.1:$port/health/ready" >/dev/null; do sleep 0.2; done
-        for i in "${!cases[@]}"; do
-            text=${cases[$i]}
-            result=$("$loadgen" --url "http://127.0.0.1:$port" -n "$requests" -c 1 --warmup 1 \
-                --stream --format pcm "${client_args[@]}" --text "$text")
+    for c in "${!cases[@]}"; do
+        text=${cases[$c]}
+        for i in "${!binaries[@]}"; do
+            result=$("$loadgen" --url "http://127.0.0.1:$((port + i))" -n "$requests" -c 1 \
+                --warmup 1 --stream --format pcm "${client_args[@]}" --text "$text")
             # "latency_ms p50=… p95=… p99=… | ttfb_ms p50=…"
             total=$(grep -oE "latency_ms p50=[0-9.]+" <<<"$result" | cut -d= -f2)
             ttfb=$(grep -oE "ttfb_ms p50=[0-9.]+" <<<"$result" | cut -d= -f2)
-            echo "round=$round case=$i binary=$bin chars=${#text} ttfb_ms=$ttfb total_ms=$total"
+            echo "round=$round case=$c binary=${binaries[$i]} chars=${#text} ttfb_ms=$ttfb total_ms=$total"
         done
-        kill "$server"; wait "$server" 2>/dev/null || true
     done
 done

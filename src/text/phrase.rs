@@ -338,7 +338,7 @@ mod tests {
         // The words a rewrite made of "$5.50", protected as one.
         let text = "You owe me five dollars and fifty cents for the coffee today.";
         let number = range_of(text, "five dollars and fifty cents");
-        let (first, rest) = cut_protecting(text, &[number.clone()]);
+        let (first, rest) = cut_protecting(text, std::slice::from_ref(&number));
         assert!(
             first.len() <= number.start || first.len() >= number.end,
             "{first} | {rest}"
