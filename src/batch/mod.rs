@@ -590,6 +590,15 @@ mod tests {
                 .unwrap();
             (ticket, receivers)
         }
+
+        /// Queues more sentences of the request of `ticket`.
+        fn more(&self, ticket: &mut Ticket, texts: &[&str]) -> Vec<mpsc::UnboundedReceiver<Reply>> {
+            let items = texts.iter().map(|t| SynthesisItem::new(*t)).collect();
+            let key = VoiceKey::new("test", "gated");
+            self.batcher
+                .submit(ticket, &key, &self.voice, items, false)
+                .unwrap()
+        }
     }
 
     /// Lets the batcher task run whatever is ready, without moving the clock.
@@ -658,6 +667,34 @@ mod tests {
             assert_eq!(Instant::now() - t0, Duration::ZERO, "full: no wait");
         });
         drop(p.release); // before the runtime, which waits for the held batch
+    }
+
+    #[test]
+    fn a_newcomers_first_sentence_goes_before_older_requests_later_ones() {
+        for max_size in [1, 4] {
+            let (runtime, mut p) = paused(max_size);
+            runtime.block_on(async {
+                // Two older requests, each computing its first sentence (one per worker)…
+                let (mut a, _a1) = p.submit(&["hold a1"]);
+                assert_eq!(p.started.recv().await.unwrap(), ["hold a1"]);
+                let (mut b, _b1) = p.submit(&["hold b1"]);
+                // (Batching, it waits for companions until the deadline.)
+                settle().await;
+                tokio::time::advance(WAIT).await;
+                assert_eq!(p.started.recv().await.unwrap(), ["hold b1"]);
+                // …and queueing their later ones, when a newcomer arrives.
+                let _later = (p.more(&mut a, &["a2", "a3"]), p.more(&mut b, &["b2", "b3"]));
+                let _c = p.submit(&["c1", "c2"]);
+                settle().await;
+                // The first worker to be free computes the newcomer's first sentence first.
+                p.release.send(()).unwrap();
+                tokio::time::advance(WAIT).await;
+                let next = p.started.recv().await.unwrap();
+                assert_eq!(next[0], "c1", "batches of up to {max_size}: {next:?}");
+                assert!(next.len() <= max_size);
+            });
+            drop(p.release); // before the runtime, which waits for the held batch
+        }
     }
 
     /// Reports what `wanted` says when its batch starts, again each time the test opens the

@@ -221,6 +221,13 @@ pub struct SynthesisItem {
     pub language: Option<String>,
     /// Where it stands in a conversation that keeps one voice (a WebSocket stream).
     pub continuation: Continuation,
+    /// For an item computed [`in_pieces`](Self::in_pieces) that opens a stream: where the
+    /// rest of `text` starts after its first phrase (a byte offset,
+    /// [`crate::text::phrase::first_phrase_end`]). An engine that needs a whole utterance
+    /// before any of its audio exists may speak that phrase as an utterance of its own, so
+    /// that the first audio comes sooner ([`Engine::speaks_first_phrase_apart`]); the others
+    /// ignore it.
+    pub phrase_end: Option<usize>,
 }
 
 /// An utterance's place in a conversation that keeps one voice throughout: the first leaves
@@ -264,6 +271,7 @@ impl SynthesisItem {
             pronunciations: Vec::new(),
             language: None,
             continuation: Continuation::Alone,
+            phrase_end: None,
         }
     }
 }
@@ -372,7 +380,9 @@ pub trait Voice: Send + Sync {
     /// computed, so that a listener hears the start of a long utterance before its end
     /// exists. The pieces joined are the audio [`synthesize_each`](Self::synthesize_each)
     /// gives; one of them, as early as they are known, carries the item's [`Pcm::words`]
-    /// (sample positions from the item's start). `piece` returns false once nobody listens any more: the engine may
+    /// (sample positions from the item's start). An engine that [speaks the first phrase
+    /// apart](Engine::speaks_first_phrase_apart) gives the audio of two utterances joined
+    /// instead, each piece with its own words. `piece` returns false once nobody listens any more: the engine may
     /// stop there. Engines that cannot do better hand the whole audio over as one piece.
     fn synthesize_in_pieces(
         &self,
@@ -539,6 +549,13 @@ pub trait Engine: Send + Sync {
     /// that estimates the length of a whole text and keeps one voice through it (OmniVoice,
     /// as its official `generate` speaks a text) would sound otherwise if cut up.
     fn speaks_whole_texts(&self) -> bool {
+        false
+    }
+
+    /// Whether a streamed item's first phrase ([`SynthesisItem::phrase_end`]) is spoken as an
+    /// utterance of its own, so that a stream's audio differs from the whole body's (and is
+    /// cached apart from it).
+    fn speaks_first_phrase_apart(&self) -> bool {
         false
     }
 

@@ -473,6 +473,12 @@ impl Registry {
         self.engines[voice.key.engine()].speaks_whole_texts()
     }
 
+    /// Whether `voice`'s engine speaks a stream's first phrase apart, so that a stream sounds
+    /// otherwise than the whole body.
+    pub fn speaks_first_phrase_apart(&self, voice: &ResolvedVoice) -> bool {
+        self.engines[voice.key.engine()].speaks_first_phrase_apart()
+    }
+
     /// Whether `voice` could sound otherwise from one utterance to the next unless each
     /// continues from the first.
     pub fn drifts(&self, voice: &ResolvedVoice) -> bool {

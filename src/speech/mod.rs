@@ -13,12 +13,15 @@ mod lexicon;
 mod live;
 mod one_voice;
 mod phonemes;
+mod phrase_first;
 pub mod profiles;
 mod request;
 mod script;
 mod stream;
 mod subtitles;
 mod synthesis;
+#[cfg(test)]
+mod testing;
 mod timed;
 
 use std::sync::Arc;
@@ -331,10 +334,10 @@ impl SpeechService {
     async fn key(&self, job: &Job, streamed: bool) -> Result<KeyHash, SpeechError> {
         let voice = job.voice();
         let registry = &self.inner.registry;
-        let delivery = match streamed
-            && registry.speaks_whole_texts(voice)
-            && !job.params().generation.sets_chunking()
-        {
+        let streams_otherwise = (registry.speaks_whole_texts(voice)
+            && !job.params().generation.sets_chunking())
+            || registry.speaks_first_phrase_apart(voice);
+        let delivery = match streamed && streams_otherwise {
             true => "stream",
             false => "",
         };
@@ -501,6 +504,11 @@ impl SpeechService {
                     let share = utterance.spoken.text.chars().count().max(1) as f32 / chars as f32;
                     params.generation.duration = Some(seconds * share);
                 }
+                // Only the stream's very first utterance: later ones are computed while
+                // earlier audio plays.
+                let phrase_end = (listening && first_index + i == 0)
+                    .then(|| phrase_first::first_phrase_end(&utterance.spoken))
+                    .flatten();
                 let item = SynthesisItem {
                     text: utterance.spoken.text,
                     params,
@@ -516,6 +524,7 @@ impl SpeechService {
                         }
                         _ => Continuation::Alone,
                     },
+                    phrase_end,
                 };
                 (utterance.voice, item)
             })
@@ -704,71 +713,9 @@ fn submit_error(e: SubmitError) -> SpeechError {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{on_one_thread, request, service};
     use super::*;
-    use crate::config::{BatchSettings, CacheSettings};
-    use crate::engine::espeak::EspeakEngine;
-    use crate::engine::registry::RegistryConfig;
     use metrics_util::debugging::DebuggingRecorder;
-
-    fn service() -> SpeechService {
-        let registry = Registry::new(
-            vec![Arc::new(EspeakEngine::new())],
-            RegistryConfig {
-                default_engine: "espeak".into(),
-                default_voice: "en-us".into(),
-                model_aliases: Default::default(),
-                voice_aliases: Default::default(),
-                max_loaded: 2,
-                single_engine_resident: false,
-                idle_unload: None,
-            },
-        )
-        .unwrap();
-        let batch = BatchSettings {
-            enabled: true,
-            max_size: 4,
-            timeout_ms: 1,
-            queue_size: 16,
-        };
-        let cache = CacheSettings {
-            enabled: true,
-            max_mb: 8,
-            ttl_s: 0,
-            redis: None,
-        };
-        SpeechService::new(
-            Arc::new(registry),
-            Batcher::start(&batch, 1),
-            AudioCache::new(&cache),
-            100,
-            None,
-            TextSettings {
-                normalize: true,
-                ..TextSettings::default()
-            },
-            Arc::new(LexiconStore::open(None).unwrap()),
-        )
-    }
-
-    /// Runs `work` on a runtime of the calling thread (a thread-local recorder sees it all).
-    fn on_one_thread(work: impl std::future::Future<Output = ()>) {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(work);
-    }
-
-    fn request(input: &str) -> Request {
-        Request {
-            model: "espeak".into(),
-            voice: "en-us".into(),
-            input: input.into(),
-            response_format: Some("wav".into()),
-            use_cache: true,
-            ..Request::default()
-        }
-    }
 
     /// Cache gauges are set at scrape time; the request path never runs moka's maintenance
     /// for them (it did on every miss).

@@ -1,8 +1,9 @@
 //! Streamed responses: encoded audio as it is computed, a piece of a sentence at a time.
 //!
 //! The first sentence is queued on its own so it starts at once, and is computed in pieces
-//! so that its first audio leaves long before its end exists; the rest follow a few at a
-//! time as they are delivered.
+//! so that its first audio leaves long before its end exists (an engine that needs whole
+//! utterances speaks its first phrase apart: [`crate::text::phrase`]); the rest follow a few
+//! at a time as they are delivered.
 //! The complete body goes to the cache when the stream ends, and identical requests that
 //! arrive meanwhile wait for it (or take over if this client goes away).
 

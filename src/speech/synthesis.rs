@@ -82,8 +82,12 @@ impl Synthesis {
                     None => whole = Some(pcm),
                     Some(sentence) => {
                         sentence.samples.extend_from_slice(&pcm.samples);
-                        if pcm.words.is_some() {
-                            sentence.words = pcm.words;
+                        // Pieces that carry words each carry their own (a first phrase spoken
+                        // apart), timed from the sentence's start.
+                        match (sentence.words.as_mut(), pcm.words) {
+                            (Some(words), Some(more)) => words.extend(more),
+                            (None, more) => sentence.words = more,
+                            (Some(_), None) => {}
                         }
                     }
                 },

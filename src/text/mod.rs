@@ -9,6 +9,7 @@ pub mod inline;
 pub mod lexicon;
 pub mod normalize;
 pub mod phonemize;
+pub mod phrase;
 mod pronunciation;
 pub mod split;
 pub mod ssml;

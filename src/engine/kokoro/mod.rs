@@ -8,6 +8,8 @@
 //! - [`packs`]: voice packs (style vectors) from the layouts they ship in.
 //! - [`blend`]: voices mixed from packs, in Kokoro-FastAPI's syntax.
 //! - [`names`]: OpenAI's voice names as Kokoro packs.
+//! - `phrases`: a stream's first utterance spoken as its first phrase and the rest, joined
+//!   unheard.
 //!
 //! What this front end takes from Kokoro's reference implementations (symbol table, espeak
 //! rewriting, punctuation handling) is checked against them in the tests, through fixtures that
@@ -27,6 +29,7 @@ pub mod split;
 pub mod vocab;
 
 mod engine;
+mod phrases;
 
 pub use engine::{model_file, KokoroEngine, MODEL_FILES};
 

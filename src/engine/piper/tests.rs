@@ -60,6 +60,7 @@ fn pieces_join_to_the_whole_item_with_its_words() {
             pronunciations: Vec::new(),
             language: None,
             continuation: Default::default(),
+            phrase_end: None,
         };
         let whole = whole_of(&voice, &item);
         let pieces = pieces_of(&voice, &item);
