@@ -21,8 +21,7 @@ use std::sync::OnceLock;
 
 use super::bf16::{self, bf16_isa, Bf16Isa, Bf16Weights};
 use super::direct::{self, PackedWeights};
-#[cfg(feature = "bench-kernels")]
-use super::int8::{self, Int8Weights};
+use super::int8::{self, int8_isa, Int8Weights};
 use super::rows::{Rows, RowsMut, SampleMap};
 use super::spectral::{self, SpectralWeights};
 
@@ -34,10 +33,8 @@ pub enum Precision {
     F32,
     /// bfloat16 weights and activations, `f32` accumulation, bias, residuals and activations.
     Bf16,
-    /// 8-bit weights (per output channel) and activations (per input tile), `i32` sums:
-    /// measured against bf16 and found both slower (than AMX) and noisier, so the server does
-    /// not offer it; kept to re-measure on other CPUs (the `bench-kernels` feature).
-    #[cfg(feature = "bench-kernels")]
+    /// 8-bit weights (per output channel) and activations (per input tile), `i32` sums, as
+    /// kokoro-onnx's int8 file computes its convolutions.
     Int8,
 }
 
@@ -46,7 +43,6 @@ impl Precision {
         match self {
             Precision::F32 => "f32",
             Precision::Bf16 => "bf16",
-            #[cfg(feature = "bench-kernels")]
             Precision::Int8 => "int8",
         }
     }
@@ -66,8 +62,7 @@ impl Precision {
         match self {
             Precision::F32 => true,
             Precision::Bf16 => bf16_isa() != Bf16Isa::Portable,
-            #[cfg(feature = "bench-kernels")]
-            Precision::Int8 => int8::available(),
+            Precision::Int8 => int8::has_hardware(),
         }
     }
 
@@ -76,10 +71,7 @@ impl Precision {
         match self {
             Precision::F32 => "f32".into(),
             Precision::Bf16 => format!("bf16 ({})", bf16_isa().name()),
-            #[cfg(feature = "bench-kernels")]
-            Precision::Int8 if int8::available() => "int8 (VNNI)".into(),
-            #[cfg(feature = "bench-kernels")]
-            Precision::Int8 => "int8 (portable)".into(),
+            Precision::Int8 => format!("int8 ({})", int8_isa().name()),
         }
     }
 }
@@ -97,7 +89,6 @@ pub(super) enum PackedConv {
     /// `f32` through the layer's spectra ([`super::spectral`]).
     Spectral(SpectralWeights),
     Bf16(Bf16Weights),
-    #[cfg(feature = "bench-kernels")]
     Int8(Int8Weights),
 }
 
@@ -109,9 +100,8 @@ impl PackedConv {
             Precision::Bf16 if bf16::worth_it(c_out, bf16_isa()) => {
                 PackedConv::Bf16(Bf16Weights::new(w, c_out, c_in, taps, bf16_isa()))
             }
-            #[cfg(feature = "bench-kernels")]
-            Precision::Int8 if c_out >= 8 => {
-                PackedConv::Int8(Int8Weights::new(w, c_out, c_in, taps))
+            Precision::Int8 if int8::worth_it(c_out, int8_isa()) => {
+                PackedConv::Int8(Int8Weights::new(w, c_out, c_in, taps, int8_isa()))
             }
             _ => PackedConv::F32(PackedWeights::new(w, c_out, c_in, taps)),
         }
@@ -138,7 +128,6 @@ impl PackedConv {
             PackedConv::F32(w) => w.has_shape(c_out, c_in, taps),
             PackedConv::Spectral(w) => w.has_shape(c_out, c_in, taps),
             PackedConv::Bf16(w) => w.has_shape(c_out, c_in, taps),
-            #[cfg(feature = "bench-kernels")]
             PackedConv::Int8(w) => w.has_shape(c_out, c_in, taps),
         }
     }
@@ -210,7 +199,6 @@ pub(super) fn conv1d_rows(
         PackedConv::Bf16(w) => bf16::conv1d_rows(
             out, accumulate, x, offset, w, bias, dilation, map, residuals,
         ),
-        #[cfg(feature = "bench-kernels")]
         PackedConv::Int8(w) => int8::conv1d_rows(
             out, accumulate, x, offset, w, bias, dilation, map, residuals,
         ),
