@@ -3,8 +3,10 @@
 //! must compute the same integer sums, so the same outputs, and each must stay within what
 //! 8-bit operands allow of the `f32` direct kernel's output.
 
+use super::bf16::Bf16Isa;
 use super::direct::{self, PackedWeights};
 use super::int8::{self, Int8Isa, Int8Weights};
+use super::precision::{choose_allowing_int8, Precision};
 use super::rows::{Rows, RowsMut, SampleMap};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -182,6 +184,28 @@ fn every_int8_block_kind_stays_within_quantization_error_of_f32() {
                 relative > 1e-4,
                 "{kind:?} on {shape:?}: int8 must quantize: {relative}"
             );
+        }
+    }
+}
+
+/// Where int8 may be `auto` (a model whose int8 passed its gate): bf16 wherever AMX is, int8
+/// where AVX-512 VNNI is the best int8 block, the plain rule (not asked otherwise) elsewhere.
+#[test]
+fn auto_takes_int8_only_where_it_was_measured_faster() {
+    let unasked = || -> Precision { panic!("the plain rule must not be asked") };
+    assert_eq!(
+        choose_allowing_int8(Bf16Isa::Amx, Int8Isa::Amx, unasked),
+        Precision::Bf16
+    );
+    for bf16 in [Bf16Isa::Avx512, Bf16Isa::Portable] {
+        assert_eq!(
+            choose_allowing_int8(bf16, Int8Isa::Avx512Vnni, unasked),
+            Precision::Int8
+        );
+        for int8 in [Int8Isa::AvxVnni, Int8Isa::Avx2, Int8Isa::Portable] {
+            for plain in [Precision::F32, Precision::Bf16] {
+                assert_eq!(choose_allowing_int8(bf16, int8, || plain), plain);
+            }
         }
     }
 }

@@ -56,6 +56,15 @@ impl Precision {
         *CHOICE.get_or_init(|| choose(bf16_isa(), || avx512_timing().bf16_wins()))
     }
 
+    /// [`Precision::auto`] for a model whose int8 passed its quality gate: int8 where its best
+    /// block is AVX-512 VNNI (measured 1.7× `f32` and 2.6× bf16 per Kokoro sentence on an
+    /// Intel core, docs/performance.md §11a′), else `auto`'s choice. With AMX, bf16 stays:
+    /// int8 on AMX-INT8 was measured slower than bf16 on AMX per sentence (its input passes and
+    /// epilogue outweigh the faster products); AVX-VNNI and plain AVX2 were not measured.
+    pub fn auto_allowing_int8() -> Precision {
+        choose_allowing_int8(bf16_isa(), int8_isa(), Precision::auto)
+    }
+
     /// Whether this CPU has hardware for it (bf16 without it runs a portable emulation, slower
     /// than `f32`).
     pub fn has_hardware(self) -> bool {
@@ -212,6 +221,20 @@ pub(super) fn choose(isa: Bf16Isa, avx512_wins: impl FnOnce() -> bool) -> Precis
         Bf16Isa::Amx => Precision::Bf16,
         Bf16Isa::Avx512 if avx512_wins() => Precision::Bf16,
         Bf16Isa::Avx512 | Bf16Isa::Portable => Precision::F32,
+    }
+}
+
+/// [`Precision::auto_allowing_int8`]'s rule: bf16 with AMX, int8 where AVX-512 VNNI is the
+/// best int8 block, else `otherwise` (asked only then: it may time kernels).
+pub(super) fn choose_allowing_int8(
+    bf16: Bf16Isa,
+    int8: int8::Int8Isa,
+    otherwise: impl FnOnce() -> Precision,
+) -> Precision {
+    match (bf16, int8) {
+        (Bf16Isa::Amx, _) => Precision::Bf16,
+        (_, int8::Int8Isa::Avx512Vnni) => Precision::Int8,
+        _ => otherwise(),
     }
 }
 

@@ -404,17 +404,22 @@ fn run_block(isa: Int8Isa, a: &BlockArgs, sums: &mut [i32; ROWS * COLS]) {
     {
         let (w, x) = (a.weights, a.x);
         let (stride, quads, taps, d) = (a.x_stride, a.quads, a.taps, a.dilation);
-        // SAFETY: each block's instruction set is `available()` (the caller's weights were
-        // packed for an available one, asserted in `conv1d_rows`); the operand bounds each
-        // block relies on are asserted above.
+        // Each block's instruction set is `available()` (the caller's weights were packed for
+        // an available one, asserted in `conv1d_rows`); the operand bounds each block relies
+        // on are asserted above.
         match isa {
             Int8Isa::Avx512Vnni => {
-                return unsafe { x86::block_avx512_vnni(w, x, stride, quads, taps, d, sums) }
+                // SAFETY: AVX-512 VNNI is available and the bounds hold (see above).
+                return unsafe { x86::block_avx512_vnni(w, x, stride, quads, taps, d, sums) };
             }
             Int8Isa::AvxVnni => {
-                return unsafe { x86::block_avx_vnni(w, x, stride, quads, taps, d, sums) }
+                // SAFETY: AVX-VNNI is available and the bounds hold (see above).
+                return unsafe { x86::block_avx_vnni(w, x, stride, quads, taps, d, sums) };
             }
-            Int8Isa::Avx2 => return unsafe { x86::block_avx2(w, x, stride, quads, taps, d, sums) },
+            Int8Isa::Avx2 => {
+                // SAFETY: AVX2 is available and the bounds hold (see above).
+                return unsafe { x86::block_avx2(w, x, stride, quads, taps, d, sums) };
+            }
             Int8Isa::Amx | Int8Isa::Portable => {}
         }
     }
