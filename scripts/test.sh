@@ -17,6 +17,8 @@ scripts/api-venv.sh
 scripts/asr-venv.sh
 # kokoro-onnx (pinned, with onnxruntime), whose speech tests/asr.rs holds ours to.
 scripts/kokoro-venv.sh
+# DNSMOS (speechmos, pinned), which scores Kokoro's `auto` precision in tests/kokoro_gate.rs.
+scripts/mos-venv.sh
 
 if ! command -v promtool >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then

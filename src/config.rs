@@ -108,6 +108,9 @@ pub enum PrecisionChoice {
     F32,
     /// bfloat16 products with f32 sums, on any CPU (slowly without bf16 hardware).
     Bf16,
+    /// 8-bit products with i32 sums (Kokoro's decoder and generator, Piper's convolutions;
+    /// OmniVoice runs f32), as kokoro-onnx's int8 file computes; slowly without AVX2.
+    Int8,
 }
 
 /// The voices loaded before the server reports ready (written as `null` for the default
@@ -128,6 +131,7 @@ impl PrecisionChoice {
             PrecisionChoice::Auto => None,
             PrecisionChoice::F32 => Some(Precision::F32),
             PrecisionChoice::Bf16 => Some(Precision::Bf16),
+            PrecisionChoice::Int8 => Some(Precision::Int8),
         }
     }
 }

@@ -1,5 +1,7 @@
 //! Quality gates for Kokoro in a reduced precision: the real model in bf16 against its own
-//! `f32` output, on three voices (US and GB English, female and male).
+//! `f32` output, on three voices (US and GB English, female and male); and int8's durations,
+//! which must be `f32`'s exactly (its quality is held to kokoro-onnx's instead, in
+//! `tests/kokoro_gate.rs` and `scripts/kokoro-gate.sh`).
 //!
 //! `f32` is held to onnxruntime stage by stage in the models crate; bf16 rounds every product
 //! of the decoder and generator, so it is held to `f32` instead, by the gates of
@@ -70,4 +72,34 @@ fn bf16_stays_within_the_gates_of_f32() {
         worst.add(voice, SAMPLE_RATE, &reference.samples, &reduced.samples);
     }
     worst.assert_within(MIN_SNR_DB, MAX_LOG_MEL_DB);
+}
+
+/// int8 changes only the decoder's and generator's convolutions: the durations, so the lengths,
+/// are `f32`'s exactly, on every voice; the audio differs (int8 is in use) but keeps its level.
+#[test]
+fn int8_keeps_the_f32_durations() {
+    let dir = common::kokoro_dir();
+    let f32_engine = KokoroEngine::new(&dir, Device::Cpu).with_precision(Some(Precision::F32));
+    let int8_engine = KokoroEngine::new(&dir, Device::Cpu).with_precision(Some(Precision::Int8));
+    for (voice, text) in CASES {
+        let reference = speak(&f32_engine, voice, text);
+        let reduced = speak(&int8_engine, voice, text);
+        assert_eq!(
+            reduced.samples.len(),
+            reference.samples.len(),
+            "{voice}: int8 must keep the f32 durations"
+        );
+        assert_ne!(
+            reduced.samples, reference.samples,
+            "{voice}: int8 computed the same samples as f32; is it in use?"
+        );
+        let rms = |s: &[f32]| {
+            (s.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / s.len() as f64).sqrt()
+        };
+        let ratio = rms(&reduced.samples) / rms(&reference.samples);
+        assert!(
+            (0.9..1.1).contains(&ratio),
+            "{voice}: int8's level is {ratio:.3} of f32's"
+        );
+    }
 }

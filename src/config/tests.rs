@@ -147,6 +147,8 @@ fn precision_comes_from_flag_file_or_default() {
     assert_eq!(s.precision.requested(), Some(Precision::Bf16));
     let s = with_file("precision = \"f32\"\n", &[]).unwrap();
     assert_eq!(s.precision.requested(), Some(Precision::F32));
+    let s = Settings::resolve(&parse(&["--precision", "int8"])).unwrap();
+    assert_eq!(s.precision.requested(), Some(Precision::Int8));
     let s = with_file("precision = \"f32\"\n", &["--precision", "auto"]).unwrap();
     assert_eq!(s.precision, PrecisionChoice::Auto);
     assert!(with_file("precision = \"fp8\"\n", &[])

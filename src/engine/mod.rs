@@ -30,17 +30,18 @@ pub const MULTILINGUAL: &str = "mul";
 pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
 
 /// The precision an engine's model convolutions run in on `device`, for `requested` (`None`:
-/// the one this CPU runs fastest). Reduced precisions are CPU kernels: other devices run
+/// `auto`, the engine's own rule for this CPU). Reduced precisions are CPU kernels: other devices run
 /// `f32`, with a warning when something else was asked for. `models` names the engine's
 /// models in the log.
 pub(crate) fn cpu_precision(
     device: &candle_core::Device,
     requested: Option<Precision>,
+    auto: fn() -> Precision,
     models: &str,
 ) -> Precision {
     let precision = match (device, requested) {
         (candle_core::Device::Cpu, Some(p)) => p,
-        (candle_core::Device::Cpu, None) => Precision::auto(),
+        (candle_core::Device::Cpu, None) => auto(),
         (_, _) => Precision::F32,
     };
     if requested.is_some_and(|r| r != precision) {

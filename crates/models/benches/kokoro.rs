@@ -1,6 +1,6 @@
 //! Times one Kokoro-82M synthesis of the oracle's `hello` case ("Hello world. This is a
-//! test.", af_heart, 2.5 s of audio) through the native port, in `f32` and in bf16 (with the
-//! SNR of bf16 against `f32`), on the cores the process may use. `scripts/bench-kokoro.sh` runs kokoro-onnx (onnxruntime, the same int8 file) on the
+//! test.", af_heart, 2.5 s of audio) through the native port, in `f32`, bf16 and int8 (with
+//! the SNR of each against `f32`), on the cores the process may use. `scripts/bench-kokoro.sh` runs kokoro-onnx (onnxruntime, the same int8 file) on the
 //! same tokens and style before and after this bench, so the ratio is taken in one run.
 
 use std::hint::black_box;
@@ -62,6 +62,17 @@ fn main() {
     );
     criterion.bench_function(&format!("kokoro/hello/bf16/{cores}-core"), |b| {
         b.iter(|| black_box(bf16.synthesize(ids, &style, 1.0).unwrap()))
+    });
+    let int8 = bf16.with_precision(Precision::Int8);
+    let audio = int8.synthesize(ids, &style, 1.0).unwrap().audio;
+    assert_eq!(audio.len(), reference.len(), "int8 keeps the f32 durations");
+    println!(
+        "int8 against f32: SNR {:.1} dB ({})",
+        snr_db(&reference, &audio),
+        Precision::Int8.describe()
+    );
+    criterion.bench_function(&format!("kokoro/hello/int8/{cores}-core"), |b| {
+        b.iter(|| black_box(int8.synthesize(ids, &style, 1.0).unwrap()))
     });
     criterion.final_summary();
 }

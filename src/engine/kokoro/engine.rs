@@ -98,7 +98,12 @@ impl KokoroEngine {
     /// Loads the model in `requested` (`None`: the precision this CPU runs fastest). Only the
     /// decoder's and generator's convolutions change; durations and word timings do not.
     pub fn with_precision(self, requested: Option<Precision>) -> Self {
-        let precision = crate::engine::cpu_precision(&self.device, requested, "Kokoro model");
+        let precision = crate::engine::cpu_precision(
+            &self.device,
+            requested,
+            omnivoice_models::kokoro::auto_precision,
+            "Kokoro model",
+        );
         Self { precision, ..self }
     }
 

@@ -172,7 +172,7 @@ impl OmniVoiceEngine {
         let precision = if !self.device.is_cpu() && requested == Some(Precision::Bf16) {
             Precision::Bf16
         } else {
-            super::cpu_precision(&self.device, requested, "OmniVoice model")
+            super::cpu_precision(&self.device, requested, Precision::auto, "OmniVoice model")
         };
         Self { precision, ..self }
     }

@@ -69,7 +69,8 @@ impl PiperEngine {
 
     /// Loads voices in `requested` (`None`: the precision this CPU runs fastest).
     pub fn with_precision(self, requested: Option<Precision>) -> Self {
-        let precision = super::cpu_precision(&self.device, requested, "Piper voices");
+        let precision =
+            super::cpu_precision(&self.device, requested, Precision::auto, "Piper voices");
         Self { precision, ..self }
     }
 

@@ -1,4 +1,4 @@
-//! AMX tiles for the bf16 convolutions: a 32 × 32 block of outputs per call.
+//! AMX tiles for the bf16 and int8 convolutions: a 32 × 32 block of outputs per call.
 //!
 //! Intel's Advanced Matrix Extensions multiply whole 16 × 32 bf16 tiles into 16 × 16 `f32`
 //! accumulators in one instruction (`tdpbf16ps`, 8192 multiply-adds); measured on one core of
@@ -32,6 +32,20 @@ pub(super) fn usable() -> bool {
         use super::isa::{allows, Level};
         static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
         *USABLE.get_or_init(|| allows(Level::Amx) && x86::has_amx_bf16() && x86::request_tiles())
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        false
+    }
+}
+
+/// Whether this CPU also has AMX-INT8 (`tdpbsud`), with the tiles [`usable`] at all. Decided
+/// once.
+pub(super) fn usable_int8() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        static USABLE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *USABLE.get_or_init(|| usable() && x86::has_amx_int8())
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     {
@@ -99,6 +113,40 @@ impl Tiles {
     }
 }
 
+impl Tiles {
+    /// [`Tiles::block`] in int8: `i32` sums of signed weight bytes times unsigned input bytes,
+    /// each `u32` four consecutive input channels instead of a bf16 pair (the same tile
+    /// shapes: 16 rows of 16 quads). `out` receives the raw sums.
+    ///
+    /// # Safety
+    /// As [`Tiles::block`], with quads for pairs; the CPU must also have AMX-INT8
+    /// ([`usable_int8`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn block_int8(
+        &self,
+        w0: *const u32,
+        w1: *const u32,
+        x: *const u32,
+        x_stride: usize,
+        chunks: usize,
+        taps: usize,
+        dilation: usize,
+        out: *mut i32,
+    ) {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        // SAFETY: `self` proves the tiles are configured on this thread; the pointers and
+        // AMX-INT8 are the caller's promise.
+        unsafe {
+            x86::block_int8(w0, w1, x, x_stride, chunks, taps, dilation, out)
+        };
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        {
+            let _ = (w0, w1, x, x_stride, chunks, taps, dilation, out);
+            unreachable!("AMX is never usable here");
+        }
+    }
+}
+
 impl Drop for Tiles {
     fn drop(&mut self) {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -133,6 +181,11 @@ mod x86 {
                 xcr0 & (0b11 << 17) == (0b11 << 17)
             }
         }
+    }
+
+    /// CPUID leaf 7: EDX bit 25 AMX-INT8 (asked only once [`has_amx_bf16`] said yes).
+    pub(super) fn has_amx_int8() -> bool {
+        __cpuid_count(7, 0).edx & (1 << 25) != 0
     }
 
     /// XCR0, the state components the OS saves (and so lets programs use).
@@ -268,6 +321,75 @@ mod x86 {
         // SAFETY: with the tiles configured, the four stores write rows 0..16 and 16..32 of
         // `out`, `COLS` floats apart, columns 0..16 and 16..32: exactly the ROWS × COLS
         // values the caller made writable.
+        unsafe {
+            asm!(
+                "tilestored [{o} + {s}*1], tmm0",
+                "tilestored [{o} + {s}*1 + 64], tmm1",
+                "tilestored [{h} + {s}*1], tmm2",
+                "tilestored [{h} + {s}*1 + 64], tmm3",
+                o = in(reg) out,
+                h = in(reg) out.add(16 * COLS),
+                s = in(reg) row,
+                options(nostack)
+            )
+        };
+    }
+
+    /// [`block`] with `tdpbsud` (signed weight bytes × unsigned input bytes, `i32` sums).
+    ///
+    /// # Safety
+    /// As [`block`], and the CPU must have AMX-INT8.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn block_int8(
+        w0: *const u32,
+        w1: *const u32,
+        x: *const u32,
+        x_stride: usize,
+        chunks: usize,
+        taps: usize,
+        dilation: usize,
+        out: *mut i32,
+    ) {
+        // SAFETY: as in `block`: the tiles are configured on this thread.
+        unsafe {
+            asm!(
+                "tilezero tmm0",
+                "tilezero tmm1",
+                "tilezero tmm2",
+                "tilezero tmm3",
+                options(nostack, nomem)
+            )
+        };
+        let x_bytes = x_stride * 4;
+        // SAFETY: the same tile loads as `block`'s, inside the buffers the caller promised;
+        // `tdpbsud` only reads tiles.
+        unsafe {
+            for k in 0..taps {
+                let xk = x.add(k * dilation);
+                for c in 0..chunks {
+                    let step = (k * chunks + c) * TILE_WORDS;
+                    let b = xk.add(c * 16 * x_stride);
+                    asm!(
+                        "tileloadd tmm4, [{a0} + {s64}*1]",
+                        "tileloadd tmm5, [{a1} + {s64}*1]",
+                        "tileloadd tmm6, [{b} + {xs}*1]",
+                        "tileloadd tmm7, [{b} + {xs}*1 + 64]",
+                        "tdpbsud tmm0, tmm4, tmm6",
+                        "tdpbsud tmm1, tmm4, tmm7",
+                        "tdpbsud tmm2, tmm5, tmm6",
+                        "tdpbsud tmm3, tmm5, tmm7",
+                        a0 = in(reg) w0.add(step),
+                        a1 = in(reg) w1.add(step),
+                        b = in(reg) b,
+                        s64 = in(reg) 64usize,
+                        xs = in(reg) x_bytes,
+                        options(nostack, readonly)
+                    );
+                }
+            }
+        }
+        let row = COLS * 4;
+        // SAFETY: as in `block`: ROWS × COLS `i32`s of `out`, which the caller made writable.
         unsafe {
             asm!(
                 "tilestored [{o} + {s}*1], tmm0",

@@ -258,7 +258,6 @@ pub mod routes {
         let precision = match precision {
             "f32" | "spectral" => Precision::F32,
             "bf16" => Precision::Bf16,
-            #[cfg(feature = "bench-kernels")]
             "int8" => Precision::Int8,
             other => candle_core::bail!("unknown precision {other}"),
         };

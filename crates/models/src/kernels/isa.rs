@@ -91,6 +91,19 @@ pub(super) fn avx512f() -> bool {
     }
 }
 
+/// AVX-512 Foundation and its byte/word instructions (BW), if this CPU has them and the cap
+/// allows.
+pub(super) fn avx512_bw() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        avx512f() && is_x86_feature_detected!("avx512bw")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// AVX-512 with the bf16 dot product (and the byte/word ops the bf16 input packing uses), if
 /// this CPU has them and the cap allows.
 pub(super) fn avx512_bf16() -> bool {
@@ -105,11 +118,23 @@ pub(super) fn avx512_bf16() -> bool {
 }
 
 /// AVX-512 with the VNNI int8 dot product, if this CPU has them and the cap allows.
-#[cfg(feature = "bench-kernels")]
 pub(super) fn avx512_vnni() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         avx512f() && is_x86_feature_detected!("avx512bw") && is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The VEX-encoded (256-bit) VNNI int8 dot product, AVX-VNNI, beside AVX2, if this CPU has
+/// them and the cap allows (AVX-VNNI belongs to the AVX2 level: CPUs without AVX-512 have it).
+pub(super) fn avx_vnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        avx2_fma() && is_x86_feature_detected!("avxvnni")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -62,8 +62,9 @@ mod direct;
 mod dispatch;
 mod fast_math;
 mod gemm;
-#[cfg(feature = "bench-kernels")]
 mod int8;
+#[cfg(test)]
+mod int8_tests;
 mod isa;
 mod layer;
 mod linear;

@@ -17,8 +17,7 @@ pub(super) struct Paths {
     pub elementwise: Level,
     /// The bf16 direct convolution's blocks.
     pub bf16: Level,
-    /// The int8 direct convolution (a benchmark route).
-    #[cfg(feature = "bench-kernels")]
+    /// The int8 direct convolution's blocks.
     pub int8: Level,
 }
 
@@ -29,25 +28,18 @@ impl Paths {
             direct: block::level(),
             elementwise: fast_math::level(),
             bf16: bf16::bf16_isa().level(),
-            #[cfg(feature = "bench-kernels")]
-            int8: if super::int8::available() {
-                Level::Avx512
-            } else {
-                Level::Portable
-            },
+            int8: super::int8::int8_isa().level(),
         }
     }
 
     /// Every path's level, named.
     pub(super) fn levels(&self) -> Vec<(&'static str, Level)> {
-        let levels = vec![
+        vec![
             ("f32 convolutions", self.direct),
             ("elementwise", self.elementwise),
             ("bf16 convolutions", self.bf16),
-        ];
-        #[cfg(feature = "bench-kernels")]
-        let levels = [levels, vec![("int8 convolutions", self.int8)]].concat();
-        levels
+            ("int8 convolutions", self.int8),
+        ]
     }
 }
 

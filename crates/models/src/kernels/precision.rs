@@ -21,8 +21,7 @@ use std::sync::OnceLock;
 
 use super::bf16::{self, bf16_isa, Bf16Isa, Bf16Weights};
 use super::direct::{self, PackedWeights};
-#[cfg(feature = "bench-kernels")]
-use super::int8::{self, Int8Weights};
+use super::int8::{self, int8_isa, Int8Weights};
 use super::rows::{Rows, RowsMut, SampleMap};
 use super::spectral::{self, SpectralWeights};
 
@@ -34,10 +33,8 @@ pub enum Precision {
     F32,
     /// bfloat16 weights and activations, `f32` accumulation, bias, residuals and activations.
     Bf16,
-    /// 8-bit weights (per output channel) and activations (per input tile), `i32` sums:
-    /// measured against bf16 and found both slower (than AMX) and noisier, so the server does
-    /// not offer it; kept to re-measure on other CPUs (the `bench-kernels` feature).
-    #[cfg(feature = "bench-kernels")]
+    /// 8-bit weights (per output channel) and activations (per input tile), `i32` sums, as
+    /// kokoro-onnx's int8 file computes its convolutions.
     Int8,
 }
 
@@ -46,7 +43,6 @@ impl Precision {
         match self {
             Precision::F32 => "f32",
             Precision::Bf16 => "bf16",
-            #[cfg(feature = "bench-kernels")]
             Precision::Int8 => "int8",
         }
     }
@@ -60,14 +56,22 @@ impl Precision {
         *CHOICE.get_or_init(|| choose(bf16_isa(), || avx512_timing().bf16_wins()))
     }
 
+    /// [`Precision::auto`] for a model whose int8 passed its quality gate: int8 where its best
+    /// block is AVX-512 VNNI (measured 1.7× `f32` and 2.6× bf16 per Kokoro sentence on an
+    /// Intel core, docs/performance.md §11a′), else `auto`'s choice. With AMX, bf16 stays:
+    /// int8 on AMX-INT8 was measured slower than bf16 on AMX per sentence (its input passes and
+    /// epilogue outweigh the faster products); AVX-VNNI and plain AVX2 were not measured.
+    pub fn auto_allowing_int8() -> Precision {
+        choose_allowing_int8(bf16_isa(), int8_isa(), Precision::auto)
+    }
+
     /// Whether this CPU has hardware for it (bf16 without it runs a portable emulation, slower
     /// than `f32`).
     pub fn has_hardware(self) -> bool {
         match self {
             Precision::F32 => true,
             Precision::Bf16 => bf16_isa() != Bf16Isa::Portable,
-            #[cfg(feature = "bench-kernels")]
-            Precision::Int8 => int8::available(),
+            Precision::Int8 => int8::has_hardware(),
         }
     }
 
@@ -76,10 +80,7 @@ impl Precision {
         match self {
             Precision::F32 => "f32".into(),
             Precision::Bf16 => format!("bf16 ({})", bf16_isa().name()),
-            #[cfg(feature = "bench-kernels")]
-            Precision::Int8 if int8::available() => "int8 (VNNI)".into(),
-            #[cfg(feature = "bench-kernels")]
-            Precision::Int8 => "int8 (portable)".into(),
+            Precision::Int8 => format!("int8 ({})", int8_isa().name()),
         }
     }
 }
@@ -97,7 +98,6 @@ pub(super) enum PackedConv {
     /// `f32` through the layer's spectra ([`super::spectral`]).
     Spectral(SpectralWeights),
     Bf16(Bf16Weights),
-    #[cfg(feature = "bench-kernels")]
     Int8(Int8Weights),
 }
 
@@ -109,9 +109,8 @@ impl PackedConv {
             Precision::Bf16 if bf16::worth_it(c_out, bf16_isa()) => {
                 PackedConv::Bf16(Bf16Weights::new(w, c_out, c_in, taps, bf16_isa()))
             }
-            #[cfg(feature = "bench-kernels")]
-            Precision::Int8 if c_out >= 8 => {
-                PackedConv::Int8(Int8Weights::new(w, c_out, c_in, taps))
+            Precision::Int8 if int8::worth_it(c_out, int8_isa()) => {
+                PackedConv::Int8(Int8Weights::new(w, c_out, c_in, taps, int8_isa()))
             }
             _ => PackedConv::F32(PackedWeights::new(w, c_out, c_in, taps)),
         }
@@ -138,7 +137,6 @@ impl PackedConv {
             PackedConv::F32(w) => w.has_shape(c_out, c_in, taps),
             PackedConv::Spectral(w) => w.has_shape(c_out, c_in, taps),
             PackedConv::Bf16(w) => w.has_shape(c_out, c_in, taps),
-            #[cfg(feature = "bench-kernels")]
             PackedConv::Int8(w) => w.has_shape(c_out, c_in, taps),
         }
     }
@@ -210,7 +208,6 @@ pub(super) fn conv1d_rows(
         PackedConv::Bf16(w) => bf16::conv1d_rows(
             out, accumulate, x, offset, w, bias, dilation, map, residuals,
         ),
-        #[cfg(feature = "bench-kernels")]
         PackedConv::Int8(w) => int8::conv1d_rows(
             out, accumulate, x, offset, w, bias, dilation, map, residuals,
         ),
@@ -224,6 +221,20 @@ pub(super) fn choose(isa: Bf16Isa, avx512_wins: impl FnOnce() -> bool) -> Precis
         Bf16Isa::Amx => Precision::Bf16,
         Bf16Isa::Avx512 if avx512_wins() => Precision::Bf16,
         Bf16Isa::Avx512 | Bf16Isa::Portable => Precision::F32,
+    }
+}
+
+/// [`Precision::auto_allowing_int8`]'s rule: bf16 with AMX, int8 where AVX-512 VNNI is the
+/// best int8 block, else `otherwise` (asked only then: it may time kernels).
+pub(super) fn choose_allowing_int8(
+    bf16: Bf16Isa,
+    int8: int8::Int8Isa,
+    otherwise: impl FnOnce() -> Precision,
+) -> Precision {
+    match (bf16, int8) {
+        (Bf16Isa::Amx, _) => Precision::Bf16,
+        (_, int8::Int8Isa::Avx512Vnni) => Precision::Int8,
+        _ => otherwise(),
     }
 }
 

@@ -43,6 +43,13 @@ use prosody::Prosody;
 use text_encoder::TextEncoder;
 pub use weights::Weights;
 
+/// The precision `auto` gives Kokoro on this CPU: [`Precision::auto`]'s (bf16 where this CPU
+/// runs it faster than `f32`, else `f32`) until int8 passes the gate set by the peer's
+/// quality (scripts/kokoro-gate.sh, docs/performance.md §11a).
+pub fn auto_precision() -> Precision {
+    Precision::auto()
+}
+
 /// One utterance's audio and its timing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Synthesis {

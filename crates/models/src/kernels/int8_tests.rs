@@ -1,0 +1,211 @@
+//! The int8 kernels against the `f32` kernel on random data: every int8 block kind this CPU
+//! has (AMX-INT8, AVX-512 VNNI, AVX-VNNI, AVX2, portable; `OMNIVOICE_KERNEL_ISA` caps which)
+//! must compute the same integer sums, so the same outputs, and each must stay within what
+//! 8-bit operands allow of the `f32` direct kernel's output.
+
+use super::bf16::Bf16Isa;
+use super::direct::{self, PackedWeights};
+use super::int8::{self, Int8Isa, Int8Weights};
+use super::precision::{choose_allowing_int8, Precision};
+use super::rows::{Rows, RowsMut, SampleMap};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+fn random(rng: &mut StdRng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// A convolution's operands: channels and lengths that are and are not multiples of the
+/// blocks' 4-channel quads, 8 and 32 rows and 32 columns.
+struct Case {
+    c_in: usize,
+    c_out: usize,
+    l_in: usize,
+    taps: usize,
+    dilation: usize,
+    x: Vec<f32>,
+    w: Vec<f32>,
+    bias: Vec<f32>,
+    residual: Vec<f32>,
+    start: Vec<f32>,
+    mask: Vec<f32>,
+}
+
+impl Case {
+    fn new(
+        rng: &mut StdRng,
+        (c_in, c_out, l_in, taps, dilation): (usize, usize, usize, usize, usize),
+    ) -> Self {
+        Case {
+            c_in,
+            c_out,
+            l_in,
+            taps,
+            dilation,
+            x: random(rng, c_in * l_in),
+            w: random(rng, c_out * c_in * taps),
+            bias: random(rng, c_out),
+            residual: random(rng, c_out * l_in),
+            start: random(rng, c_out * l_in),
+            mask: (0..l_in)
+                .map(|t| if t % 97 < 90 { 1.0 } else { 0.0 })
+                .collect(),
+        }
+    }
+
+    fn map(&self) -> SampleMap<'_> {
+        SampleMap {
+            scale: 0.7,
+            leaky_slope: Some(0.1),
+            mask: Some(&self.mask),
+        }
+    }
+
+    /// `start + conv(map(x)) + residual`, same length as the input, through `run`.
+    fn run(
+        &self,
+        run: impl FnOnce(RowsMut<'_>, Rows<'_>, isize, &SampleMap<'_>, &[Rows<'_>]),
+    ) -> Vec<f32> {
+        let mut out = self.start.clone();
+        let padding = (self.dilation * (self.taps - 1) / 2) as isize;
+        run(
+            RowsMut::new(&mut out, self.l_in, self.l_in),
+            Rows::contiguous(&self.x, self.l_in),
+            -padding,
+            &self.map(),
+            &[Rows::contiguous(&self.residual, self.l_in)],
+        );
+        out
+    }
+
+    fn int8(&self, isa: Int8Isa) -> Vec<f32> {
+        let w = Int8Weights::new(&self.w, self.c_out, self.c_in, self.taps, isa);
+        self.run(|out, x, offset, map, residuals| {
+            int8::conv1d_rows(
+                out,
+                true,
+                x,
+                offset,
+                &w,
+                &self.bias,
+                self.dilation,
+                map,
+                residuals,
+            )
+        })
+    }
+
+    fn f32(&self) -> Vec<f32> {
+        let w = PackedWeights::new(&self.w, self.c_out, self.c_in, self.taps);
+        self.run(|out, x, offset, map, residuals| {
+            direct::conv1d_rows(
+                out,
+                true,
+                x,
+                offset,
+                &w,
+                &self.bias,
+                self.dilation,
+                map,
+                residuals,
+            )
+        })
+    }
+}
+
+/// (c_in, c_out, l_in, taps, dilation): Kokoro's generator resblock (several AMX chunks), odd
+/// channel counts, fewer rows than a block, a pointwise layer, a tile-spanning length.
+const SHAPES: [(usize, usize, usize, usize, usize); 5] = [
+    (128, 128, 150, 11, 5),
+    (13, 40, 300, 3, 1),
+    (70, 20, 100, 1, 1),
+    (3, 8, 50, 5, 2),
+    (32, 32, 2_500, 7, 3),
+];
+
+/// The sums are exact integers, so each block kind must give the portable block's output bit
+/// for bit, whatever its instructions.
+#[test]
+fn every_int8_block_kind_computes_the_portable_sums() {
+    let mut rng = StdRng::seed_from_u64(45);
+    let kinds: Vec<Int8Isa> = Int8Isa::ALL.into_iter().filter(|k| k.available()).collect();
+    eprintln!(
+        "int8 block kinds on this CPU: {kinds:?} (best: {:?})",
+        int8::int8_isa()
+    );
+    assert!(kinds.contains(&Int8Isa::Portable));
+    for shape in SHAPES {
+        let case = Case::new(&mut rng, shape);
+        let portable = case.int8(Int8Isa::Portable);
+        for &kind in &kinds {
+            let got = case.int8(kind);
+            let differ = got.iter().zip(&portable).filter(|(a, b)| a != b).count();
+            assert_eq!(
+                differ, 0,
+                "{kind:?} on {shape:?}: {differ} outputs differ from portable"
+            );
+        }
+    }
+}
+
+/// Against the `f32` kernel on the same operands: within what 8-bit weights and activations
+/// allow (relative RMS error around 1 %), and not equal (int8 must actually quantize).
+#[test]
+fn every_int8_block_kind_stays_within_quantization_error_of_f32() {
+    let mut rng = StdRng::seed_from_u64(46);
+    for shape in SHAPES {
+        let case = Case::new(&mut rng, shape);
+        let want = case.f32();
+        // The error of the convolution alone: the start and residual cancel.
+        let base: Vec<f32> = case
+            .start
+            .iter()
+            .zip(&case.residual)
+            .map(|(s, r)| s + r)
+            .collect();
+        let power: f64 = want
+            .iter()
+            .zip(&base)
+            .map(|(w, b)| ((w - b) as f64).powi(2))
+            .sum();
+        for kind in Int8Isa::ALL.into_iter().filter(|k| k.available()) {
+            let got = case.int8(kind);
+            let err: f64 = got
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| ((g - w) as f64).powi(2))
+                .sum();
+            let relative = (err / power).sqrt();
+            assert!(
+                relative < 0.03,
+                "{kind:?} on {shape:?}: relative RMS error {relative}"
+            );
+            assert!(
+                relative > 1e-4,
+                "{kind:?} on {shape:?}: int8 must quantize: {relative}"
+            );
+        }
+    }
+}
+
+/// Where int8 may be `auto` (a model whose int8 passed its gate): bf16 wherever AMX is, int8
+/// where AVX-512 VNNI is the best int8 block, the plain rule (not asked otherwise) elsewhere.
+#[test]
+fn auto_takes_int8_only_where_it_was_measured_faster() {
+    let unasked = || -> Precision { panic!("the plain rule must not be asked") };
+    assert_eq!(
+        choose_allowing_int8(Bf16Isa::Amx, Int8Isa::Amx, unasked),
+        Precision::Bf16
+    );
+    for bf16 in [Bf16Isa::Avx512, Bf16Isa::Portable] {
+        assert_eq!(
+            choose_allowing_int8(bf16, Int8Isa::Avx512Vnni, unasked),
+            Precision::Int8
+        );
+        for int8 in [Int8Isa::AvxVnni, Int8Isa::Avx2, Int8Isa::Portable] {
+            for plain in [Precision::F32, Precision::Bf16] {
+                assert_eq!(choose_allowing_int8(bf16, int8, || plain), plain);
+            }
+        }
+    }
+}
