@@ -180,8 +180,16 @@ fn every_profile_serves_with_known_settings_a_shared_data_volume_and_measured_li
                 .collect();
             for mount in list(&server["volumes"], "volumes") {
                 let mount = str_of(mount, "volume");
-                let mut parts = mount.split(':');
-                let (source, at) = (parts.next().unwrap(), parts.next().expect("source:target"));
+                // `SOURCE:TARGET[:MODE]`, where SOURCE may be `${VARIABLE:-default}`.
+                let (source, rest) = match mount.strip_prefix("${") {
+                    Some(variable) => {
+                        let end = variable.find('}').expect("a closed ${…}");
+                        (&mount[..end + 3], &variable[end + 2..])
+                    }
+                    None => mount.split_once(':').expect("source:target"),
+                };
+                let mut parts = rest.split(':');
+                let at = parts.next().unwrap();
                 assert!(
                     directories.iter().any(|d| *d == at),
                     "{name}: {at} is mounted, but no setting names it"
