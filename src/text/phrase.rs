@@ -10,6 +10,7 @@
 //! said with given phonemes: those are the `protected` byte ranges and the capitalized runs.
 //! A sentence too short to gain from a cut is not cut.
 
+use super::english::is_number_word;
 use std::ops::Range;
 
 /// Fewest words before a cut at a clause mark: a lone "Sure," makes too little audio to
@@ -83,44 +84,6 @@ const BEFORE_INFINITIVE: &[&str] = &[
     "want", "wants", "wanted", "need", "needs", "needed", "have", "has", "had", "going", "able",
     "trying", "try", "tried", "like", "love", "used", "ought", "got", "seem", "seems", "hope",
     "plan", "plans", "decided", "wish",
-];
-/// Number words: "one hundred and five" is one number, not two phrases.
-const NUMBER_WORDS: &[&str] = &[
-    "zero",
-    "one",
-    "two",
-    "three",
-    "four",
-    "five",
-    "six",
-    "seven",
-    "eight",
-    "nine",
-    "ten",
-    "eleven",
-    "twelve",
-    "thirteen",
-    "fourteen",
-    "fifteen",
-    "sixteen",
-    "seventeen",
-    "eighteen",
-    "nineteen",
-    "twenty",
-    "thirty",
-    "forty",
-    "fifty",
-    "sixty",
-    "seventy",
-    "eighty",
-    "ninety",
-    "hundred",
-    "thousand",
-    "million",
-    "billion",
-    "trillion",
-    "point",
-    "oh",
 ];
 /// Articles skipped when looking at the word a preposition governs ("Lord of the Rings").
 const ARTICLES: &[&str] = &["the", "a", "an"];
@@ -214,7 +177,8 @@ fn breathes_before(text: &str, words: &[Range<usize>], i: usize, list: &[&str]) 
         .get(i + 1)
         .map(|w| bare(&text[w.clone()]))
         .unwrap_or_default();
-    if NUMBER_WORDS.contains(&before.as_str()) && NUMBER_WORDS.contains(&next.as_str()) {
+    // "one hundred and five" is one number, not two phrases.
+    if is_number_word(&before) && is_number_word(&next) {
         return false;
     }
     // A name with a small word inside ("Bank of America", "Lord of the Rings"): the word

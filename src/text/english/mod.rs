@@ -18,6 +18,7 @@ mod keys;
 mod measures;
 mod money;
 mod numbers;
+pub use numbers::is_number_word;
 mod phone;
 mod products;
 mod quantities;

@@ -31,6 +31,15 @@ const TENS: [&str; 10] = [
 ];
 const SCALES: [&str; 5] = ["", "thousand", "million", "billion", "trillion"];
 
+/// Whether `word` (lower case) is one of the words numbers are read with, "point" and "oh"
+/// included: what tells "one hundred and five" is one number to a rule that looks at words.
+pub fn is_number_word(word: &str) -> bool {
+    ONES.contains(&word)
+        || TENS[2..].contains(&word)
+        || SCALES[1..].contains(&word)
+        || matches!(word, "hundred" | "point" | "oh")
+}
+
 /// The longest run of digits read as one number; longer runs are read digit by digit or left
 /// alone.
 pub(super) const MAX_DIGITS: usize = 15;
