@@ -201,7 +201,7 @@ fn bad_values_fail_in_clap() {
     for args in [
         ["--port", "70000"],
         ["--device", "tpu"],
-        ["--precision", "int8"],
+        ["--precision", "int4"],
     ] {
         let mut argv = vec!["omnivoice-server"];
         argv.extend_from_slice(&args);
