@@ -97,28 +97,6 @@ const MAX_MEAN_START_DIFF_S: f64 = 0.15;
 /// Where a word follows a pause, its start may be this far from the audio's energy onset.
 const MAX_ONSET_DIFF_S: f64 = 0.05;
 
-/// The venv's python, made by `scripts/asr-venv.sh` (run by `scripts/test.sh`).
-fn asr_python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-asr/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/asr-venv.sh (scripts/test.sh does)",
-        python.display()
-    );
-    python
-}
-
-/// kokoro-onnx's venv, made by `scripts/kokoro-venv.sh` (run by `scripts/test.sh`).
-fn kokoro_python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-kokoro/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/kokoro-venv.sh (scripts/test.sh does)",
-        python.display()
-    );
-    python
-}
-
 /// The Kokoro model and voices (`scripts/kokoro-assets.sh`, run by `scripts/setup.sh`): fails,
 /// naming the script, when missing, never skips.
 fn kokoro_dir() -> PathBuf {
@@ -135,7 +113,7 @@ fn kokoro_dir() -> PathBuf {
 /// `scripts/kokoro_onnx_speak.py` on the same int8 file and voice packs as the server.
 async fn kokoro_onnx_speak(jobs: Value) {
     use std::io::Write as _;
-    let python = kokoro_python();
+    let python = common::venv_python("kokoro");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kokoro_onnx_speak.py");
     let dir = kokoro_dir();
     let output = tokio::task::spawn_blocking(move || {
@@ -167,7 +145,7 @@ async fn kokoro_onnx_speak(jobs: Value) {
 
 /// Whisper's answer for each file, in order: `{text, words: [{word, start, end}]}`.
 async fn transcribe(files: Vec<PathBuf>) -> Vec<Value> {
-    let python = asr_python();
+    let python = common::venv_python("asr");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/asr.py");
     let output = tokio::task::spawn_blocking(move || {
         Command::new(python)
@@ -285,7 +263,7 @@ fn rate_problems(rates: &[(String, f64)], max: f64, margin: f64) -> Vec<String> 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whisper_understands_what_every_configuration_says() {
-    asr_python();
+    common::venv_python("asr");
     let dir = tempfile::tempdir().unwrap();
     let mut rates = Vec::new();
     for &args in ARGUMENT_SETS {
@@ -319,7 +297,7 @@ const MAX_NUMBER_WER: f64 = 0.16;
 #[tokio::test]
 async fn whisper_hears_numbers_as_they_are_meant() {
     use omnivoice_server::text::english::{read, ReadingOptions};
-    asr_python();
+    common::venv_python("asr");
     let dir = tempfile::tempdir().unwrap();
     let server = Binary::ready(&[]).await;
     let mut files = Vec::new();
@@ -377,7 +355,7 @@ const PHRASE_FIRST_WER_MARGIN: f64 = 0.01;
 /// such streams as well as the whole bodies of the same sentences.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whisper_hears_kokoro_streams_spoken_phrase_first_as_well_as_whole_bodies() {
-    asr_python();
+    common::venv_python("asr");
     kokoro_dir();
     let dir = tempfile::tempdir().unwrap();
     let server = Binary::ready(&["--no-cache", "--kokoro-dir", "voices/kokoro"]).await;
@@ -429,8 +407,8 @@ async fn whisper_hears_kokoro_streams_spoken_phrase_first_as_well_as_whole_bodie
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whisper_understands_kokoro_as_well_as_kokoro_onnx() {
-    asr_python();
-    kokoro_python();
+    common::venv_python("asr");
+    common::venv_python("kokoro");
     kokoro_dir();
     let dir = tempfile::tempdir().unwrap();
     let sentences = &SENTENCES[..KOKORO_SENTENCES];
@@ -585,7 +563,7 @@ fn energy_onset(samples: &[i16], rate: u32, from: f64) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn word_timestamps_agree_with_where_whisper_hears_the_words() {
-    asr_python();
+    common::venv_python("asr");
     let server = Binary::ready(&[]).await;
     let dir = tempfile::tempdir().unwrap();
     let mut answers = Vec::new();

@@ -12,22 +12,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use common::{post_speech, read_wav, Binary};
 use serde_json::{json, Value};
-
-/// DNSMOS's venv, made by `scripts/mos-venv.sh` (run by `scripts/test.sh`).
-fn mos_python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-mos/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/mos-venv.sh (scripts/test.sh does)",
-        python.display()
-    );
-    python
-}
 
 fn fixture() -> Value {
     let path = concat!(
@@ -39,7 +28,7 @@ fn fixture() -> Value {
 
 /// DNSMOS's overall MOS of each file, in order.
 fn dnsmos_overall(files: &[PathBuf]) -> Vec<f64> {
-    let output = Command::new(mos_python())
+    let output = Command::new(common::venv_python("mos"))
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/dnsmos.py"))
         .args(files)
         .output()
@@ -60,7 +49,7 @@ fn mean(values: &[f64]) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_auto_precision_scores_within_the_dnsmos_gate_of_kokoro_onnx() {
-    mos_python();
+    common::venv_python("mos");
     let fixture = fixture();
     let voices: Vec<&str> = fixture["voices"]
         .as_array()

@@ -8,20 +8,9 @@ use std::process::Command;
 
 use common::{get_text, metric, Binary};
 
-/// The pinned client's venv, made by `scripts/wyoming-venv.sh` (run by `scripts/test.sh`).
-fn wyoming_python() -> std::path::PathBuf {
-    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-wyoming/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/wyoming-venv.sh (scripts/test.sh does)",
-        python.display()
-    );
-    python
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reference_client_speaks_with_the_server() {
-    let python = wyoming_python();
+    let python = common::venv_python("wyoming");
     let server = Binary::ready(&["--wyoming-port", "0"]).await;
     let address = server.wyoming.clone().expect("the wyoming address");
     let (host, port) = address.rsplit_once(':').unwrap();

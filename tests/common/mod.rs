@@ -405,3 +405,17 @@ pub async fn omnivoice_f32(checkpoint: &str, extra: &[&str]) -> Binary {
     args.extend_from_slice(extra);
     Binary::ready(&args).await
 }
+
+/// The python of the pinned venv `.venv-<name>`, which `scripts/<name>-venv.sh` makes (and
+/// `scripts/test.sh` runs); a clear failure naming that script when it is missing.
+pub fn venv_python(name: &str) -> std::path::PathBuf {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!(".venv-{name}"))
+        .join("bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/{name}-venv.sh (scripts/test.sh does)",
+        python.display()
+    );
+    python
+}
