@@ -147,6 +147,74 @@ impl Tiles {
     }
 }
 
+impl Tiles {
+    /// A 32 × 32 block of a row-major matrix product: `out[r][j] = Σ_t Σ_q A[r][t·32 + q] ·
+    /// B(t)[q / 2][j]` for `t < k_tiles`, where `a` is 32 rows of bf16 values `a_stride`
+    /// bytes apart (each tile step reads the next 64 bytes of every row) and `b` the packed
+    /// weights: for each step, two 16 × 16 tiles of bf16 pair words, of output columns 0–15
+    /// then 16–31, all `2 · k_tiles` contiguous. The sums go to `out`, rows `out_stride` bytes apart, added to what
+    /// it holds when `accumulate` (a product cut along its sum, part by part).
+    ///
+    /// # Safety
+    /// `a` must be readable for 32 rows of `64 · k_tiles` bytes, `a_stride` apart; `b` for
+    /// `2 · k_tiles` tiles of [`TILE_WORDS`] words; `out` writable (and, when `accumulate`,
+    /// initialised) for 32 rows of 32 `f32`s, `out_stride` bytes apart, overlapping none of
+    /// the inputs.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn gemm_block(
+        &self,
+        a: *const u16,
+        a_stride: usize,
+        b: *const u32,
+        k_tiles: usize,
+        out: *mut f32,
+        out_stride: usize,
+        accumulate: bool,
+    ) {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        // SAFETY: `self` proves the tiles are configured on this thread; the pointers are the
+        // caller's promise.
+        unsafe {
+            x86::gemm_block(a, a_stride, b, k_tiles, out, out_stride, accumulate)
+        };
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        {
+            let _ = (a, a_stride, b, k_tiles, out, out_stride, accumulate);
+            unreachable!("AMX is never usable here");
+        }
+    }
+}
+
+impl Tiles {
+    /// Runs `steps` × 4 `tdpbf16ps` on tiles already in registers, without a load: the
+    /// instruction's own rate on this core, against which the kernels' rates are judged.
+    #[cfg(test)]
+    pub(super) fn register_peak(&self, steps: usize) {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        // SAFETY: `self` proves the tiles are configured on this thread; the loop touches
+        // tiles only.
+        unsafe {
+            std::arch::asm!(
+                "tilezero tmm4",
+                "tilezero tmm5",
+                "tilezero tmm6",
+                "tilezero tmm7"
+            );
+            for _ in 0..steps {
+                std::arch::asm!(
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    options(nostack, nomem)
+                );
+            }
+        }
+        #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+        let _ = steps;
+    }
+}
+
 impl Drop for Tiles {
     fn drop(&mut self) {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -399,6 +467,88 @@ mod x86 {
                 o = in(reg) out,
                 h = in(reg) out.add(16 * COLS),
                 s = in(reg) row,
+                options(nostack)
+            )
+        };
+    }
+
+    /// tmm0..3 accumulate rows 0–15 / 16–31 × columns 0–15 / 16–31; tmm4–5 hold the two
+    /// 16-row halves of `a`'s tile step, tmm6–7 the two column halves of the weights.
+    ///
+    /// # Safety
+    /// [`configure`] must have run on this thread with no [`release`] since; the pointers must
+    /// satisfy [`super::Tiles::gemm_block`]'s contract.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) unsafe fn gemm_block(
+        a: *const u16,
+        a_stride: usize,
+        b: *const u32,
+        k_tiles: usize,
+        out: *mut f32,
+        out_stride: usize,
+        accumulate: bool,
+    ) {
+        // SAFETY: the tiles are configured on this thread (the caller's promise); the loads
+        // read the 32 × 32 floats of `out`, initialised when accumulating (its promise).
+        unsafe {
+            let high = out.cast::<u8>().add(16 * out_stride);
+            if accumulate {
+                asm!(
+                    "tileloadd tmm0, [{o} + {s}*1]",
+                    "tileloadd tmm1, [{o} + {s}*1 + 64]",
+                    "tileloadd tmm2, [{h} + {s}*1]",
+                    "tileloadd tmm3, [{h} + {s}*1 + 64]",
+                    o = in(reg) out,
+                    h = in(reg) high,
+                    s = in(reg) out_stride,
+                    options(nostack, readonly)
+                )
+            } else {
+                asm!(
+                    "tilezero tmm0",
+                    "tilezero tmm1",
+                    "tilezero tmm2",
+                    "tilezero tmm3",
+                    options(nostack, nomem)
+                )
+            }
+        };
+        // SAFETY: step t reads bytes 64t..64t + 64 of `a`'s 32 rows and tiles 2t and 2t + 1 of
+        // `b`, inside what the caller made readable; the loads only read memory.
+        unsafe {
+            let a_low = a.cast::<u8>();
+            let a_high = a_low.add(16 * a_stride);
+            for t in 0..k_tiles {
+                asm!(
+                    "tileloadd tmm4, [{a0} + {sa}*1]",
+                    "tileloadd tmm5, [{a1} + {sa}*1]",
+                    "tileloadd tmm6, [{b} + {s64}*1]",
+                    "tileloadd tmm7, [{b} + {s64}*1 + 1024]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    "tdpbf16ps tmm1, tmm4, tmm7",
+                    "tdpbf16ps tmm2, tmm5, tmm6",
+                    "tdpbf16ps tmm3, tmm5, tmm7",
+                    a0 = in(reg) a_low.add(64 * t),
+                    a1 = in(reg) a_high.add(64 * t),
+                    b = in(reg) b.add(2 * t * TILE_WORDS),
+                    sa = in(reg) a_stride,
+                    s64 = in(reg) 64usize,
+                    options(nostack, readonly)
+                );
+            }
+        }
+        // SAFETY: the four stores write 32 rows × 32 floats of `out`, `out_stride` bytes
+        // apart, which the caller made writable.
+        unsafe {
+            let high = out.cast::<u8>().add(16 * out_stride);
+            asm!(
+                "tilestored [{o} + {s}*1], tmm0",
+                "tilestored [{o} + {s}*1 + 64], tmm1",
+                "tilestored [{h} + {s}*1], tmm2",
+                "tilestored [{h} + {s}*1 + 64], tmm3",
+                o = in(reg) out,
+                h = in(reg) high,
+                s = in(reg) out_stride,
                 options(nostack)
             )
         };

@@ -16,6 +16,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use super::aligned::Aligned;
 use super::amx;
 use super::isa::{self, avx512_bf16};
 use super::rows::{Rows, RowsMut, SampleMap};
@@ -104,7 +105,8 @@ pub(super) fn worth_it(c_out: usize, isa: Bf16Isa) -> bool {
 /// - AMX: [C_out / 16][K][chunks][16 rows][16 pairs], one 1 KiB tile per (half block, tap,
 ///   chunk of 16 pairs), C_out padded to whole 32-row blocks and pairs to whole chunks.
 pub(super) struct Bf16Weights {
-    data: Vec<u32>,
+    /// On a cache line, so that no AMX tile row straddles two ([`super::aligned`]).
+    data: Aligned<u32>,
     c_out: usize,
     c_in: usize,
     taps: usize,
@@ -164,7 +166,7 @@ impl Bf16Weights {
             }
         };
         Self {
-            data,
+            data: Aligned::copy(&data),
             c_out,
             c_in,
             taps,
@@ -359,18 +361,18 @@ const MAX_RESIDUALS: usize = 2;
 /// hundreds of times per utterance, and allocating (and zeroing) a fresh tile each time cost
 /// more than the AMX products of a narrow layer.
 struct Scratch {
-    packed: Vec<u32>,
-    sums: Vec<f32>,
+    packed: Aligned<u32>,
+    sums: Aligned<f32>,
 }
 
 impl Scratch {
     /// Buffers of at least these lengths; their contents are whatever the last call left.
     fn take(&mut self, packed: usize, sums: usize) -> (&mut [u32], &mut [f32]) {
         if self.packed.len() < packed {
-            self.packed.resize(packed, 0);
+            self.packed = Aligned::zeroed(packed);
         }
         if self.sums.len() < sums {
-            self.sums.resize(sums, 0.0);
+            self.sums = Aligned::zeroed(sums);
         }
         // A block writes every sum it is read for; in debug builds (tests) a block that missed
         // one would otherwise pass on the last call's value unnoticed.
@@ -382,7 +384,7 @@ impl Scratch {
 
 thread_local! {
     static SCRATCH: std::cell::RefCell<Scratch> = const {
-        std::cell::RefCell::new(Scratch { packed: Vec::new(), sums: Vec::new() })
+        std::cell::RefCell::new(Scratch { packed: Aligned::new(), sums: Aligned::new() })
     };
 }
 

@@ -15,20 +15,17 @@
 //! stays in L2 while every block of positions passes over it. The strips are what a spare
 //! core shares ([`crate::spare`]): each part computes whole strips for all positions.
 //!
-//! On CPUs with AMX the layer runs as a 1-tap convolution on the tile block instead
-//! ([`Bf16Weights`] packed for AMX): the two transposes cost less than the tiles gain.
+//! On CPUs with AMX the layer runs on the tiles instead ([`super::tile_gemm`]), positions as
+//! the tiles' rows.
 
 use std::mem::MaybeUninit;
 
 use candle_core::{Result, Tensor};
 
-use super::bf16::{
-    bf16_isa, conv1d_rows, pair, run_block, worth_it, Bf16Isa, Bf16Weights, BlockArgs, Epilogue,
-    BLOCK_ROWS,
-};
+use super::bf16::{bf16_isa, pair, run_block, worth_it, Bf16Isa, BlockArgs, Epilogue, BLOCK_ROWS};
 use super::isa::avx512_bf16;
-use super::rows::{Rows, RowsMut, SampleMap};
 use super::tensor::with_contiguous_f32;
+use super::tile_gemm::TileWeights;
 use crate::spare::{self, SharedOut};
 
 /// Output features per strip: the AVX-512 block's 2 vectors of 16.
@@ -46,10 +43,9 @@ enum Packed {
     /// [out / STRIP][in / 2][STRIP] pair words, features past `out` zero, for the register
     /// block of `isa`.
     Strips { words: Vec<u32>, isa: Bf16Isa },
-    /// On CPUs with AMX, the weights as a 1-tap convolution's for the tile block: its 32 × 32
-    /// tiles outrun the `vdpbf16ps` block several times over, which is worth the two
-    /// transposes a convolution's channel-major layout costs.
-    Tiles(Bf16Weights),
+    /// On CPUs with AMX, the weights as the tiles of a row-major product: its 32 × 32 blocks
+    /// outrun the `vdpbf16ps` block several times over.
+    Tiles(TileWeights),
 }
 
 impl std::fmt::Debug for Bf16Linear {
@@ -74,7 +70,7 @@ impl Bf16Linear {
         };
         let packed = if bf16_isa() == Bf16Isa::Amx && worth_it(out_features, Bf16Isa::Amx) {
             Packed::Tiles(with_contiguous_f32(&w, |w| {
-                Bf16Weights::new(w, out_features, in_features, 1, Bf16Isa::Amx)
+                TileWeights::new(w, out_features, in_features)
             })?)
         } else {
             Packed::Strips {
@@ -123,7 +119,7 @@ impl Bf16Linear {
             return;
         }
         let (strips, isa) = match &self.packed {
-            Packed::Tiles(tiles) => return run_tiles(tiles, x, n, k, m, out),
+            Packed::Tiles(tiles) => return tiles.run(x, n, out),
             Packed::Strips { words, isa } => (words, *isa),
         };
         let pairs = k.div_ceil(2);
@@ -171,55 +167,6 @@ impl Bf16Linear {
             }
         };
         spare::in_parts(m, STRIP, n * k * m, features);
-    }
-}
-
-/// [`Bf16Linear::run`] on AMX tiles: `x` [n, k] → [k, n], the 1-tap convolution to [m, n],
-/// and back to [n, m].
-fn run_tiles(
-    tiles: &Bf16Weights,
-    x: &[f32],
-    n: usize,
-    k: usize,
-    m: usize,
-    out: &mut [MaybeUninit<f32>],
-) {
-    let mut channels = vec![0f32; k * n];
-    transpose(x, n, k, |j, i, v| channels[j * n + i] = v);
-    let mut y = vec![0f32; m * n];
-    let identity = SampleMap {
-        scale: 1.0,
-        leaky_slope: None,
-        mask: None,
-    };
-    conv1d_rows(
-        RowsMut::new(&mut y, n, n),
-        false,
-        Rows::contiguous(&channels, n),
-        0,
-        tiles,
-        &vec![0f32; m],
-        1,
-        &identity,
-        &[],
-    );
-    transpose(&y, m, n, |i, o, v| {
-        out[i * m + o].write(v);
-    });
-}
-
-/// Calls `put(c, r, a[r, c])` for every element of row-major `a` [rows, cols], in square
-/// blocks: a plain loop would write one cache line per element once rows are long.
-fn transpose(a: &[f32], rows: usize, cols: usize, mut put: impl FnMut(usize, usize, f32)) {
-    const BLOCK: usize = 32;
-    for r0 in (0..rows).step_by(BLOCK) {
-        for c0 in (0..cols).step_by(BLOCK) {
-            for c in c0..(c0 + BLOCK).min(cols) {
-                for r in r0..(r0 + BLOCK).min(rows) {
-                    put(c, r, a[r * cols + c]);
-                }
-            }
-        }
     }
 }
 

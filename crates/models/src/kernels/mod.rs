@@ -51,6 +51,7 @@
 //! `f32` direct and matrix-product convolutions and the attention share their work with a
 //! core that no worker is computing on, when there is one.
 
+mod aligned;
 mod amx;
 mod attention;
 mod bf16;
@@ -81,6 +82,7 @@ mod strips;
 mod tensor;
 #[cfg(test)]
 mod tests;
+mod tile_gemm;
 
 pub(crate) use attention::relative_attention;
 pub use dispatch::{conv1d, conv_transpose1d};
