@@ -119,7 +119,8 @@ def error_shown(driver):
 def check_labels(driver):
     unlabelled = driver.execute_script("""
         return [...document.querySelectorAll('input, select, textarea')]
-          .filter((e) => !document.querySelector(`label[for="${e.id}"]`))
+          .filter((e) => !(e.id && document.querySelector(`label[for="${e.id}"]`))
+            && !e.getAttribute('aria-label'))
           .map((e) => e.id || e.outerHTML);
     """)
     check(not unlabelled, f"controls without a label: {unlabelled}")
