@@ -87,6 +87,9 @@ def browser(profile):
         "--disable-sync",
         "--disable-dev-shm-usage",
         "--autoplay-policy=no-user-gesture-required",
+        # A fake microphone (a tone), allowed without asking: the studio's recording.
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
         "--window-size=1100,1500",
         f"--user-data-dir={profile}",
     ]:

@@ -8,7 +8,9 @@ committed checkpoint), it checks that:
   - a voice designed from the pickers plays, and its request carries the design;
   - a bad design shows the server's message ("did you mean ...") at the description field;
   - an uploaded clip speaks, is saved as a profile, appears under Profiles, and speaking with
-    the profile plays;
+    the profile plays, as does its reference; its transcript changes alone (urlencoded) and
+    with a new clip (multipart);
+  - a recording from the browser's (fake) microphone becomes a WAV clip;
   - a two-speaker script plays as one track, and as one track per speaker;
   - the Code tab's curl line for the Speak tab's request (with a seed), run here, gives the
     very bytes the page played, and shows the key only as a placeholder;
@@ -138,6 +140,49 @@ def check_clone_and_profiles(driver, clip, clip_text):
     sent = driver.execute_script("return window.studio.requests.profiles.json;")
     check(sent["voice"] == "clone:browser-anna", f"spoke with {sent}")
 
+    # The reference plays: the clip as stored (WAV).
+    driver.execute_script("window.studio.results.profiles = null;")
+    card.find_element(By.CSS_SELECTOR, '[aria-label="Play the reference of browser-anna"]').click()
+    wait_played(driver, "profiles")
+    reference = blob_bytes(driver, "window.studio.results.profiles.audio")
+    check(reference[:4] == b"RIFF" and len(reference) > 44, f"the reference is {reference[:16]!r}")
+    # Paused, so that its end does not write over what the tab says of the changes.
+    driver.execute_script("document.querySelector('#panel-profiles .tab-player').pause();")
+    # A new transcript alone (sent urlencoded), then a new clip with it (multipart).
+    for new_text, new_clip in (("Changed in the browser", None), ("Changed again", clip)):
+        card = driver.find_element(By.CSS_SELECTOR, '#profile-list [data-profile="browser-anna"]')
+        transcript = card.find_element(By.CSS_SELECTOR, "input[type=text]")
+        transcript.clear()
+        transcript.send_keys(new_text)
+        if new_clip:
+            card.find_element(By.CSS_SELECTOR, "input[type=file]").send_keys(os.path.abspath(new_clip))
+        # Marked, so that only the card drawn anew after the save can pass the wait below.
+        driver.execute_script("arguments[0].dataset.before = 'save';", card)
+        card.find_element(By.CSS_SELECTOR, '[aria-label="Save changes to browser-anna"]').click()
+        # The list is drawn anew from the server once the change is saved, which says so.
+        wait(driver, "the list to show the change", lambda d: d.execute_script(
+            "const e = document.querySelector("
+            "'#profile-list [data-profile=\"browser-anna\"]:not([data-before]) input[type=text]');"
+            "return e !== null && e.value;") == new_text)
+        status = driver.find_element(By.CSS_SELECTOR, "#panel-profiles .tab-status").text
+        check(status == "Saved browser-anna.", f"the Profiles tab says {status!r}")
+
+
+def check_recording(driver):
+    """A recording from the (fake) microphone becomes a WAV clip the server can read."""
+    show_tab(driver, "clone")
+    by_id(driver, "clone-record").click()
+    wait(driver, "the recording to start", lambda d: d.execute_script(
+        "return clone.recorder !== null && clone.recorder.state === 'recording';"))
+    driver.execute_script("clone.clip = null;")
+    # A recording lasts as long as it is recorded: a moment of the fake microphone's tone.
+    driver.execute_async_script("setTimeout(arguments[arguments.length - 1], 800);")
+    by_id(driver, "clone-record-stop").click()
+    wait(driver, "the recording to become the clip", lambda d: d.execute_script("return clone.clip !== null;"))
+    recorded = blob_bytes(driver, "clone.clip")
+    check(recorded[:4] == b"RIFF" and recorded[8:12] == b"WAVE", f"the recording is {recorded[:12]!r}")
+    check(len(recorded) > 44 + 2 * 8000 * 0.5, f"the recording holds {len(recorded)} bytes")
+
 
 def check_script(driver):
     show_tab(driver, "script")
@@ -257,6 +302,7 @@ def run(args):
                 return []
             check_design(driver)
             check_clone_and_profiles(driver, args.clip, args.clip_text)
+            check_recording(driver)
             check_script(driver)
             check_code(driver, args.url, args.api_key)
             errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"

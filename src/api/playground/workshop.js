@@ -157,14 +157,16 @@ clone.save.addEventListener('click', async () => {
 const profileList = $('profile-list');
 studio.profiles = [];
 
-async function loadProfiles() {
+/** Lists the profiles; `done`, when given, is what the tab says after (an action's outcome). */
+async function loadProfiles(done) {
   if (!omnivoiceServed()) return;
   try {
     const response = await fetch('/v1/voices', { headers: authHeaders() });
     if (!response.ok) throw await apiError(response);
     studio.profiles = (await response.json()).voices.filter((v) => v.type === 'clone');
     profileList.replaceChildren(...studio.profiles.map(profileCard));
-    tabStatus('profiles', studio.profiles.length ? `${studio.profiles.length} profiles.` : 'No profiles yet: save one from the Clone tab.');
+    const count = studio.profiles.length ? `${studio.profiles.length} profiles.` : 'No profiles yet: save one from the Clone tab.';
+    tabStatus('profiles', typeof done === 'string' ? done : count);
     fillScriptVoices();
   } catch (e) {
     tabStatus('profiles', e.message);
@@ -261,8 +263,7 @@ async function changeProfile(id, refText, file) {
     tabStatus('profiles', (await apiError(response)).message);
     return;
   }
-  tabStatus('profiles', `Saved ${id}.`);
-  loadProfiles();
+  loadProfiles(`Saved ${id}.`);
 }
 
 async function deleteProfile(id) {
@@ -272,8 +273,7 @@ async function deleteProfile(id) {
     tabStatus('profiles', (await apiError(response)).message);
     return;
   }
-  tabStatus('profiles', `Deleted ${id}.`);
-  loadProfiles();
+  loadProfiles(`Deleted ${id}.`);
 }
 
 $('profiles-reload').addEventListener('click', loadProfiles);
