@@ -170,6 +170,45 @@ async fn run_studio_test(python: &Path, url: &str, args: &[&str]) {
     assert!(status.success(), "the studio test failed: {status}");
 }
 
+/// `GET /v1/audio/voices` lists OmniVoice's knobs with the ranges the server checks, which
+/// the page builds its fields from; a value just past a listed maximum is refused.
+async fn check_listed_knobs(url: &str) {
+    let listing: serde_json::Value = reqwest::Client::new()
+        .get(format!("{url}/v1/audio/voices"))
+        .bearer_auth(API_KEY)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = listing["generation_parameters"]
+        .as_array()
+        .expect("generation_parameters with OmniVoice");
+    let knobs = omnivoice_server::params::generation::KNOBS;
+    assert_eq!(listed.len(), knobs.len(), "{listed:?}");
+    for (name, range, whole) in knobs {
+        let knob = listed
+            .iter()
+            .find(|k| k["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is not listed"));
+        // Sent as the f32 they are (0.1, not 0.10000000149011612).
+        let as_f32 = |field: &str| knob[field].as_f64().map(|v| v as f32);
+        assert_eq!(as_f32("minimum"), Some(*range.start()), "{name}");
+        assert_eq!(as_f32("maximum"), Some(*range.end()), "{name}");
+        assert_eq!(knob["integer"], whole, "{name}");
+        let past = f64::from(*range.end()) + 1.0;
+        let response = reqwest::Client::new()
+            .post(format!("{url}/v1/audio/speech"))
+            .bearer_auth(API_KEY)
+            .json(&serde_json::json!({"model": "omnivoice", "input": "Hi.", name: past}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{name} = {past}");
+    }
+}
+
 /// The studio with the small committed OmniVoice checkpoint: a designed voice, a clip
 /// uploaded, spoken and saved as a profile, a two-speaker script, the Code tab's curl line
 /// giving the bytes the page played, a bad design's message at its field; and a screenshot of
@@ -194,6 +233,7 @@ async fn the_studio_designs_clones_and_scripts_in_a_real_browser() {
     )
     .await;
     check_page(&server.url).await;
+    check_listed_knobs(&server.url).await;
     let screenshots = root.join("target/playground-screenshots");
     // Screenshots left by an earlier run must not pass for this one's.
     let _ = std::fs::remove_dir_all(&screenshots);

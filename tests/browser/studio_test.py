@@ -260,7 +260,22 @@ def screenshots(driver, directory):
     return saved
 
 
+def check_keyboard(driver):
+    """The tabs move with the arrow keys, Home and End, as WAI-ARIA's tab pattern has them."""
+    from selenium.webdriver.common.keys import Keys
+
+    show_tab(driver, "speak")
+    by_id(driver, "tab-speak").send_keys(Keys.ARROW_RIGHT)
+    check(by_id(driver, "panel-design").is_displayed(), "ArrowRight did not open Design")
+    check(driver.switch_to.active_element.get_attribute("id") == "tab-design", "the focus stayed behind")
+    by_id(driver, "tab-design").send_keys(Keys.END)
+    check(by_id(driver, "panel-code").is_displayed(), "End did not open Code")
+    by_id(driver, "tab-code").send_keys(Keys.ARROW_RIGHT)
+    check(by_id(driver, "panel-speak").is_displayed(), "ArrowRight from the last tab did not wrap")
+
+
 def check_no_checkpoint(driver):
+    check_keyboard(driver)
     for tab, button in (("design", "design-speak"), ("clone", "clone-speak"), ("profiles", "profiles-reload")):
         show_tab(driver, tab)
         note = driver.find_element(By.CSS_SELECTOR, f"#panel-{tab} .needs-omnivoice")
