@@ -29,6 +29,8 @@ import tempfile
 
 # Never let selenium look for or fetch a driver: the Debian packages provide both binaries.
 os.environ.setdefault("SE_OFFLINE", "true")
+# Importing playground_test must leave no __pycache__ in the source tree.
+sys.dont_write_bytecode = True
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
