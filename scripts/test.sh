@@ -10,6 +10,8 @@ scripts/scaleout-deps.sh
 scripts/browser-venv.sh
 # The reference Wyoming client (the PyPI package Home Assistant uses), pinned, in .venv-wyoming.
 scripts/wyoming-venv.sh >/dev/null
+# The third-party Python SDK of the Python omnivoice-server (pinned, with hashes), for tests/sdk.rs.
+scripts/sdk-venv.sh
 # A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests, and the reference
 # subtitle parsers (webvtt-py, srt) for tests/subtitles.rs.
 scripts/api-venv.sh

@@ -31,6 +31,18 @@ pub mod generation {
     /// Seconds: chunks shorter than a second would cost a generation each for little audio.
     pub const AUDIO_CHUNK_DURATION: RangeInclusive<f32> = 1.0..=60.0;
     pub const AUDIO_CHUNK_THRESHOLD: RangeInclusive<f32> = 1.0..=600.0;
+
+    /// The knobs a client sets by hand, with their ranges and whether they take whole numbers
+    /// only: what the discovery route lists, so that no client copies a range.
+    pub const KNOBS: [(&str, RangeInclusive<f32>, bool); 7] = [
+        ("num_step", NUM_STEP, true),
+        ("guidance_scale", GUIDANCE_SCALE, false),
+        ("t_shift", T_SHIFT, false),
+        ("position_temperature", POSITION_TEMPERATURE, false),
+        ("class_temperature", CLASS_TEMPERATURE, false),
+        ("layer_penalty_factor", LAYER_PENALTY_FACTOR, false),
+        ("duration", DURATION, false),
+    ];
 }
 
 /// How an utterance should sound, apart from its text and voice.

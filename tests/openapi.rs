@@ -93,7 +93,7 @@ const DISCOVERY: [(&str, &str); 4] = [
     ("get", "/v1/audio/models"),
     ("get", "/v1/audio/voices"),
 ];
-const GUARDED: [(&str, &str); 19] = [
+const GUARDED: [(&str, &str); 20] = [
     ("post", "/v1/audio/speech"),
     ("post", "/v1/audio/speech/clone"),
     ("post", "/v1/audio/script"),
@@ -113,8 +113,9 @@ const GUARDED: [(&str, &str); 19] = [
     ("get", "/v1/voices/profiles/{profile_id}"),
     ("patch", "/v1/voices/profiles/{profile_id}"),
     ("delete", "/v1/voices/profiles/{profile_id}"),
+    ("get", "/v1/voices/profiles/{profile_id}/audio"),
 ];
-const OPEN: [(&str, &str); 8] = [
+const OPEN: [(&str, &str); 10] = [
     ("get", "/"),
     ("get", "/health"),
     ("get", "/health/live"),
@@ -123,6 +124,8 @@ const OPEN: [(&str, &str); 8] = [
     ("get", "/openapi.json"),
     ("get", "/playground/app.js"),
     ("get", "/playground/style.css"),
+    ("get", "/playground/studio.js"),
+    ("get", "/playground/workshop.js"),
 ];
 
 #[tokio::test]

@@ -9,7 +9,7 @@ mod common;
 use std::io::Write;
 use std::path::Path;
 
-use common::{openai_error, Binary};
+use common::{get_json, openai_error, Binary};
 use serde_json::Value;
 
 /// Profiles need no model: espeak-ng, which is always there, is the default engine.
@@ -358,6 +358,86 @@ async fn bad_ids_and_bad_uploads_are_4xx_naming_the_field() {
 
 /// A refused upload is heard: the server reads what the client is still sending before it
 /// answers, so the client gets its 413 and not a reset, every time, on every upload route.
+/// An urlencoded body (what FastAPI's `Form` also reads, and what clients send for a form
+/// without a file).
+async fn send_urlencoded(method: reqwest::Method, url: &str, body: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .request(method, url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("request")
+}
+
+#[tokio::test]
+async fn a_change_without_a_clip_may_be_urlencoded() {
+    let data = tempfile::tempdir().unwrap();
+    let server = server(data.path(), &[]).await;
+    let url = server.url.as_str();
+    let clip = wav(1.0, 16_000);
+    let created = create(
+        url,
+        &[
+            Part::Text("profile_id", "anna"),
+            Part::File("ref_audio", &clip),
+        ],
+    )
+    .await;
+    json(created, 201).await;
+    let profile = format!("{url}/v1/voices/profiles/anna");
+
+    // Percent-encoded and `+` for spaces, as browsers and httpx write them.
+    let changed = send_urlencoded(
+        reqwest::Method::PATCH,
+        &profile,
+        "ref_text=Caf%C3%A9+%26+tea&name=Anna+B&unknown=x",
+    )
+    .await;
+    let changed = json(changed, 200).await;
+    assert_eq!(changed["ref_text"], "Café & tea");
+    assert_eq!(changed["name"], "Anna B");
+    assert_eq!(get_json(&profile).await["ref_text"], "Café & tea");
+
+    // No field to change; a field sent twice; a clip, which needs multipart.
+    let cases = [
+        ("unknown=x", "ref_audio"),
+        ("ref_text=a&ref_text=b", "ref_text"),
+        ("ref_audio=UklGRg", "ref_audio"),
+    ];
+    for (body, param) in cases {
+        let response = send_urlencoded(reqwest::Method::PATCH, &profile, body).await;
+        let error = openai_error(response, 400).await;
+        assert_eq!(error["param"], param, "{body}: {error}");
+    }
+    // Creating a profile needs its clip, so an urlencoded form is told which field it lacks.
+    let response = send_urlencoded(
+        reqwest::Method::POST,
+        &format!("{url}/v1/voices/profiles"),
+        "profile_id=b&ref_text=hi",
+    )
+    .await;
+    assert_eq!(openai_error(response, 400).await["param"], "ref_audio");
+    // A text field longer than a form's text may be.
+    let long = format!("ref_text={}", "a".repeat(70_000));
+    let response = send_urlencoded(reqwest::Method::PATCH, &profile, &long).await;
+    assert_eq!(openai_error(response, 400).await["param"], "ref_text");
+    // A body over what the text of a form may be is refused, not buffered.
+    let huge = format!("ref_text={}", "a".repeat(1_100_000));
+    let response = send_urlencoded(reqwest::Method::PATCH, &profile, &huge).await;
+    openai_error(response, 413).await;
+    // Neither kind of form.
+    let response = reqwest::Client::new()
+        .patch(&profile)
+        .header("content-type", "text/plain")
+        .body("ref_text=x")
+        .send()
+        .await
+        .unwrap();
+    openai_error(response, 415).await;
+    assert_eq!(get_json(&profile).await["ref_text"], "Café & tea");
+}
+
 #[tokio::test]
 async fn an_oversized_upload_gets_its_413_not_a_reset() {
     let data = tempfile::tempdir().unwrap();

@@ -7,14 +7,13 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::multipart::MultipartRejection;
-use axum::extract::{Multipart, State};
+use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 use utoipa::openapi::{RefOr, Schema};
 use utoipa::{PartialSchema, ToSchema};
 
-use super::multipart::{self, decode_clip, upload_limit, Form, TextFields, UploadForm};
+use super::multipart::{self, decode_clip, upload_limit, Form, FormBody, TextFields, UploadForm};
 use super::schema::SpeechResponses;
 use super::speech::{answer, SpeechRequest, VoiceField};
 use super::{ApiError, AppState};
@@ -140,11 +139,11 @@ impl ToSchema for CloneForm {
 pub async fn create_cloned_speech(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    multipart: Result<Multipart, MultipartRejection>,
+    body: FormBody,
 ) -> Result<Response, ApiError> {
     let started = Instant::now();
     let CloneForm { own, mut request } =
-        multipart::read(&headers, multipart, upload_limit(&state)).await?;
+        multipart::read(&headers, body, upload_limit(&state)).await?;
     let clip = decode_clip(own.ref_audio).await?;
     let Some(ref_text) = own.ref_text.filter(|t| !t.trim().is_empty()) else {
         return Err(ApiError::invalid(

@@ -15,7 +15,7 @@ use utoipa::ToSchema;
 use super::error::ErrorBody;
 use super::{ApiError, AppState};
 use crate::engine::registry::ModelInfo;
-use crate::speech::VoiceListing;
+use crate::speech::{GenerationKnob, VoiceListing};
 
 /// Models are static for the life of the process; OpenAI requires a creation time, so use a
 /// fixed one rather than pretend each model was created at startup.
@@ -140,6 +140,38 @@ pub struct VoiceList {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>, example = json!({"gender": ["male", "female"], "pitch": ["low pitch", "high pitch"]}))]
     design_attributes: Option<std::collections::BTreeMap<String, Vec<String>>>,
+    /// With OmniVoice: the knobs a speech request may set for it (`num_step`,
+    /// `guidance_scale`, …), each with its range; absent without OmniVoice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation_parameters: Option<Vec<GenerationParameter>>,
+}
+
+/// One OmniVoice knob a request may set: its range, and its default.
+#[derive(Serialize, ToSchema)]
+#[schema(example = json!({"name": "num_step", "minimum": 1.0, "maximum": 64.0, "integer": true, "default": 32.0}))]
+pub struct GenerationParameter {
+    /// The speech request's field.
+    name: &'static str,
+    minimum: f32,
+    maximum: f32,
+    /// Whole numbers only.
+    integer: bool,
+    /// What the model uses when a request sets none; absent where it depends on the input
+    /// (`duration`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    default: Option<f32>,
+}
+
+impl From<GenerationKnob> for GenerationParameter {
+    fn from(knob: GenerationKnob) -> Self {
+        Self {
+            name: knob.name,
+            minimum: knob.minimum,
+            maximum: knob.maximum,
+            integer: knob.whole,
+            default: knob.default,
+        }
+    }
 }
 
 /// List models
@@ -217,5 +249,9 @@ pub async fn list_voices(State(state): State<Arc<AppState>>) -> Json<VoiceList> 
             .map(Voice::from)
             .collect(),
         design_attributes: state.speech.design_attributes(),
+        generation_parameters: state
+            .speech
+            .generation_knobs()
+            .map(|knobs| knobs.into_iter().map(GenerationParameter::from).collect()),
     })
 }

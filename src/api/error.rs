@@ -127,7 +127,10 @@ impl ApiError {
         Self::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "invalid_request_error",
-            format!("Expected a 'multipart/form-data' body (a file upload form): {detail}"),
+            format!(
+                "Expected a form: 'multipart/form-data' (with a file) or \
+                 'application/x-www-form-urlencoded' (text fields only): {detail}"
+            ),
         )
         .with_code("unsupported_media_type")
     }

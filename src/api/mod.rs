@@ -243,6 +243,7 @@ fn profile_routes(state: &Arc<AppState>) -> OpenApiRouter<Arc<AppState>> {
             profiles::update_profile,
             profiles::delete_profile
         ))
+        .routes(routes!(profiles::get_profile_audio))
         .route_layer(DefaultBodyLimit::max(body_limit))
 }
 

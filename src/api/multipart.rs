@@ -1,5 +1,7 @@
-//! `multipart/form-data` bodies with one audio file (a reference clip) and a few text fields,
-//! read within bounds, every refusal OpenAI-shaped and naming its field.
+//! Form bodies: `multipart/form-data` with one audio file (a reference clip) and a few text
+//! fields, or `application/x-www-form-urlencoded` text fields alone (what FastAPI's `Form`
+//! also reads, and what clients send when a form has no file), read within bounds, every
+//! refusal OpenAI-shaped and naming its field.
 //!
 //! The clip is the one large part: it may be `--max-upload-bytes` long and no more, counted
 //! while it arrives. Text fields are small; fields the route does not know are skipped unread.
@@ -16,9 +18,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
-use axum::extract::Multipart;
+use std::convert::Infallible;
+
+use axum::body::Bytes;
+use axum::extract::multipart::{Field, MultipartError};
+use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::{header, HeaderMap, StatusCode};
+use futures::StreamExt;
 
 use super::{ApiError, AppState};
 use crate::audio::upload::{decode_upload, Clip};
@@ -31,6 +37,60 @@ const MAX_TEXT_BYTES: usize = 64 * 1024;
 
 /// How long a refused body is read before the connection is closed on a slow client.
 const DRAIN_TIME: Duration = Duration::from_secs(10);
+
+/// A form's body, as the client sent it. It never refuses the request itself: a route checks
+/// its path first, and [`read`] answers for a body that is no form.
+pub enum FormBody {
+    Multipart(Multipart),
+    /// The whole body, read up to [`FORM_OVERHEAD_BYTES`].
+    UrlEncoded(Result<Bytes, ApiError>),
+    /// Neither kind of form; why, in axum's words.
+    NotAForm(String),
+}
+
+impl<S: Send + Sync> FromRequest<S> for FormBody {
+    type Rejection = Infallible;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Infallible> {
+        if is_urlencoded(req.headers()) {
+            return Ok(Self::UrlEncoded(read_text_body(req).await));
+        }
+        Ok(match Multipart::from_request(req, state).await {
+            Ok(multipart) => Self::Multipart(multipart),
+            Err(rejection) => Self::NotAForm(rejection.body_text()),
+        })
+    }
+}
+
+/// An urlencoded body: text fields only, so at most as much as the text beside a clip may be.
+/// One that is longer is still read to its end (within the route's body limit and
+/// [`DRAIN_TIME`]) before it is refused, so that the client hears the 413.
+async fn read_text_body(req: Request) -> Result<Bytes, ApiError> {
+    let mut stream = req.into_body().into_data_stream();
+    let mut body = Vec::new();
+    let too_large = || ApiError::payload_too_large(FORM_OVERHEAD_BYTES).with_param("body");
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| too_large())?;
+        if body.len() + chunk.len() > FORM_OVERHEAD_BYTES {
+            let drain = async { while let Some(Ok(_)) = stream.next().await {} };
+            let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.into())
+}
+
+fn is_urlencoded(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|mime| {
+            mime.trim()
+                .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+        })
+}
 
 /// Which text fields a route reads.
 pub enum TextFields<'a> {
@@ -100,18 +160,62 @@ pub trait Form: Sized {
 /// Reads a form `F` whose clip is at most `max_audio_bytes`.
 pub async fn read<F: Form>(
     headers: &HeaderMap,
-    multipart: Result<Multipart, MultipartRejection>,
+    body: FormBody,
     max_audio_bytes: usize,
 ) -> Result<F, ApiError> {
-    let form = read_form(
-        headers,
-        multipart,
-        F::AUDIO_FIELD,
-        F::TEXT_FIELDS,
-        max_audio_bytes,
-    )
-    .await?;
+    let form = match body {
+        FormBody::Multipart(multipart) => {
+            read_form(
+                headers,
+                multipart,
+                F::AUDIO_FIELD,
+                F::TEXT_FIELDS,
+                max_audio_bytes,
+            )
+            .await?
+        }
+        FormBody::UrlEncoded(body) => read_urlencoded(&body?, F::AUDIO_FIELD, F::TEXT_FIELDS)?,
+        FormBody::NotAForm(why) => return Err(ApiError::not_multipart(why)),
+    };
     F::from_upload(form)
+}
+
+/// The text fields of an urlencoded body; a clip cannot be one of them.
+fn read_urlencoded(
+    body: &[u8],
+    audio_field: &str,
+    text_fields: TextFields<'_>,
+) -> Result<UploadForm, ApiError> {
+    let mut form = UploadForm::default();
+    for (name, value) in form_urlencoded::parse(body) {
+        if name == audio_field {
+            return Err(ApiError::invalid(
+                audio_field,
+                format!(
+                    "'{audio_field}' is a file: send the form as multipart/form-data to upload \
+                     one."
+                ),
+            ));
+        }
+        if !text_fields.takes(&name) {
+            continue;
+        }
+        if value.len() > MAX_TEXT_BYTES {
+            return Err(ApiError::invalid(
+                &name,
+                format!("'{name}' is longer than {MAX_TEXT_BYTES} bytes."),
+            )
+            .with_code("string_above_max_length"));
+        }
+        if form.texts.contains_key(name.as_ref()) {
+            return Err(ApiError::invalid(
+                &name,
+                format!("'{name}' was sent twice."),
+            ));
+        }
+        form.texts.insert(name.into_owned(), value.into_owned());
+    }
+    Ok(form)
 }
 
 /// `--max-upload-bytes` as a length in memory (on 32-bit targets at most what fits).
@@ -139,13 +243,11 @@ pub fn route_body_limit(max_audio_bytes: usize) -> usize {
 /// A body that declares a length over the form's limit is refused without being parsed.
 async fn read_form(
     headers: &HeaderMap,
-    multipart: Result<Multipart, MultipartRejection>,
+    mut multipart: Multipart,
     audio_field: &str,
     text_fields: TextFields<'_>,
     max_audio_bytes: usize,
 ) -> Result<UploadForm, ApiError> {
-    let mut multipart =
-        multipart.map_err(|rejection| ApiError::not_multipart(rejection.body_text()))?;
     let limit = form_limit(max_audio_bytes);
     let declared = declared_length(headers);
     let read = match declared {

@@ -1,4 +1,5 @@
-//! The browser playground at `GET /`: one page to try voices, formats and streaming by ear.
+//! The browser playground at `GET /`: one page to try voices, formats and streaming by ear,
+//! and the voice studio around it (design, cloning, profiles, scripts, the request as code).
 //!
 //! It is compiled into the binary (no build step, no CDN), so a server with no network still
 //! serves it. The page is only a client of the public API: it needs no key to load and sends
@@ -13,6 +14,8 @@ use utoipa_axum::routes;
 
 const INDEX_HTML: &str = include_str!("playground/index.html");
 const APP_JS: &str = include_str!("playground/app.js");
+const STUDIO_JS: &str = include_str!("playground/studio.js");
+const WORKSHOP_JS: &str = include_str!("playground/workshop.js");
 const STYLE_CSS: &str = include_str!("playground/style.css");
 
 /// Scripts, styles and requests from this origin only; no inline code, no plugins, no frames.
@@ -39,6 +42,20 @@ async fn app_js() -> impl IntoResponse {
     asset("text/javascript; charset=utf-8", APP_JS)
 }
 
+/// The studio's script: tabs, OmniVoice's knobs, design, code and the blend builder
+#[utoipa::path(get, path = "/playground/studio.js", tag = "playground",
+    responses((status = 200, description = "The studio's script", body = String, content_type = "text/javascript")))]
+async fn studio_js() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", STUDIO_JS)
+}
+
+/// The workshop's script: the Clone, Profiles and Script tabs
+#[utoipa::path(get, path = "/playground/workshop.js", tag = "playground",
+    responses((status = 200, description = "The workshop's script", body = String, content_type = "text/javascript")))]
+async fn workshop_js() -> impl IntoResponse {
+    asset("text/javascript; charset=utf-8", WORKSHOP_JS)
+}
+
 /// The playground's style sheet
 #[utoipa::path(get, path = "/playground/style.css", tag = "playground",
     responses((status = 200, description = "The page's style sheet", body = String, content_type = "text/css")))]
@@ -46,11 +63,13 @@ async fn style_css() -> impl IntoResponse {
     asset("text/css; charset=utf-8", STYLE_CSS)
 }
 
-/// The page and its two assets; merged into the main router without the API-key layer.
+/// The page and its assets; merged into the main router without the API-key layer.
 pub fn routes<S: Clone + Send + Sync + 'static>() -> OpenApiRouter<S> {
     OpenApiRouter::default()
         .routes(routes!(index))
         .routes(routes!(app_js))
+        .routes(routes!(studio_js))
+        .routes(routes!(workshop_js))
         .routes(routes!(style_css))
 }
 

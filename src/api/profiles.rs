@@ -13,16 +13,16 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use axum::extract::multipart::MultipartRejection;
 use axum::extract::rejection::PathRejection;
-use axum::extract::{Multipart, Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error::ErrorBody;
-use super::multipart::{self, decode_clip, upload_limit, Form, TextFields, UploadForm};
+use super::multipart::{self, decode_clip, upload_limit, Form, FormBody, TextFields, UploadForm};
 use super::{ApiError, AppState};
 use crate::speech::profiles::{check_id, CatalogVoice, NewProfile, ProfileChange, ProfileMeta};
 
@@ -278,9 +278,9 @@ fn listed_settings(
 pub async fn create_profile(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
-    multipart: Result<Multipart, MultipartRejection>,
+    body: FormBody,
 ) -> Result<(StatusCode, Json<Profile>), ApiError> {
-    let form: NewProfileForm = multipart::read(&headers, multipart, upload_limit(&state)).await?;
+    let form: NewProfileForm = multipart::read(&headers, body, upload_limit(&state)).await?;
     let profile = NewProfile {
         id: form.profile_id,
         name: form.name,
@@ -308,13 +308,44 @@ pub async fn get_profile(
     Ok(Json(state.speech.profile(&id).await?.into()))
 }
 
+/// Get a voice profile's clip
+///
+/// The reference clip as stored: WAV, as this server writes every clip (a profile the Python
+/// server wrote keeps the bytes it was given, sent as `application/octet-stream`).
+#[utoipa::path(get, path = "/v1/voices/profiles/{profile_id}/audio", tag = "profiles",
+    params(("profile_id" = String, Path, description = "The profile's id")),
+    responses(
+        (status = 200, description = "The clip", content_type = "audio/wav", body = Vec<u8>),
+        (status = 400, description = "Not a valid id", body = ErrorBody),
+        (status = 404, description = "No profile of that id", body = ErrorBody),
+        (status = 500, description = "The clip could not be read", body = ErrorBody),
+    ))]
+pub async fn get_profile_audio(
+    State(state): State<Arc<AppState>>,
+    id: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let id = path_id(id)?;
+    let clip = state.speech.profile_clip(&id).await?;
+    let content_type = if clip.starts_with(b"RIFF") {
+        "audio/wav"
+    } else {
+        "application/octet-stream"
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], clip).into_response())
+}
+
 /// Change a voice profile
 ///
 /// Replaces the fields the form has and keeps the others (and the creation date). A new clip
-/// without a new `ref_text` removes the old transcript: it describes the old clip.
+/// without a new `ref_text` removes the old transcript: it describes the old clip. Without a
+/// clip the form may be urlencoded, as the Python server's FastAPI `Form` reads it.
 #[utoipa::path(patch, path = "/v1/voices/profiles/{profile_id}", tag = "profiles",
     params(("profile_id" = String, Path, description = "The profile's id")),
-    request_body(content = ProfileChangeForm, content_type = "multipart/form-data"),
+    request_body(description = "A form: multipart to send a clip, or urlencoded for the text fields alone",
+        content(
+            (ProfileChangeForm = "multipart/form-data"),
+            (ProfileChangeForm = "application/x-www-form-urlencoded"),
+        )),
     responses(
         (status = 200, description = "The profile as saved", body = Profile),
         (status = 400, description = "No field to change, a bad field or a clip that cannot be used", body = ErrorBody),
@@ -327,11 +358,10 @@ pub async fn update_profile(
     State(state): State<Arc<AppState>>,
     id: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    multipart: Result<Multipart, MultipartRejection>,
+    body: FormBody,
 ) -> Result<Json<Profile>, ApiError> {
     let id = path_id(id)?;
-    let form: ProfileChangeForm =
-        multipart::read(&headers, multipart, upload_limit(&state)).await?;
+    let form: ProfileChangeForm = multipart::read(&headers, body, upload_limit(&state)).await?;
     let clip = match form.ref_audio {
         Some(audio) => Some(decode_clip(audio).await?),
         None => None,

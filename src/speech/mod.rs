@@ -75,6 +75,18 @@ pub struct VoiceListing {
     pub loaded: bool,
 }
 
+/// One of OmniVoice's knobs as front doors list it, so that no client copies its range.
+#[derive(Debug, Clone)]
+pub struct GenerationKnob {
+    pub name: &'static str,
+    pub minimum: f32,
+    pub maximum: f32,
+    /// Whole numbers only.
+    pub whole: bool,
+    /// The value used when a request sets none, where the model has one.
+    pub default: Option<f32>,
+}
+
 /// Live numbers for health checks and operators.
 #[derive(Debug, Clone)]
 pub struct ServiceStats {
@@ -251,6 +263,23 @@ impl SpeechService {
             .engine_ids()
             .contains(&id)
             .then(crate::engine::omnivoice::design_attributes)
+    }
+
+    /// OmniVoice's knobs, when OmniVoice is served: each name with its range, whether it takes
+    /// whole numbers only, and its default where the model has one.
+    pub fn generation_knobs(&self) -> Option<Vec<GenerationKnob>> {
+        self.design_attributes()?;
+        let defaults = crate::engine::omnivoice::generation_defaults();
+        let knobs = crate::params::generation::KNOBS
+            .iter()
+            .map(|(name, range, whole)| GenerationKnob {
+                name,
+                minimum: *range.start(),
+                maximum: *range.end(),
+                whole: *whole,
+                default: defaults.iter().find(|(n, _)| n == name).map(|(_, v)| *v),
+            });
+        Some(knobs.collect())
     }
 
     /// Every model id a client may send: engines, OpenAI names and configured aliases.

@@ -170,6 +170,13 @@ impl SpeechService {
         self.on_profiles(move |store| store.meta(&id)).await
     }
 
+    /// The clip of the profile `id`, as stored (WAV, unless the Python server stored it).
+    pub async fn profile_clip(&self, id: &str) -> Result<Vec<u8>, ProfileError> {
+        let id = id.to_string();
+        self.on_profiles(move |store| store.get(&id).map(|profile| profile.audio))
+            .await
+    }
+
     /// Changes what `change` names of the profile `id` and keeps the rest.
     pub async fn update_profile(
         &self,

@@ -87,6 +87,9 @@ def browser(profile):
         "--disable-sync",
         "--disable-dev-shm-usage",
         "--autoplay-policy=no-user-gesture-required",
+        # A fake microphone (a tone), allowed without asking: the studio's recording.
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
         "--window-size=1100,1500",
         f"--user-data-dir={profile}",
     ]:
@@ -119,7 +122,8 @@ def error_shown(driver):
 def check_labels(driver):
     unlabelled = driver.execute_script("""
         return [...document.querySelectorAll('input, select, textarea')]
-          .filter((e) => !document.querySelector(`label[for="${e.id}"]`))
+          .filter((e) => !(e.id && document.querySelector(`label[for="${e.id}"]`))
+            && !e.getAttribute('aria-label'))
           .map((e) => e.id || e.outerHTML);
     """)
     check(not unlabelled, f"controls without a label: {unlabelled}")

@@ -5,7 +5,9 @@
 // is heard. Voices are grouped by engine (the engine picker) and by language; Kokoro's
 // voices also mix, through the blend field, and those it lists but cannot speak yet are
 // shown and disabled. No dependencies and no build step, so the page works offline from the
-// server binary alone.
+// server binary alone. This file is the Speak tab; studio.js adds the tabs, OmniVoice's knobs,
+// the Design and Code tabs and the blend builder, workshop.js the Clone, Profiles and Script
+// tabs. The three are classic scripts: their top-level names are one scope, loaded in order.
 'use strict';
 
 // OpenAI's `pcm`: 24 kHz, signed 16-bit little-endian, mono. The server also names the rate
@@ -17,6 +19,8 @@ const TICK_MS = 100;
 // The engine whose voices blend (`af_bella(2)+af_sky(1)`), and blends offered as examples
 // when the server has their voices: two American women, a man and a woman, two British women.
 const BLENDING_ENGINE = 'kokoro';
+// The engine whose knobs (steps, guidance, temperatures, …) the page offers.
+const OMNIVOICE_ENGINE = 'omnivoice';
 const BLEND_EXAMPLES = ['af_bella(2)+af_sky(1)', 'af_heart+af_nicole', 'am_michael(3)+af_heart(1)', 'bf_emma+bf_isabella'];
 
 const $ = (id) => document.getElementById(id);
@@ -32,6 +36,7 @@ const ui = {
   blend: $('blend'),
   blendExamples: $('blend-examples'),
   voiceNote: $('voice-note'),
+  speakKnobs: $('speak-knobs'),
   text: $('text'),
   format: $('format'),
   speed: $('speed'),
@@ -73,6 +78,8 @@ function resetStats(format) {
     // in the order they were marked.
     words: 0,
     highlighted: [],
+    // The audio of a downloaded (not streamed) answer, as a Blob.
+    audio: null,
   });
 }
 resetStats(null);
@@ -297,7 +304,10 @@ async function loadVoices() {
       defaultEngine(),
     ]);
     if (!response.ok) throw await apiError(response);
-    voices = (await response.json()).voices || [];
+    const listing = await response.json();
+    voices = listing.voices || [];
+    // The Design, Clone and Profiles tabs and the knobs are built from the same answer.
+    document.dispatchEvent(new CustomEvent('voices-loaded', { detail: listing }));
     const engines = [...new Set(voices.map((v) => v.engine))];
     ui.engine.replaceChildren(...engines.map((e) => {
       const count = voices.filter((v) => v.engine === e).length;
@@ -350,6 +360,8 @@ function fillVoices() {
   if (first) ui.voice.value = first.id;
   const blends = ui.engine.value === BLENDING_ENGINE;
   ui.blendField.hidden = !blends;
+  ui.speakKnobs.hidden = ui.engine.value !== OMNIVOICE_ENGINE;
+  document.dispatchEvent(new CustomEvent('engine-changed', { detail: { blends, voices: list } }));
   if (!blends) ui.blend.value = '';
   const known = new Set(list.map((v) => v.id));
   const names = (blend) => blend.split(/[+-]/).map((term) => term.replace(/\(.*\)$/, ''));
@@ -425,6 +437,7 @@ function request() {
     if (!Number.isSafeInteger(seed) || seed < 0) throw new Error('Seed must be a whole number of 0 or more.');
     body.seed = seed;
   }
+  if (!ui.speakKnobs.hidden) Object.assign(body, knobValues(ui.speakKnobs));
   return body;
 }
 
@@ -439,6 +452,7 @@ async function speak() {
     return;
   }
   resetStats(body.response_format);
+  rememberRequest('speak', { path: ui.highlight.checked ? '/v1/audio/speech/timestamps' : '/v1/audio/speech', json: body });
   stats.model = body.model;
   stats.voice = body.voice;
   highlighter.hide();
@@ -542,6 +556,8 @@ async function playTimed(answer, input, ctx, started) {
 
 async function playWhole(blob, durationS, started) {
   stats.bytes = blob.size;
+  // What was played, for the Code tab's promise that its request gives the same bytes.
+  stats.audio = blob;
   stats.durationS = durationS;
   if (ui.player.src) URL.revokeObjectURL(ui.player.src);
   ui.player.src = URL.createObjectURL(blob);

@@ -697,6 +697,19 @@ pub fn canonical_design(design: &str) -> Option<String> {
     voices::design_of(design).ok().flatten()
 }
 
+/// The decoding knobs' values where a request sets none: the official defaults.
+pub fn generation_defaults() -> [(&'static str, f32); 6] {
+    let d = omnivoice_models::omnivoice::Decoding::default();
+    [
+        ("num_step", d.num_step as f32),
+        ("guidance_scale", d.guidance_scale),
+        ("t_shift", d.t_shift),
+        ("position_temperature", d.position_temperature),
+        ("class_temperature", d.class_temperature),
+        ("layer_penalty_factor", d.layer_penalty_factor),
+    ]
+}
+
 /// The attributes a design may combine, by category (the model's own table; the Chinese
 /// forms under `<category>_zh`).
 pub fn design_attributes() -> std::collections::BTreeMap<String, Vec<String>> {
