@@ -5,6 +5,11 @@ Japanese G2P (src/text/japanese/) to.
 
 Usage (the venv comes from scripts/cjk-ja-venv.sh):
     .venv-cjk-ja/bin/python scripts/cjk_oracle_ja.py
+    .venv-cjk-ja/bin/python scripts/cjk_oracle_ja.py --stdin < sentences.txt
+
+With --stdin, misaki's phonemes of each line of stdin go to stdout, one line each (for
+tests/japanese_asr.rs, which has kokoro-onnx speak them, and scripts/bench-japanese.sh,
+which times them: the time to stderr).
 
 misaki.ja.JAG2P() is what Kokoro's pipeline builds for its `j` voices; its default path
 ("cutlet") tags the text with fugashi (MeCab) over UniDic and romanizes the readings. UniDic
@@ -15,6 +20,8 @@ vocabulary is kokoro-onnx's, tests/fixtures/kokoro/reference.json).
 """
 
 import json
+import sys
+import time
 from pathlib import Path
 
 
@@ -25,7 +32,21 @@ CORPUS = ROOT / "tests/fixtures/cjk/ja-corpus.txt"
 OUT = ROOT / "tests/fixtures/cjk/ja.tsv"
 
 
+def phonemize_stdin():
+    g2p = ja.JAG2P()
+    texts = [t for t in sys.stdin.read().splitlines() if t.strip()]
+    g2p(texts[0])  # warm: the first call loads what the tagger loads lazily
+    start = time.perf_counter()
+    out = [g2p(t)[0] for t in texts]
+    took = time.perf_counter() - start
+    for phonemes in out:
+        print(phonemes)
+    print(f"misaki: {len(texts)} sentences in {took:.4f} s", file=sys.stderr)
+
+
 def main():
+    if "--stdin" in sys.argv[1:]:
+        return phonemize_stdin()
     vocab = json.loads((ROOT / "tests/fixtures/kokoro/reference.json").read_text())["vocab"]
     g2p = ja.JAG2P()
     info = g2p.cutlet.tagger.dictionary_info[0]
