@@ -19,13 +19,16 @@ phonemes (symbols outside Kokoro's vocabulary dropped, as Kokoro's pipeline drop
 vocabulary is kokoro-onnx's, tests/fixtures/kokoro/reference.json).
 """
 
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
 
-
-from misaki import ja
+# pyopenjtalk-plus (which misaki's ja.py imports) prints a notice on stdout at import; stdout
+# carries only phonemes.
+with contextlib.redirect_stdout(sys.stderr):
+    from misaki import ja
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests/fixtures/cjk/ja-corpus.txt"

@@ -2,7 +2,10 @@
 //! `ja` front end (Kokoro's own) makes of 64 sentences with numbers, dates, names, Latin and
 //! punctuation (scripts/cjk_oracle_ja.py). Ours must write the same phonemes for at least 95 %
 //! of them and the same Kokoro token ids wherever the phonemes agree; every difference is
-//! printed. Needs the dictionary scripts/japanese-dictionary.sh installs; no Python.
+//! printed. Needs the dictionary scripts/japanese-dictionary.sh installs; no Python. Also: the
+//! server lists and speaks the Japanese voices exactly when the dictionary is installed.
+
+mod common;
 
 use omnivoice_server::engine::kokoro::vocab::tokenize;
 use omnivoice_server::text::japanese::JapaneseG2p;
@@ -82,4 +85,49 @@ fn hostile_text_is_read_without_panicking() {
         assert!(!phonemes.contains('\u{0}'), "{text:?} → {phonemes:?}");
     }
     assert!(!g2p.phonemize(&unpunctuated).is_empty());
+}
+
+/// Without the dictionary the server still starts; the Japanese voices are listed as
+/// unsupported with the reason, and a request for one is a 400 that says why. With it (the
+/// installed Kokoro directory) they are supported and speak.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn japanese_voices_follow_the_dictionary() {
+    let installed = common::kokoro_dir();
+    dictionary_dir();
+    let bare = tempfile::tempdir().unwrap();
+    for entry in ["kokoro-v1.0.int8.onnx", "voices"] {
+        std::os::unix::fs::symlink(installed.join(entry), bare.path().join(entry)).unwrap();
+    }
+    let bare_dir = bare.path().to_string_lossy().into_owned();
+    for (dir, has_dictionary) in [(bare_dir.as_str(), false), ("voices/kokoro", true)] {
+        let server = common::Binary::ready(&["--no-cache", "--kokoro-dir", dir]).await;
+        let voices = common::get_json(format!("{}/v1/audio/voices", server.url)).await;
+        let alpha = voices["voices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == "jf_alpha")
+            .cloned()
+            .expect("jf_alpha is listed");
+        assert_eq!(alpha["supported"], has_dictionary, "{alpha}");
+        let body = serde_json::json!({"model": "kokoro", "voice": "jf_alpha",
+                                      "input": "こんにちは。", "response_format": "wav"});
+        let response = common::post_speech(&server.url, &body).await;
+        if has_dictionary {
+            assert!(alpha.get("unsupported_reason").is_none(), "{alpha}");
+            assert_eq!(response.status(), 200);
+            let (rate, samples) = common::read_wav(&response.bytes().await.unwrap());
+            assert_eq!(rate, 24_000);
+            assert!(samples.len() > 24_000 / 4, "{} samples", samples.len());
+        } else {
+            let reason = alpha["unsupported_reason"].as_str().unwrap();
+            assert!(
+                reason.contains("Japanese") && reason.contains("dictionary"),
+                "{reason}"
+            );
+            assert_eq!(response.status(), 400);
+            let error = response.text().await.unwrap();
+            assert!(error.contains("Japanese"), "{error}");
+        }
+    }
 }

@@ -89,7 +89,10 @@ impl Lexicon {
         let trie = LEXICON_HEADER..LEXICON_HEADER + trie_size;
         let tokens = trie.end..trie.end + tokens_size;
         let features = tokens.end..tokens.end + features_size;
-        if features.end > bytes.len() || trie_size % 8 != 0 || tokens_size % TOKEN_SIZE != 0 {
+        if features.end > bytes.len()
+            || !trie_size.is_multiple_of(8)
+            || !tokens_size.is_multiple_of(TOKEN_SIZE)
+        {
             return Err(malformed(path, "section sizes do not fit the file"));
         }
         Ok(Self {
