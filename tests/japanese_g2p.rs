@@ -111,7 +111,8 @@ async fn japanese_voices_follow_the_dictionary() {
             .expect("jf_alpha is listed");
         assert_eq!(alpha["supported"], has_dictionary, "{alpha}");
         let body = serde_json::json!({"model": "kokoro", "voice": "jf_alpha",
-                                      "input": "こんにちは。", "response_format": "wav"});
+                                      "input": "こんにちは。", "response_format": "wav",
+                                      "stream": false});
         let response = common::post_speech(&server.url, &body).await;
         if has_dictionary {
             assert!(alpha.get("unsupported_reason").is_none(), "{alpha}");
