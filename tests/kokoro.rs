@@ -104,19 +104,19 @@ async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_strea
         "nobody",
         "af_bella+",
         "af_bella(2)+nobody(1)",
-        "jf_alpha",
+        "zf_xiaobei",
     ] {
         let response = post_speech(url, &speech("kokoro", bad, 1.0)).await;
         let error = openai_error(response, 400).await;
         assert_eq!(error["param"], "voice", "{bad}: {error}");
     }
-    let response = post_speech(url, &speech("kokoro", "jf_alpha", 1.0)).await;
+    let response = post_speech(url, &speech("kokoro", "zf_xiaobei", 1.0)).await;
     let error = openai_error(response, 400).await;
     assert!(
         error["message"]
             .as_str()
             .unwrap()
-            .contains("speaks ja, which this server cannot speak yet"),
+            .contains("speaks zh, which this server cannot speak yet"),
         "{error}"
     );
 

@@ -224,6 +224,8 @@ const VOICED: &str = "がぎぐげござじずぜぞだぢづでどばびぶべ�
 pub(super) struct Romanizer {
     table: std::collections::HashMap<&'static str, &'static str>,
     whole_words: HashSet<String>,
+    /// Characters of the longest of `whole_words`.
+    longest_word: usize,
 }
 
 struct Piece {
@@ -235,6 +237,7 @@ impl Romanizer {
     pub fn new(whole_words: HashSet<String>) -> Self {
         Self {
             table: KANA.iter().copied().collect(),
+            longest_word: whole_words.iter().map(|w| w.chars().count()).max().unwrap_or(0),
             whole_words,
         }
     }
@@ -299,7 +302,18 @@ impl Romanizer {
             let run_end = (i + 1..words.len())
                 .find(|&z| words[z].class != words[i].class)
                 .unwrap_or(words.len());
-            let end = (i + 1..=run_end).rev().find(|&j| {
+            // No listed word is longer than the longest: runs beyond it need no look-up,
+            // which keeps a long run of one class linear rather than quadratic.
+            let mut longest_end = i + 1;
+            let mut chars = words[i].surface.chars().count();
+            while longest_end < run_end {
+                chars += words[longest_end].surface.chars().count();
+                if chars > self.longest_word {
+                    break;
+                }
+                longest_end += 1;
+            }
+            let end = (i + 1..=longest_end).rev().find(|&j| {
                 let surface: String = words[i..j].iter().map(|w| w.surface.as_str()).collect();
                 self.whole_words.contains(&surface)
             });
