@@ -237,7 +237,11 @@ impl Romanizer {
     pub fn new(whole_words: HashSet<String>) -> Self {
         Self {
             table: KANA.iter().copied().collect(),
-            longest_word: whole_words.iter().map(|w| w.chars().count()).max().unwrap_or(0),
+            longest_word: whole_words
+                .iter()
+                .map(|w| w.chars().count())
+                .max()
+                .unwrap_or(0),
             whole_words,
         }
     }
