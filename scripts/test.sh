@@ -19,6 +19,8 @@ scripts/api-venv.sh
 scripts/asr-venv.sh
 # kokoro-onnx (pinned, with onnxruntime), whose speech tests/asr.rs holds ours to.
 scripts/kokoro-venv.sh
+# misaki 0.9.4's Japanese front end, offline (tests/japanese_asr.rs speaks its phonemes).
+scripts/cjk-ja-venv.sh
 # DNSMOS (speechmos, pinned), which scores Kokoro's `auto` precision in tests/kokoro_gate.rs.
 scripts/mos-venv.sh
 

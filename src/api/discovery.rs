@@ -98,9 +98,10 @@ pub struct Voice {
     /// `af_heart`); absent for Piper and espeak-ng voices.
     #[serde(skip_serializing_if = "Option::is_none")]
     gender: Option<String>,
-    /// Whether a speech request may use this voice. Kokoro's Japanese (`j…`) and Mandarin
-    /// (`z…`) packs are listed but `false`: they need dictionary phonemizers this server does
-    /// not have, and a request for one is a 400.
+    /// Whether a speech request may use this voice. Kokoro's Mandarin (`z…`) packs, and its
+    /// Japanese (`j…`) ones where the Japanese dictionary is not installed, are listed but
+    /// `false`: they need dictionary phonemizers this server does not have, and a request for
+    /// one is a 400.
     supported: bool,
     /// Why `supported` is `false`, in a sentence; absent when it is `true`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -6,6 +6,7 @@ pub mod document;
 pub mod english;
 pub mod incremental;
 pub mod inline;
+pub mod japanese;
 pub mod lexicon;
 pub mod normalize;
 pub mod phonemize;

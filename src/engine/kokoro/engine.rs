@@ -51,6 +51,9 @@ const AUDIO_LEAD_FRAMES: usize = 2;
 /// rounding).
 const REMEMBERED_BLENDS: usize = 1024;
 
+/// The folder of a Kokoro directory that scripts/japanese-dictionary.sh fills.
+const JAPANESE_DICTIONARY: &str = "japanese";
+
 /// The model file of `dir`, the first of [`MODEL_FILES`] that exists.
 pub fn model_file(dir: &Path) -> Option<PathBuf> {
     MODEL_FILES
@@ -77,9 +80,16 @@ pub struct KokoroEngine {
 
 impl KokoroEngine {
     /// The engine over `dir`: its packs (`voices/*.bin`, `voices/*.npy`, archives) and its
-    /// model file ([`model_file`]); nothing is read yet but the directory listings.
+    /// model file ([`model_file`]); nothing is read yet but the directory listings and, when
+    /// `japanese/` holds the Japanese dictionary, that dictionary (mapped, shared by the process).
     pub fn new(dir: impl Into<PathBuf>, device: Device) -> Self {
         let dir = dir.into();
+        let japanese = dir.join(JAPANESE_DICTIONARY);
+        if japanese.is_dir() {
+            if let Err(e) = crate::text::japanese::load(&japanese) {
+                tracing::warn!("Japanese voices stay unsupported: {e}");
+            }
+        }
         let packs = PackDir::scan(&dir);
         let model_path = model_file(&dir);
         Self {
@@ -267,7 +277,8 @@ impl KokoroEngine {
         };
         if let Some(language) = unsupported(voice) {
             return Some(format!(
-                "Kokoro voice '{voice}' speaks {language}, which this server cannot speak yet: {language} needs a dictionary phonemizer, and this server has only espeak-ng."
+                "Kokoro voice '{voice}' speaks {language}, which this server cannot speak yet: {}",
+                language.unsupported_reason().unwrap_or_default()
             ));
         }
         drop(packs);

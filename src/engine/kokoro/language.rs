@@ -4,8 +4,9 @@
 //!
 //! Kokoro's own pipeline phonemizes English with misaki's dictionaries (espeak-ng for words
 //! they lack), Japanese and Mandarin with dictionary G2P, and every other language with
-//! espeak-ng alone. This server has espeak-ng only, so Japanese and Mandarin voices are listed
-//! but not spoken: espeak's readings of them are not what those voices were trained on.
+//! espeak-ng alone. This server speaks Japanese with its own dictionary G2P
+//! ([`crate::text::japanese`]) when the dictionary is installed; Mandarin voices are listed but
+//! not spoken: espeak's readings of them are not what those voices were trained on.
 
 /// A language of Kokoro v1.0's voice packs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -103,17 +104,20 @@ impl Language {
         }
     }
 
-    /// Whether this server can phonemize the language.
+    /// Whether this server can phonemize the language (Japanese: once its dictionary is open).
     pub fn is_supported(self) -> bool {
-        self.espeak_voice().is_some()
+        match self {
+            Self::Japanese => crate::text::japanese::loaded().is_some(),
+            _ => self.espeak_voice().is_some(),
+        }
     }
 
     /// Why this server lists the language's voices but cannot speak them, in a sentence for a
     /// client reading the voice list; `None` for a language it speaks.
     pub fn unsupported_reason(self) -> Option<&'static str> {
         match self {
-            Self::Japanese => Some(
-                "Japanese needs a dictionary phonemizer (OpenJTalk), which this server does not have yet.",
+            Self::Japanese if !self.is_supported() => Some(
+                "Japanese needs the UniDic dictionary that scripts/setup.sh installs into the Kokoro directory's japanese/ folder; it is not installed or did not open.",
             ),
             Self::Mandarin => Some(
                 "Mandarin needs a dictionary phonemizer (pinyin), which this server does not have yet.",
@@ -160,8 +164,9 @@ mod tests {
         }
     }
 
+    /// Japanese depends on its dictionary having been opened, which no unit test does.
     #[test]
-    fn japanese_and_mandarin_are_not_supported() {
+    fn japanese_without_its_dictionary_and_mandarin_are_not_supported() {
         let unsupported: Vec<Language> = Language::ALL
             .into_iter()
             .filter(|l| !l.is_supported())

@@ -68,6 +68,16 @@ impl Phonemes {
 }
 
 impl Phonemes {
+    /// Phonemes a dictionary G2P wrote in misaki's symbols: they stand for the IPA too, each
+    /// symbol its own source.
+    fn from_symbols(misaki: String) -> Self {
+        Self {
+            sources: (0..misaki.chars().count()).collect(),
+            espeak: misaki.clone(),
+            misaki,
+        }
+    }
+
     /// Phonemes that are `text` itself (for tests of what comes after phonemization).
     #[cfg(test)]
     pub(super) fn verbatim(text: &str) -> Self {
@@ -86,7 +96,7 @@ pub(super) fn is_mark(c: char) -> bool {
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PhonemizeError {
-    #[error("{0} voices need a dictionary phonemizer, and this server has only espeak-ng")]
+    #[error("{0} voices need a dictionary phonemizer, which this server does not have for {0}")]
     Unsupported(Language),
     #[error(transparent)]
     Espeak(#[from] EspeakError),
@@ -105,6 +115,12 @@ pub fn phonemize_with(
     language: Language,
     pronunciations: &[Pronunciation],
 ) -> Result<Phonemes, PhonemizeError> {
+    if language == Language::Japanese {
+        // Japanese readings come from the dictionary alone: given pronunciations are IPA for
+        // espeak's languages, not kana, so they are not applied.
+        let g2p = crate::text::japanese::loaded().ok_or(PhonemizeError::Unsupported(language))?;
+        return Ok(Phonemes::from_symbols(g2p.phonemize(text)));
+    }
     let voice = language
         .espeak_voice()
         .ok_or(PhonemizeError::Unsupported(language))?;
