@@ -215,15 +215,8 @@ fn pack_activations(x: &[f32], n: usize, k: usize) -> Vec<u32> {
 mod tests {
     use super::*;
     use crate::kernels::bf16::{from_bf16, to_bf16};
+    use crate::kernels::testing::values;
     use candle_core::Device;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| {
-                ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2000) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
 
     /// Against the same products of bf16-rounded values summed in `f64`, on odd sizes (a
     /// partial block of positions, a partial strip, an odd input width), with and without a
@@ -267,17 +260,8 @@ mod tests {
 #[cfg(test)]
 mod speed {
     use super::*;
+    use crate::kernels::testing::thread_secs;
     use candle_core::Device;
-
-    fn thread_secs() -> f64 {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid timespec to fill.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-    }
 
     #[test]
     #[ignore = "timing, by hand"]

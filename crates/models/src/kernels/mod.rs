@@ -81,6 +81,8 @@ pub(crate) mod stft;
 mod strips;
 mod tensor;
 #[cfg(test)]
+mod testing;
+#[cfg(test)]
 mod tests;
 mod tile_gemm;
 

@@ -220,14 +220,7 @@ mod x86 {
 mod tests {
     use super::*;
     use crate::kernels::bf16::from_bf16;
-
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        (0..n as u32)
-            .map(|i| {
-                ((i.wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2000) as f32 / 1000.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::kernels::testing::values;
 
     /// Against the products of the bf16-rounded values summed in `f64`, on shapes with edge
     /// blocks in both directions, an input width off the tile step, and several panels, with
@@ -298,17 +291,7 @@ mod tests {
 #[cfg(test)]
 mod speed {
     use super::*;
-
-    /// This thread's CPU time: other processes on the machine do not count.
-    fn thread_secs() -> f64 {
-        let mut t = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: a valid timespec to fill.
-        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
-        t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
-    }
+    use crate::kernels::testing::thread_secs;
 
     /// Prints each OmniVoice shape's rate on one thread against the tiles' own rate measured
     /// just before it (`cargo test --release -p omnivoice-models --lib tile_gemm::speed --
