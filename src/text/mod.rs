@@ -7,6 +7,7 @@ pub mod english;
 pub mod incremental;
 pub mod inline;
 pub mod lexicon;
+pub mod mandarin;
 pub mod normalize;
 pub mod phonemize;
 pub mod phrase;

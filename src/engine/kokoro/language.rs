@@ -4,8 +4,9 @@
 //!
 //! Kokoro's own pipeline phonemizes English with misaki's dictionaries (espeak-ng for words
 //! they lack), Japanese and Mandarin with dictionary G2P, and every other language with
-//! espeak-ng alone. This server has espeak-ng only, so Japanese and Mandarin voices are listed
-//! but not spoken: espeak's readings of them are not what those voices were trained on.
+//! espeak-ng alone. This server reads Mandarin with its own dictionary G2P
+//! (`crate::text::mandarin`); Japanese voices are listed but not spoken until it has one:
+//! espeak's readings are not what those voices were trained on.
 
 /// A language of Kokoro v1.0's voice packs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -103,9 +104,10 @@ impl Language {
         }
     }
 
-    /// Whether this server can phonemize the language.
+    /// Whether this server can phonemize the language: with espeak-ng, or (Mandarin) with a
+    /// dictionary G2P of its own.
     pub fn is_supported(self) -> bool {
-        self.espeak_voice().is_some()
+        self.espeak_voice().is_some() || self == Self::Mandarin
     }
 
     /// Why this server lists the language's voices but cannot speak them, in a sentence for a
@@ -114,9 +116,6 @@ impl Language {
         match self {
             Self::Japanese => Some(
                 "Japanese needs a dictionary phonemizer (OpenJTalk), which this server does not have yet.",
-            ),
-            Self::Mandarin => Some(
-                "Mandarin needs a dictionary phonemizer (pinyin), which this server does not have yet.",
             ),
             _ => None,
         }
@@ -161,12 +160,12 @@ mod tests {
     }
 
     #[test]
-    fn japanese_and_mandarin_are_not_supported() {
+    fn japanese_is_not_supported() {
         let unsupported: Vec<Language> = Language::ALL
             .into_iter()
             .filter(|l| !l.is_supported())
             .collect();
-        assert_eq!(unsupported, [Language::Japanese, Language::Mandarin]);
+        assert_eq!(unsupported, [Language::Japanese]);
         for language in Language::ALL {
             assert_eq!(
                 language.unsupported_reason().is_some(),
