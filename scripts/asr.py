@@ -27,12 +27,12 @@ from faster_whisper import WhisperModel  # noqa: E402
 DEFAULT_MODEL = pathlib.Path(__file__).resolve().parent.parent / ".venv-asr" / "whisper-base"
 
 
-def transcribe(model: WhisperModel, path: str) -> dict:
+def transcribe(model: WhisperModel, path: str, language: str = "en") -> dict:
     # Beam search at temperature 0 without sampled fallbacks, so the same audio gives the same
     # words; no conditioning on earlier text, so one misheard phrase does not steer the rest.
     segments, info = model.transcribe(
         path,
-        language="en",
+        language=language,
         beam_size=5,
         temperature=0.0,
         condition_on_previous_text=False,
@@ -64,12 +64,14 @@ def main() -> int:
     parser.add_argument("wav", nargs="+", help="WAV files to transcribe")
     parser.add_argument("--model", default=str(DEFAULT_MODEL), help="CTranslate2 model directory")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads")
+    parser.add_argument("--language", default="en", help="the language spoken (zh, ja, en)")
     args = parser.parse_args()
     if not (pathlib.Path(args.model) / "model.bin").exists():
         print(f"asr: no model in {args.model}: run scripts/asr-venv.sh", file=sys.stderr)
         return 2
     model = WhisperModel(args.model, device="cpu", compute_type="int8", cpu_threads=args.threads)
-    json.dump([transcribe(model, path) for path in args.wav], sys.stdout, indent=1)
+    heard = [transcribe(model, path, args.language) for path in args.wav]
+    json.dump(heard, sys.stdout, indent=1, ensure_ascii=False)
     print()
     return 0
 

@@ -9,7 +9,9 @@ downloaded. Run with the venv of scripts/kokoro-venv.sh:
 
     .venv-kokoro/bin/python scripts/kokoro_onnx_speak.py --kokoro-dir voices/kokoro < jobs.json
 
-stdin: [{"voice": "af_heart", "lang": "en-us", "text": "...", "wav": "out.wav"}, ...]
+stdin: [{"voice": "af_heart", "lang": "en-us", "text": "...", "wav": "out.wav"}, ...]; a job
+with "phonemes" instead of "lang" and "text" speaks those (misaki's, for Mandarin, as a
+kokoro-onnx user with misaki does: `create(phonemes, is_phonemes=True)`).
 Each job becomes a 24 kHz mono 16-bit WAV. stdout: one line per job, `WAV: A s of audio in
 T s` (T: the `create` call alone), which scripts/bench-kokoro-server.sh reads for kokoro-onnx
 called in a loop.
@@ -53,7 +55,10 @@ def main() -> int:
         kokoro = Kokoro(str(model), str(npz))
         for job in jobs:
             start = time.perf_counter()
-            audio, rate = kokoro.create(job["text"], voice=job["voice"], lang=job["lang"])
+            if "phonemes" in job:
+                audio, rate = kokoro.create(job["phonemes"], voice=job["voice"], is_phonemes=True)
+            else:
+                audio, rate = kokoro.create(job["text"], voice=job["voice"], lang=job["lang"])
             took = time.perf_counter() - start
             write_wav(job["wav"], audio, rate)
             print(f"{job['wav']}: {audio.size / rate:.3f} s of audio in {took:.3f} s", flush=True)

@@ -15,6 +15,7 @@ mod pronunciation;
 pub mod split;
 pub mod ssml;
 pub mod words;
+pub mod writing;
 
 pub use normalize::normalize;
 pub use phonemize::{phonemize, PhonemeIdMap};
