@@ -92,7 +92,7 @@ async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
     for voice in VOICES {
         for (i, (text, phonemes)) in sentences.iter().enumerate() {
             let body = json!({"model": "kokoro", "voice": voice, "input": text,
-                              "response_format": "wav"});
+                              "response_format": "wav", "stream": false});
             let response = post_speech(&server.url, &body).await;
             assert_eq!(response.status(), 200, "{voice} {text}");
             let bytes = response.bytes().await.unwrap();
