@@ -62,6 +62,28 @@ async fn chinese_text_is_refused_by_a_named_voice_and_spoken_by_a_mandarin_voice
     // Ten syllables, not ten "Chinese letter"s (≈ 9 s).
     assert!((1.0..5.0).contains(&seconds), "{seconds} s");
 
+    // Japanese (kana) behind an OpenAI name: a Japanese voice reads it where one is supported,
+    // else a 400 that names the language; never an English voice.
+    let voices: Value = common::get_json(format!("{url}/v1/audio/voices")).await;
+    let japanese = voices["voices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|v| v["language"] == "ja" && v["supported"] == true);
+    let body = json!({"model": "tts-1", "voice": "alloy", "input": "こんにちは、元気ですか。",
+                      "response_format": "wav"});
+    let response = post_speech(url, &body).await;
+    if japanese {
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-language"], "ja");
+    } else {
+        let error = openai_error(response, 400).await;
+        assert!(
+            error["message"].as_str().unwrap().contains("'ja'"),
+            "{error}"
+        );
+    }
+
     // English around a stray ideograph: read as if it were not there.
     let phonemes = |input: &str| {
         let body = json!({"model": "kokoro", "voice": "af_heart", "input": input});
