@@ -2,7 +2,7 @@
 //! letter…"), on every front door, with the real binary and Kokoro as the default engine:
 //! a voice named outright refuses it before any work, naming the language and the voices that
 //! speak it; an OpenAI name hands it to a Mandarin voice; a stray ideograph in English text is
-//! left out. HTTP (whole body and SSE), WebSocket and Wyoming.
+//! left out. HTTP (whole body and SSE), scripts, WebSocket and Wyoming.
 
 mod common;
 
@@ -61,6 +61,14 @@ async fn chinese_text_is_refused_by_a_named_voice_and_spoken_by_a_mandarin_voice
     let seconds = audio.samples.len() as f64 / f64::from(audio.rate);
     // Ten syllables, not ten "Chinese letter"s (≈ 9 s).
     assert!((1.0..5.0).contains(&seconds), "{seconds} s");
+
+    // Scripts: a line in Chinese for a voice named outright is refused, naming the language.
+    let script = json!({"model": "kokoro", "response_format": "wav", "script": [
+        {"speaker": "host", "text": "Welcome.", "voice": "af_heart"},
+        {"speaker": "host", "text": CHINESE}
+    ]});
+    let error = openai_error(post(url, "/v1/audio/script", &script).await, 400).await;
+    assert_names_chinese_and_its_voices(error["message"].as_str().unwrap());
 
     // Japanese (kana) behind an OpenAI name: a Japanese voice reads it where one is supported,
     // else a 400 that names the language; never an English voice.
