@@ -15,6 +15,9 @@
 //! mark, so "3.14", "5,000" and "10:30" are read as numbers, not as "three. fourteen" or
 //! "five, zero zero zero".
 //!
+//! Mandarin is no espeak language here: `crate::text::mandarin` writes misaki's Mandarin
+//! symbols directly, and both fields of [`Phonemes`] are those.
+//!
 //! espeak-ng's multi-letter phonemes come with a tie (`a͡ɪ`) so that the rewriting tells the
 //! diphthong of "buy" from an `a` followed by an `ɪ`; misaki writes the tie as `^`, and so do
 //! the rules below.
