@@ -33,7 +33,7 @@ fn main() {
         .collect();
     let before = resident_bytes();
     let started = Instant::now();
-    mandarin::preload();
+    mandarin::preload().expect("the pinyin tables (scripts/mandarin-assets.sh)");
     let load = started.elapsed().as_secs_f64();
     let after = resident_bytes();
     println!("dictionary load: {:.1} ms", load * 1e3);

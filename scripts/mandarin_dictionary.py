@@ -1,8 +1,11 @@
-"""Writes the pinyin tables of our Mandarin front end (src/text/mandarin/data/) from pypinyin
+"""Writes the pinyin tables of our Mandarin front end (text::mandarin) into OUT_DIR from pypinyin
 0.55.0, the dictionary misaki reads Mandarin with (both tables are pypinyin's data, MIT
 licensed, from mozillazg's pinyin-data and phrase-pinyin-data):
 
-    .venv-cjk/bin/python scripts/mandarin_dictionary.py
+    .venv-cjk/bin/python scripts/mandarin_dictionary.py OUT_DIR
+
+(scripts/mandarin-assets.sh runs it from the pinned wheel into voices/mandarin; the tables are
+installed assets, not committed.)
 
 - characters.tsv: each ideograph of U+4E00..U+9FFF (the only ones misaki reads) and the one
   reading pypinyin gives it alone, in tone-number form (`de5`, `lv4`);
@@ -14,12 +17,12 @@ Every reading is pypinyin's own conversion (lazy_pinyin, TONE3, neutral tone as 
 asks for it.
 """
 
+import sys
 from pathlib import Path
 
 from pypinyin import Style, lazy_pinyin
 from pypinyin.constants import PHRASES_DICT, PINYIN_DICT
 
-OUT = Path(__file__).resolve().parent.parent / "src" / "text" / "mandarin" / "data"
 HEADER = "# pypinyin 0.55.0 (MIT; data from mozillazg/pinyin-data, phrase-pinyin-data). scripts/mandarin_dictionary.py\n"
 
 
@@ -32,13 +35,17 @@ def reading(text):
 
 
 def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: mandarin_dictionary.py OUT_DIR")
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
     characters = {}
     for code in sorted(PINYIN_DICT):
         c = chr(code)
         if is_ideograph(c):
             characters[c] = reading(c)[0]
     rows = [f"{c}\t{r}" for c, r in characters.items()]
-    (OUT / "characters.tsv").write_text(HEADER + "\n".join(rows) + "\n", encoding="utf-8")
+    (out / "characters.tsv").write_text(HEADER + "\n".join(rows) + "\n", encoding="utf-8")
 
     phrases = []
     for phrase in sorted(PHRASES_DICT):
@@ -48,7 +55,7 @@ def main():
         assert len(ours) == len(phrase), phrase
         alone = [characters.get(c, c) for c in phrase]
         phrases.append(f"{phrase}\t{' '.join(ours) if ours != alone else ''}")
-    (OUT / "phrases.tsv").write_text(HEADER + "\n".join(phrases) + "\n", encoding="utf-8")
+    (out / "phrases.tsv").write_text(HEADER + "\n".join(phrases) + "\n", encoding="utf-8")
     print(f"{len(characters)} characters, {len(phrases)} phrases")
 
 

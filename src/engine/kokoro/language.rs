@@ -105,18 +105,20 @@ impl Language {
     }
 
     /// Whether this server can phonemize the language: with espeak-ng, or (Mandarin) with a
-    /// dictionary G2P of its own.
+    /// dictionary G2P of its own, once its pinyin tables are installed.
     pub fn is_supported(self) -> bool {
-        self.espeak_voice().is_some() || self == Self::Mandarin
+        self.unsupported_reason().is_none()
     }
 
     /// Why this server lists the language's voices but cannot speak them, in a sentence for a
-    /// client reading the voice list; `None` for a language it speaks.
-    pub fn unsupported_reason(self) -> Option<&'static str> {
+    /// client reading the voice list; `None` for a language it speaks. Mandarin's names the
+    /// script that installs its pinyin tables while they are missing.
+    pub fn unsupported_reason(self) -> Option<String> {
         match self {
             Self::Japanese => Some(
-                "Japanese needs a dictionary phonemizer (OpenJTalk), which this server does not have yet.",
+                "Japanese needs a dictionary phonemizer (OpenJTalk), which this server does not have yet.".into(),
             ),
+            Self::Mandarin => crate::text::mandarin::missing(),
             _ => None,
         }
     }
@@ -161,11 +163,16 @@ mod tests {
 
     #[test]
     fn japanese_is_not_supported() {
+        // Mandarin's support follows its installed tables (`text::mandarin::missing`).
         let unsupported: Vec<Language> = Language::ALL
             .into_iter()
-            .filter(|l| !l.is_supported())
+            .filter(|l| !l.is_supported() && *l != Language::Mandarin)
             .collect();
         assert_eq!(unsupported, [Language::Japanese]);
+        assert_eq!(
+            Language::Mandarin.is_supported(),
+            crate::text::mandarin::missing().is_none()
+        );
         for language in Language::ALL {
             assert_eq!(
                 language.unsupported_reason().is_some(),

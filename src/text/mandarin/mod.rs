@@ -14,6 +14,16 @@
 //! front end these voices learnt from gives each syllable its dictionary tone (misaki applies
 //! sandhi only in its v1.1 front end), and the fixture (tests/fixtures/cjk/zh.tsv) holds us to
 //! that front end.
+//!
+//! pypinyin's tables (`characters.tsv`, `phrases.tsv`) are installed assets, not part of the
+//! source: `scripts/mandarin-assets.sh` (run by `scripts/setup.sh`) writes them from the
+//! sha256-pinned pypinyin 0.55.0 wheel into `voices/mandarin/` ([`dir`]; the server's
+//! `--mandarin-dir`). They are read once, when the first Mandarin voice loads, and shared.
+//! Without them the server still runs, and lists the Mandarin voices as unsupported
+//! ([`missing`] says why).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 mod numbers;
 mod pinyin;
@@ -26,13 +36,66 @@ pub fn is_read_as_mandarin(c: char) -> bool {
     ('\u{4e00}'..='\u{9fff}').contains(&c)
 }
 
-/// Loads the dictionaries (segmenter and pinyin) now rather than at the first sentence.
-pub fn preload() {
-    words::preload();
-    pinyin::preload();
+/// The script that installs the pinyin tables.
+pub const SETUP_SCRIPT: &str = "scripts/mandarin-assets.sh";
+
+/// The files of the pinyin tables, in [`dir`].
+pub const TABLES: [&str; 2] = ["characters.tsv", "phrases.tsv"];
+
+static DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// Reads the pinyin tables from `dir` (the server's `--mandarin-dir`). Only before their first
+/// use; `false` when the directory was already fixed.
+pub fn set_dir(dir: impl Into<PathBuf>) -> bool {
+    DIR.set(dir.into()).is_ok()
 }
 
-/// The phonemes of `text`, in misaki's symbols for Mandarin.
+/// The directory of the pinyin tables: the one [`set_dir`] gave, else [`default_dir`].
+pub fn dir() -> &'static Path {
+    DIR.get_or_init(default_dir)
+}
+
+/// `$OMNIVOICE_MANDARIN_DIR`, else `$OMNIVOICE_VOICES_DIR/mandarin`, else `voices/mandarin`:
+/// where `scripts/mandarin-assets.sh` installs the tables.
+pub fn default_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("OMNIVOICE_MANDARIN_DIR") {
+        return dir.into();
+    }
+    std::env::var_os("OMNIVOICE_VOICES_DIR")
+        .map_or_else(|| PathBuf::from("voices"), PathBuf::from)
+        .join("mandarin")
+}
+
+/// Why the pinyin tables of `dir` cannot be read (a file missing), naming the script that
+/// installs them; `None` when they are there.
+pub fn missing_in(dir: &Path) -> Option<String> {
+    let absent: Vec<&str> = TABLES
+        .into_iter()
+        .filter(|name| !dir.join(name).is_file())
+        .collect();
+    (!absent.is_empty()).then(|| {
+        format!(
+            "Mandarin needs the pinyin tables ({}) in {}, which {SETUP_SCRIPT} installs (scripts/setup.sh runs it).",
+            absent.join(", "),
+            dir.display()
+        )
+    })
+}
+
+/// [`missing_in`] the tables' [`dir`].
+pub fn missing() -> Option<String> {
+    missing_in(dir())
+}
+
+/// Loads the dictionaries (segmenter and pinyin) now rather than at the first sentence; the
+/// error says why the pinyin tables could not be read.
+pub fn preload() -> Result<(), String> {
+    words::preload();
+    pinyin::preload()
+}
+
+/// The phonemes of `text`, in misaki's symbols for Mandarin. Without the pinyin tables
+/// ([`missing`]) the ideographs have none: the server refuses Mandarin voices then.
 pub fn phonemize(text: &str) -> String {
     if text.trim().is_empty() {
         return String::new();
