@@ -87,7 +87,15 @@ async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
     let sentences = sentences();
     assert_eq!(sentences.len(), SENTENCES);
     let tmp = tempfile::tempdir().unwrap();
-    let server = Binary::ready(&["--no-cache", "--kokoro-dir", dir.to_str().unwrap()]).await;
+    let mandarin = common::mandarin_dir();
+    let server = Binary::ready(&[
+        "--no-cache",
+        "--kokoro-dir",
+        dir.to_str().unwrap(),
+        "--mandarin-dir",
+        mandarin.to_str().unwrap(),
+    ])
+    .await;
     let (mut ours, mut jobs) = (Vec::new(), Vec::new());
     for voice in VOICES {
         for (i, (text, phonemes)) in sentences.iter().enumerate() {

@@ -29,12 +29,16 @@ async fn spoken(url: &str, body: &Value) -> (u32, f64) {
 #[tokio::test]
 async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_streams() {
     common::kokoro_dir(); // fails, naming the script, without the weights
-                          // No --default-engine: an installed Kokoro is the default by itself.
-                          // A bare Piper voice id still preloads Piper's voice with Kokoro the default engine.
+    let mandarin = common::mandarin_dir(); // the same, without the pinyin tables
+
+    // No --default-engine: an installed Kokoro is the default by itself.
+    // A bare Piper voice id still preloads Piper's voice with Kokoro the default engine.
     let server = Binary::ready(&[
         "--no-cache",
         "--kokoro-dir",
         "voices/kokoro",
+        "--mandarin-dir",
+        mandarin.to_str().unwrap(),
         "--preload",
         "en_US-joe-medium",
     ])
