@@ -155,6 +155,7 @@ mod tests {
 
     #[test]
     fn phrases_choose_readings_that_characters_alone_would_not() {
+        preload().expect("the pinyin tables (scripts/mandarin-assets.sh)");
         // 行 alone is xing2; in 银行 it is hang2. 长 alone is chang2; in 长大 zhang3.
         assert_eq!(syllables("行"), ["xing2"]);
         assert_eq!(syllables("银行"), ["yin2", "hang2"]);
