@@ -65,13 +65,15 @@ def main() -> int:
     parser.add_argument("--model", default=str(DEFAULT_MODEL), help="CTranslate2 model directory")
     parser.add_argument("--threads", type=int, default=2, help="CPU threads")
     parser.add_argument("--language", default="en",
-                        help="the language Whisper listens for (ja: tests/japanese_asr.rs)")
+                        help="the language spoken (zh, ja, en; tests/asr_mandarin.rs, "
+                             "tests/japanese_asr.rs)")
     args = parser.parse_args()
     if not (pathlib.Path(args.model) / "model.bin").exists():
         print(f"asr: no model in {args.model}: run scripts/asr-venv.sh", file=sys.stderr)
         return 2
     model = WhisperModel(args.model, device="cpu", compute_type="int8", cpu_threads=args.threads)
-    json.dump([transcribe(model, path, args.language) for path in args.wav], sys.stdout, indent=1)
+    heard = [transcribe(model, path, args.language) for path in args.wav]
+    json.dump(heard, sys.stdout, indent=1, ensure_ascii=False)
     print()
     return 0
 

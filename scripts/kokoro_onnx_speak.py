@@ -10,8 +10,9 @@ downloaded. Run with the venv of scripts/kokoro-venv.sh:
     .venv-kokoro/bin/python scripts/kokoro_onnx_speak.py --kokoro-dir voices/kokoro < jobs.json
 
 stdin: [{"voice": "af_heart", "lang": "en-us", "text": "...", "wav": "out.wav"}, ...]; a job
-with "phonemes" instead of "text" is spoken from those (misaki's Japanese phonemes, for
-tests/japanese_asr.rs: kokoro-onnx's own front end has no Japanese G2P).
+with "phonemes" instead of "lang" and "text" speaks those, as a kokoro-onnx user with misaki
+does (`create(phonemes, is_phonemes=True)`): misaki's Mandarin and Japanese phonemes, for
+tests/asr_mandarin.rs and tests/japanese_asr.rs (kokoro-onnx's own front end has neither).
 Each job becomes a 24 kHz mono 16-bit WAV. stdout: one line per job, `WAV: A s of audio in
 T s` (T: the `create` call alone), which scripts/bench-kokoro-server.sh reads for kokoro-onnx
 called in a loop.

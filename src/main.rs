@@ -100,6 +100,8 @@ fn serve(args: ServeArgs) -> ExitCode {
         // The usual case (the checkpoint is a download of its own): not worth a line at info.
         tracing::debug!(dir = %settings.omnivoice_dir.display(), "no OmniVoice checkpoint ({}) there; the omnivoice engine is off", omnivoice::CHECKPOINT_FILES.join(", "));
     }
+    // Before any Mandarin voice is listed or loaded: where its pinyin tables are.
+    omnivoice_server::text::mandarin::set_dir(settings.mandarin_dir.clone());
     if kokoro::model_file(&settings.kokoro_dir).is_some() {
         let kokoro = KokoroEngine::new(&settings.kokoro_dir, device)
             .with_precision(settings.precision.requested());

@@ -98,10 +98,9 @@ pub struct Voice {
     /// `af_heart`); absent for Piper and espeak-ng voices.
     #[serde(skip_serializing_if = "Option::is_none")]
     gender: Option<String>,
-    /// Whether a speech request may use this voice. Kokoro's Mandarin (`z…`) packs, and its
-    /// Japanese (`j…`) ones where the Japanese dictionary is not installed, are listed but
-    /// `false`: they need dictionary phonemizers this server does not have, and a request for
-    /// one is a 400.
+    /// Whether a speech request may use this voice. Kokoro's Mandarin (`z…`) and Japanese
+    /// (`j…`) packs are listed but `false` where their dictionaries are not installed
+    /// (scripts/setup.sh installs both), and a request for one is a 400.
     supported: bool,
     /// Why `supported` is `false`, in a sentence; absent when it is `true`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -233,8 +232,8 @@ pub async fn list_audio_models(State(state): State<Arc<AppState>>) -> Json<Audio
 ///
 /// Kokoro lists every voice pack of its directory, with the language and gender its id names
 /// (`af_heart`: American English, female; `a` en-US, `b` en-GB, `e` es, `f` fr, `h` hi, `i` it,
-/// `j` ja, `p` pt-BR, `z` zh). Japanese and Mandarin packs are listed with `supported: false`
-/// and an `unsupported_reason`. Kokoro also speaks blends of its packs, which are not listed:
+/// `j` ja, `p` pt-BR, `z` zh). Japanese packs are listed with `supported: false` and an
+/// `unsupported_reason`. Kokoro also speaks blends of its packs, which are not listed:
 /// send `voice: "af_bella(2)+af_sky(1)"` (weights normalised by their total) or
 /// `"af_bella+af_sky-af_nicole"`.
 #[utoipa::path(get, path = "/v1/audio/voices", tag = "discovery",

@@ -46,6 +46,7 @@ fn defaults_apply_without_flags_or_file() {
     // Which engine and voice that is, the engines say (`engine::defaults`).
     assert_eq!((s.default_engine, s.default_voice), (None, None));
     assert_eq!(s.kokoro_dir, empty.path().join("kokoro"));
+    assert_eq!(s.mandarin_dir, empty.path().join("mandarin"));
 }
 
 /// The engine and voice named by the settings are kept as named; `--preload none` loads

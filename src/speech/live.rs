@@ -375,6 +375,7 @@ impl LiveSpeech {
                 registry: &inner.registry,
                 voice: self.job.voice(),
                 languages: &inner.limits.text.languages,
+                outright: self.job.voice_named_outright(),
             },
             reading: self.job.reading(),
             lexicon: self.job.lexicon(),
@@ -382,19 +383,31 @@ impl LiveSpeech {
         .script(markup, true)
     }
 
+    /// A sentence of plain text as the stream's voice reads it, or as the voice that speaks
+    /// its writing does (a sentence in ideographs, say); refused when the voice was named
+    /// outright and cannot read it.
+    fn read_sentence(&self, text: &str) -> Result<Script, SpeechError> {
+        let inner = &self.service.inner;
+        Reader {
+            voices: Voices {
+                registry: &inner.registry,
+                voice: self.job.voice(),
+                languages: &inner.limits.text.languages,
+                outright: self.job.voice_named_outright(),
+            },
+            reading: self.job.reading(),
+            lexicon: self.job.lexicon(),
+        }
+        .sentence(text)
+    }
+
     /// Hands in the next sentence and starts synthesizing it.
     pub fn sentence(&mut self, sentence: Sentence) -> SentenceAudio {
-        let job = &self.job;
         let script = match sentence.document {
-            None => {
-                let utterance = super::script::utterance(
-                    &sentence.text,
-                    job.reading(),
-                    job.lexicon(),
-                    &job.voice().language,
-                );
-                Script::of(job.voice().clone(), vec![utterance])
-            }
+            None => match self.read_sentence(&sentence.text) {
+                Ok(script) => script,
+                Err(refusal) => return self.refused(refusal),
+            },
             Some(document) => {
                 self.place_pauses(&document.script, document.owed);
                 document.script
@@ -433,6 +446,16 @@ impl LiveSpeech {
                 }
             }
         });
+        SentenceAudio { index, parts, task }
+    }
+
+    /// A sentence that cannot be spoken, handed in all the same: its one part is the refusal,
+    /// which the stream reports as it reports a failed synthesis.
+    fn refused(&mut self, refusal: SpeechError) -> SentenceAudio {
+        let index = self.handed_in_next();
+        let (sender, parts) = mpsc::unbounded_channel();
+        let _ = sender.send(Err(refusal));
+        let task = tokio::spawn(async {});
         SentenceAudio { index, parts, task }
     }
 

@@ -177,6 +177,7 @@ impl SpeechService {
                 registry,
                 voice: &voice,
                 languages: &this.inner.limits.text.languages,
+                outright: false,
             }
             .voice_for(&tag)
             .is_some()

@@ -71,6 +71,9 @@ pub struct Job {
     script: Arc<Script>,
     /// Bracketed tags the voice will read as words though they look like sound cues.
     unknown_cues: Vec<String>,
+    /// Whether the request named its voice outright (no alias, no default): text that voice
+    /// cannot read is then refused, never handed to another voice.
+    voice_named_outright: bool,
 }
 
 impl Job {
@@ -102,6 +105,11 @@ impl Job {
 
     pub fn reading(&self) -> Option<&ReadingOptions> {
         self.reading.as_ref()
+    }
+
+    /// Whether the request named its voice outright (see [`Voices::outright`]).
+    pub(super) fn voice_named_outright(&self) -> bool {
+        self.voice_named_outright
     }
 
     pub fn lexicon(&self) -> &Lexicon {
@@ -173,6 +181,7 @@ pub(super) fn validate(
             registry,
             voice: &job.voice,
             languages: &limits.text.languages,
+            outright: job.voice_named_outright,
         },
         reading: job.reading.as_ref(),
         lexicon: &job.lexicon,
@@ -270,6 +279,8 @@ pub(super) fn validate_settings(
         None => voice,
         Some(tag) => voice_of_language(tag, voice, &request.voice, registry, limits)?,
     };
+    let voice_named_outright =
+        !(request.voice.trim().is_empty() || registry.is_alias(&request.voice));
     params.speaker = voice.speaker;
     let script = Arc::new(Script::of(voice.clone(), Vec::new()));
     let unknown_cues = registry.unknown_cues(&voice, &request.input);
@@ -283,6 +294,7 @@ pub(super) fn validate_settings(
         reading,
         lexicon,
         script,
+        voice_named_outright,
     })
 }
 
@@ -319,12 +331,13 @@ fn voice_of_language(
             format!("'{tag}' is not a language tag such as 'en', 'de' or 'pt-BR'."),
         ));
     }
+    let alias = requested.trim().is_empty() || registry.is_alias(requested);
     let voices = Voices {
         registry,
         voice: &named,
         languages: &limits.text.languages,
+        outright: !alias,
     };
-    let alias = requested.trim().is_empty() || registry.is_alias(requested);
     match voices.voice_for(tag) {
         Some(voice) if alias || voice == named => Ok(voice),
         _ if alias => Err(no_voice_speaks("language", tag)),

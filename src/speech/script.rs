@@ -6,6 +6,12 @@
 //! document says more (`text::document`): breaks, speeds, and languages, each of which is
 //! read by a voice that speaks it. With `--language-detect`, each sentence of plain text is
 //! read by the configured voice of the language it is written in.
+//!
+//! Whatever the settings, a sentence written in ideographs or kana is never given to a voice
+//! that would spell it out ("Chinese letter, Chinese letter…"): a voice the request chose by
+//! an alias (an OpenAI name, the default) hands it to a voice that speaks its language, and a
+//! voice named outright refuses the request, naming the language and the voices that speak
+//! it. A stray ideograph in other text is left out.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -17,7 +23,7 @@ use crate::engine::registry::{Registry, ResolvedVoice};
 use crate::text::document::{self, Document, Gap};
 use crate::text::english::{self, ReadingOptions, Spoken as SpokenText};
 use crate::text::lexicon::Lexicon;
-use crate::text::{inline, Claim};
+use crate::text::{inline, writing, Claim};
 
 /// Silence at the end of a paragraph (SSML `</p>`).
 const PARAGRAPH_PAUSE: Duration = Duration::from_millis(500);
@@ -172,6 +178,9 @@ pub(super) struct Voices<'a> {
     /// The request's voice.
     pub voice: &'a ResolvedVoice,
     pub languages: &'a LanguageSettings,
+    /// Whether the request named its voice outright (not an alias, not the default): then
+    /// text the voice cannot read is refused rather than given to another voice.
+    pub outright: bool,
 }
 
 /// The refusal of text in `tag`, which no voice speaks (`param` is what named the language).
@@ -186,6 +195,42 @@ pub(super) fn no_voice_speaks(param: &'static str, tag: &str) -> SpeechError {
 }
 
 impl Reader<'_> {
+    /// The script of one sentence of plain text that arrived on its own (a stream's): read by
+    /// the job's voice, unless it is written in a script that voice cannot read.
+    pub fn sentence(&self, sentence: &str) -> Result<Script, SpeechError> {
+        let mut script = Script::of(self.voices.voice.clone(), Vec::new());
+        let voice = self.voice_for_writing(&mut script, sentence, 0)?;
+        let utterance = self.utterance_of(&script.voices[voice], sentence);
+        script.utterances.push(Utterance { voice, ..utterance });
+        Ok(script)
+    }
+
+    /// Which of `script`'s voices reads `sentence`, given that `chosen` would: another (added
+    /// to the script) when it is written in ideographs or kana that `chosen` cannot read.
+    fn voice_for_writing(
+        &self,
+        script: &mut Script,
+        sentence: &str,
+        chosen: usize,
+    ) -> Result<usize, SpeechError> {
+        let written = inline::extract(sentence).0;
+        match self.voices.for_writing(&written, &script.voices[chosen])? {
+            Some(voice) => Ok(index_of(script, voice)),
+            None => Ok(chosen),
+        }
+    }
+
+    /// `sentence` as `voice` reads it, any ideograph or kana it cannot read left out.
+    fn utterance_of(&self, voice: &ResolvedVoice, sentence: &str) -> Utterance {
+        let language = voice.reading_language();
+        let cleaned = match reads_cjk(voice) {
+            true => None,
+            false => writing::without_cjk(sentence),
+        };
+        let sentence = cleaned.as_deref().unwrap_or(sentence);
+        utterance(sentence, self.reading, self.lexicon, language)
+    }
+
     /// The script of `input`: an SSML document when `ssml`, else plain text.
     pub fn script(&self, input: &str, ssml: bool) -> Result<Script, SpeechError> {
         let document = if ssml {
@@ -254,9 +299,9 @@ impl Reader<'_> {
                     }
                     (None, None) => 0,
                 };
+                let voice = self.voice_for_writing(&mut script, sentence, voice)?;
                 previous = voice;
-                let language = script.voices[voice].reading_language().to_string();
-                let mut utterance = utterance(sentence, self.reading, self.lexicon, &language);
+                let mut utterance = self.utterance_of(&script.voices[voice], sentence);
                 let pause = if i == 0 { first_pause } else { SENTENCE_PAUSE };
                 if utterance.written.trim().is_empty() {
                     owed = owed.max(pause);
@@ -281,7 +326,84 @@ impl Reader<'_> {
     }
 }
 
+/// Whether `voice` reads ideographs or kana as words: it speaks every language, or Chinese
+/// or Japanese.
+fn reads_cjk(voice: &ResolvedVoice) -> bool {
+    voice.language == crate::engine::MULTILINGUAL
+        || ["zh", "ja"].contains(&Tag::of(voice.reading_language()).primary.as_str())
+}
+
 impl Voices<'_> {
+    /// The voice that reads `sentence` instead of `chosen`, when the sentence is written in
+    /// ideographs or kana (mostly) and `chosen` does not speak their language: one that does,
+    /// or, for a voice named outright, a refusal that names the language and who speaks it.
+    fn for_writing(
+        &self,
+        sentence: &str,
+        chosen: &ResolvedVoice,
+    ) -> Result<Option<ResolvedVoice>, SpeechError> {
+        let Some(tag) = writing::cjk_language(sentence) else {
+            return Ok(None);
+        };
+        let speaks = chosen.language == crate::engine::MULTILINGUAL
+            || Tag::of(chosen.reading_language()).primary == tag;
+        if speaks {
+            return Ok(None);
+        }
+        if self.outright {
+            return Err(self.cannot_read(chosen, tag));
+        }
+        match self.voice_for(tag) {
+            Some(voice) if Tag::of(voice.reading_language()).primary == tag => Ok(Some(voice)),
+            _ => self
+                .installed_voice_for(tag)
+                .map(Some)
+                .ok_or_else(|| no_voice_speaks("input", tag)),
+        }
+    }
+
+    /// A voice of any engine that speaks `tag` (its primary language), the first listed.
+    fn installed_voice_for(&self, tag: &str) -> Option<ResolvedVoice> {
+        let found = self.speakers_of(tag).into_iter().next()?;
+        self.registry.resolve(&found.engine, &found.id).ok()
+    }
+
+    /// The voices, of any engine, that speak `tag`'s primary language.
+    fn speakers_of(&self, tag: &str) -> Vec<crate::engine::VoiceInfo> {
+        let wanted = Tag::of(tag).primary;
+        self.registry
+            .voices()
+            .into_iter()
+            .filter(|v| v.unsupported.is_none() && Tag::of(&v.language).primary == wanted)
+            .collect()
+    }
+
+    /// The refusal of a sentence in `tag` that the voice named outright cannot read.
+    fn cannot_read(&self, voice: &ResolvedVoice, tag: &str) -> SpeechError {
+        let speakers: Vec<String> = self
+            .speakers_of(tag)
+            .into_iter()
+            .take(8)
+            .map(|v| format!("{}/{}", v.engine, v.id))
+            .collect();
+        let suggestion = match speakers.is_empty() {
+            true => "No installed voice speaks it.".to_string(),
+            false => format!(
+                "Voices that speak it: {}; or name an OpenAI voice (such as 'alloy') to have one chosen.",
+                speakers.join(", ")
+            ),
+        };
+        SpeechError::invalid(
+            "input",
+            InvalidReason::Unsupported,
+            format!(
+                "The input is written in {} ('{tag}'), which voice '{}' does not speak. {suggestion}",
+                writing::language_name(tag),
+                voice.key.voice()
+            ),
+        )
+    }
+
     /// The voice a detected language is read by: the configured one, or the request's own
     /// when it speaks it; `None` (the request's voice reads it) when neither: a guess never
     /// fails a request.

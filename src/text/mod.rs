@@ -8,6 +8,7 @@ pub mod incremental;
 pub mod inline;
 pub mod japanese;
 pub mod lexicon;
+pub mod mandarin;
 pub mod normalize;
 pub mod phonemize;
 pub mod phrase;
@@ -15,6 +16,7 @@ mod pronunciation;
 pub mod split;
 pub mod ssml;
 pub mod words;
+pub mod writing;
 
 pub use normalize::normalize;
 pub use phonemize::{phonemize, PhonemeIdMap};

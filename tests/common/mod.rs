@@ -334,6 +334,22 @@ pub fn kokoro_dir() -> std::path::PathBuf {
     dir
 }
 
+/// The Mandarin pinyin tables `scripts/mandarin-assets.sh` installs (`$OMNIVOICE_MANDARIN_DIR`,
+/// else `voices/mandarin`); fails, naming the script, when they are missing.
+#[allow(dead_code)]
+pub fn mandarin_dir() -> std::path::PathBuf {
+    let dir = std::env::var_os("OMNIVOICE_MANDARIN_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("voices/mandarin"),
+        std::path::PathBuf::from,
+    );
+    assert!(
+        omnivoice_server::text::mandarin::missing_in(&dir).is_none(),
+        "{} lacks the Mandarin pinyin tables: run scripts/mandarin-assets.sh",
+        dir.display()
+    );
+    dir
+}
+
 /// What a WebSocket text stream (`/v1/audio/speech/stream` of the server at `url`) sends for
 /// `settings` (the first message) and then `texts`, one message each, and the end: its audio
 /// bytes and its JSON messages, until it closes. Any `error` message fails the test.

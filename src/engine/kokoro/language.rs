@@ -4,9 +4,10 @@
 //!
 //! Kokoro's own pipeline phonemizes English with misaki's dictionaries (espeak-ng for words
 //! they lack), Japanese and Mandarin with dictionary G2P, and every other language with
-//! espeak-ng alone. This server speaks Japanese with its own dictionary G2P
-//! ([`crate::text::japanese`]) when the dictionary is installed; Mandarin voices are listed but
-//! not spoken: espeak's readings of them are not what those voices were trained on.
+//! espeak-ng alone. This server reads Japanese and Mandarin with dictionary G2P of its own
+//! ([`crate::text::japanese`], `crate::text::mandarin`) once their dictionaries are installed;
+//! until then their voices are listed but not spoken: espeak's readings are not what those
+//! voices were trained on.
 
 /// A language of Kokoro v1.0's voice packs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -104,24 +105,21 @@ impl Language {
         }
     }
 
-    /// Whether this server can phonemize the language (Japanese: once its dictionary is open).
+    /// Whether this server can phonemize the language: with espeak-ng, or (Japanese, Mandarin)
+    /// with a dictionary G2P of its own, once its dictionary is installed and open.
     pub fn is_supported(self) -> bool {
-        match self {
-            Self::Japanese => crate::text::japanese::loaded().is_some(),
-            _ => self.espeak_voice().is_some(),
-        }
+        self.unsupported_reason().is_none()
     }
 
     /// Why this server lists the language's voices but cannot speak them, in a sentence for a
-    /// client reading the voice list; `None` for a language it speaks.
-    pub fn unsupported_reason(self) -> Option<&'static str> {
+    /// client reading the voice list; `None` for a language it speaks. Mandarin's names the
+    /// script that installs its pinyin tables while they are missing.
+    pub fn unsupported_reason(self) -> Option<String> {
         match self {
-            Self::Japanese if !self.is_supported() => Some(
-                "Japanese needs the UniDic dictionary that scripts/setup.sh installs into the Kokoro directory's japanese/ folder; it is not installed or did not open.",
+            Self::Japanese if crate::text::japanese::loaded().is_none() => Some(
+                "Japanese needs the UniDic dictionary that scripts/setup.sh installs into the Kokoro directory's japanese/ folder; it is not installed or did not open.".into(),
             ),
-            Self::Mandarin => Some(
-                "Mandarin needs a dictionary phonemizer (pinyin), which this server does not have yet.",
-            ),
+            Self::Mandarin => crate::text::mandarin::missing(),
             _ => None,
         }
     }
@@ -166,12 +164,17 @@ mod tests {
 
     /// Japanese depends on its dictionary having been opened, which no unit test does.
     #[test]
-    fn japanese_without_its_dictionary_and_mandarin_are_not_supported() {
+    fn japanese_without_its_dictionary_is_not_supported() {
+        // Mandarin's support follows its installed tables (`text::mandarin::missing`).
         let unsupported: Vec<Language> = Language::ALL
             .into_iter()
-            .filter(|l| !l.is_supported())
+            .filter(|l| !l.is_supported() && *l != Language::Mandarin)
             .collect();
-        assert_eq!(unsupported, [Language::Japanese, Language::Mandarin]);
+        assert_eq!(unsupported, [Language::Japanese]);
+        assert_eq!(
+            Language::Mandarin.is_supported(),
+            crate::text::mandarin::missing().is_none()
+        );
         for language in Language::ALL {
             assert_eq!(
                 language.unsupported_reason().is_some(),

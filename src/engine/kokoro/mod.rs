@@ -2,7 +2,8 @@
 //! and voice name and what the model (`omnivoice_models::kokoro`) takes.
 //!
 //! - [`language`]: what a voice id's first letter means, and which languages can be spoken.
-//! - [`phonemes`]: text → espeak-ng IPA → misaki's symbols, the phonemes Kokoro was trained on.
+//! - [`phonemes`]: text → espeak-ng IPA → misaki's symbols, the phonemes Kokoro was trained on
+//!   (Mandarin: `crate::text::mandarin`, a dictionary G2P that writes those symbols itself).
 //! - [`vocab`]: those symbols → token ids.
 //! - [`split`]: tokens → model inputs of at most 510 tokens, and the tokens of each word.
 //! - [`packs`]: voice packs (style vectors) from the layouts they ship in.

@@ -15,6 +15,9 @@
 //! mark, so "3.14", "5,000" and "10:30" are read as numbers, not as "three. fourteen" or
 //! "five, zero zero zero".
 //!
+//! Mandarin is no espeak language here: `crate::text::mandarin` writes misaki's Mandarin
+//! symbols directly, and both fields of [`Phonemes`] are those.
+//!
 //! espeak-ng's multi-letter phonemes come with a tie (`a͡ɪ`) so that the rewriting tells the
 //! diphthong of "buy" from an `a` followed by an `ɪ`; misaki writes the tie as `^`, and so do
 //! the rules below.
@@ -121,6 +124,9 @@ pub fn phonemize_with(
         let g2p = crate::text::japanese::loaded().ok_or(PhonemizeError::Unsupported(language))?;
         return Ok(Phonemes::from_symbols(g2p.phonemize(text)));
     }
+    if language == Language::Mandarin {
+        return Ok(mandarin(text, pronunciations));
+    }
     let voice = language
         .espeak_voice()
         .ok_or(PhonemizeError::Unsupported(language))?;
@@ -158,6 +164,32 @@ pub fn phonemize_with(
         misaki: symbols.iter().map(|s| s.c).collect(),
         sources: symbols.iter().map(|s| s.source).collect(),
     })
+}
+
+/// Mandarin through its dictionary G2P, which writes misaki's symbols itself: both fields
+/// are those symbols, each its own source. A given pronunciation's IPA stands where its words
+/// were, a space apart from its neighbours.
+fn mandarin(text: &str, pronunciations: &[Pronunciation]) -> Phonemes {
+    let mut symbols = String::with_capacity(text.len() * 2);
+    let mut at = 0;
+    for pronunciation in given_in(text, pronunciations) {
+        symbols.push_str(&crate::text::mandarin::phonemize(
+            &text[at..pronunciation.text.start],
+        ));
+        if !symbols.is_empty() && !symbols.ends_with(' ') {
+            symbols.push(' ');
+        }
+        symbols.push_str(pronunciation.ipa.trim());
+        symbols.push(' ');
+        at = pronunciation.text.end;
+    }
+    symbols.push_str(&crate::text::mandarin::phonemize(&text[at..]));
+    let symbols = symbols.trim().to_string();
+    Phonemes {
+        espeak: symbols.clone(),
+        sources: (0..symbols.chars().count()).collect(),
+        misaki: symbols,
+    }
 }
 
 /// The first symbol of `ipa` that a voice of `language` has no token for, once rewritten as
@@ -671,13 +703,26 @@ mod tests {
     }
 
     #[test]
-    fn japanese_and_mandarin_are_refused() {
-        for language in [Language::Japanese, Language::Mandarin] {
-            assert_eq!(
-                phonemize("こんにちは", language),
-                Err(PhonemizeError::Unsupported(language))
-            );
-        }
+    fn japanese_is_refused() {
+        assert_eq!(
+            phonemize("こんにちは", Language::Japanese),
+            Err(PhonemizeError::Unsupported(Language::Japanese))
+        );
+    }
+
+    #[test]
+    fn mandarin_is_read_by_its_dictionary_g2p() {
+        let ours = phonemize("你好，世界！", Language::Mandarin).unwrap();
+        assert_eq!(ours.misaki, "ni↓xau↓, ʂɨ↘ʨje↘!");
+        assert_eq!(ours.traced().count(), ours.misaki.chars().count());
+        let text = "我叫小明。";
+        let start = text.find("小明").unwrap();
+        let given = [Pronunciation {
+            text: start..start + "小明".len(),
+            ipa: "ɕjau↓mi↗ŋ".into(),
+        }];
+        let named = phonemize_with(text, Language::Mandarin, &given).unwrap();
+        assert_eq!(named.misaki, "wo↓ ʨjau↘ ɕjau↓mi↗ŋ .");
     }
 
     #[test]

@@ -174,6 +174,9 @@ pub fn word_tokens(
     language: Language,
     pronunciations: &[Pronunciation],
 ) -> Result<Vec<WordTokens>, PhonemizeError> {
+    if language == Language::Mandarin {
+        return Ok(whole_text_as_one_word(text, pieces));
+    }
     let voice = language
         .espeak_voice()
         .ok_or(PhonemizeError::Unsupported(language))?;
@@ -219,6 +222,21 @@ pub fn word_tokens(
             }
         })
         .collect())
+}
+
+/// Mandarin has no espeak IPA to align its written words to: its text is one word, all its
+/// tokens, so that word timings still cover the audio.
+fn whole_text_as_one_word(text: &str, pieces: &[Piece]) -> Vec<WordTokens> {
+    let tokens: usize = pieces.iter().map(|p| p.sources.len()).sum();
+    let trimmed = text.trim();
+    if trimmed.is_empty() || tokens == 0 {
+        return Vec::new();
+    }
+    let start = text.len() - text.trim_start().len();
+    vec![WordTokens {
+        text: start..start + trimmed.len(),
+        tokens: 0..tokens,
+    }]
 }
 
 #[cfg(test)]

@@ -1,0 +1,168 @@
+//! Whisper (the multilingual base model of `scripts/asr.py`, told the language is Mandarin)
+//! hears our Mandarin as well as the reference's: the same 12 sentences in two voices, spoken
+//! by the server (our G2P) and by kokoro-onnx fed misaki 0.9.4's phonemes (from the committed
+//! oracle fixture, tests/fixtures/cjk/zh.tsv; `scripts/kokoro_onnx_speak.py`, same int8 file
+//! and packs). Our character error rate must be no worse than kokoro-onnx's plus 2 points.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::{kokoro_dir, post_speech, read_wav, Binary};
+use serde_json::{json, Value};
+
+const FIXTURE: &str = include_str!("fixtures/cjk/zh.tsv");
+const VOICES: [&str; 2] = ["zf_xiaoxiao", "zm_yunxi"];
+/// Sentences of the fixture without digits or Latin letters (which Whisper may write another
+/// way than the text: a spelling difference is no intelligibility error), 12 of them.
+const SENTENCES: usize = 12;
+
+fn sentences() -> Vec<(String, String)> {
+    FIXTURE
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let mut fields = l.split('\t');
+            Some((fields.next()?.to_string(), fields.next()?.to_string()))
+        })
+        .filter(|(text, _)| !text.chars().any(|c| c.is_ascii_alphanumeric()))
+        .take(SENTENCES)
+        .collect()
+}
+
+/// The ideographs of a text, what the error rate counts.
+fn ideographs(text: &str) -> Vec<char> {
+    text.chars()
+        .filter(|&c| omnivoice_server::text::writing::is_ideograph(c))
+        .collect()
+}
+
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, x) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, y) in b.iter().enumerate() {
+            let next = (row[j + 1] + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(x != y));
+            diagonal = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+fn run(program: PathBuf, args: &[String], stdin: Option<String>) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the reference");
+    let input = stdin.unwrap_or_default();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
+    let asr = common::venv_python("asr");
+    let kokoro = common::venv_python("kokoro");
+    let dir = kokoro_dir();
+    let sentences = sentences();
+    assert_eq!(sentences.len(), SENTENCES);
+    let tmp = tempfile::tempdir().unwrap();
+    let mandarin = common::mandarin_dir();
+    let server = Binary::ready(&[
+        "--no-cache",
+        "--kokoro-dir",
+        dir.to_str().unwrap(),
+        "--mandarin-dir",
+        mandarin.to_str().unwrap(),
+    ])
+    .await;
+    let (mut ours, mut jobs) = (Vec::new(), Vec::new());
+    for voice in VOICES {
+        for (i, (text, phonemes)) in sentences.iter().enumerate() {
+            let body = json!({"model": "kokoro", "voice": voice, "input": text,
+                              "response_format": "wav", "stream": false});
+            let response = post_speech(&server.url, &body).await;
+            assert_eq!(response.status(), 200, "{voice} {text}");
+            let bytes = response.bytes().await.unwrap();
+            assert_eq!(read_wav(&bytes).0, 24_000);
+            let file = tmp.path().join(format!("ours-{voice}-{i}.wav"));
+            std::fs::write(&file, bytes).unwrap();
+            ours.push(file);
+            let theirs = tmp.path().join(format!("kokoro-onnx-{voice}-{i}.wav"));
+            jobs.push(json!({"voice": voice, "phonemes": phonemes, "wav": theirs}));
+        }
+    }
+    drop(server);
+    let speak = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kokoro_onnx_speak.py");
+    let args = vec![
+        speak.into(),
+        "--kokoro-dir".into(),
+        dir.display().to_string(),
+    ];
+    let jobs_json = Value::Array(jobs.clone()).to_string();
+    tokio::task::spawn_blocking(move || run(kokoro, &args, Some(jobs_json)))
+        .await
+        .unwrap();
+    let theirs: Vec<PathBuf> = jobs
+        .iter()
+        .map(|j| PathBuf::from(j["wav"].as_str().unwrap()))
+        .collect();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/asr.py");
+    let mut args = vec![script.to_string(), "--language".into(), "zh".into()];
+    args.extend(ours.iter().chain(&theirs).map(|p| p.display().to_string()));
+    let heard = tokio::task::spawn_blocking(move || run(asr, &args, None))
+        .await
+        .unwrap();
+    let heard: Vec<Value> = serde_json::from_slice(&heard).expect("JSON from scripts/asr.py");
+    let (heard_ours, heard_theirs) = heard.split_at(ours.len());
+
+    let (mut errors_ours, mut errors_theirs, mut total) = (0, 0, 0);
+    for (v, voice) in VOICES.iter().enumerate() {
+        for (i, (text, _)) in sentences.iter().enumerate() {
+            let reference = ideographs(text);
+            let k = v * sentences.len() + i;
+            let ours_text = heard_ours[k]["text"].as_str().unwrap_or("");
+            let theirs_text = heard_theirs[k]["text"].as_str().unwrap_or("");
+            let ours = edit_distance(&reference, &ideographs(ours_text));
+            let theirs = edit_distance(&reference, &ideographs(theirs_text));
+            eprintln!("{voice} {text}\n  ours ({ours}): {ours_text}\n  kokoro-onnx ({theirs}): {theirs_text}");
+            (errors_ours, errors_theirs, total) = (
+                errors_ours + ours,
+                errors_theirs + theirs,
+                total + reference.len(),
+            );
+        }
+    }
+    let cer = |errors: usize| 100.0 * errors as f64 / total as f64;
+    eprintln!(
+        "character error rate: ours {:.1} % ({errors_ours} of {total}), kokoro-onnx + misaki {:.1} % ({errors_theirs} of {total})",
+        cer(errors_ours),
+        cer(errors_theirs)
+    );
+    assert!(
+        cer(errors_ours) <= cer(errors_theirs) + 2.0,
+        "ours {:.1} % against kokoro-onnx's {:.1} %",
+        cer(errors_ours),
+        cer(errors_theirs)
+    );
+}
