@@ -104,7 +104,12 @@ async fn kokoro_serves_its_voices_blends_openai_names_speed_timestamps_and_strea
 
     // Bad blends and unknown voices are the client's error (a language whose dictionary is
     // missing: tests/cjk_routing.rs and tests/japanese_g2p.rs).
-    for bad in ["af_bella(x)", "nobody", "af_bella+", "af_bella(2)+nobody(1)"] {
+    for bad in [
+        "af_bella(x)",
+        "nobody",
+        "af_bella+",
+        "af_bella(2)+nobody(1)",
+    ] {
         let response = post_speech(url, &speech("kokoro", bad, 1.0)).await;
         let error = openai_error(response, 400).await;
         assert_eq!(error["param"], "voice", "{bad}: {error}");
