@@ -143,7 +143,10 @@ impl KokoroEngine {
             .map_err(|e| EngineError::load(voice, e))?
             .with_precision(self.precision);
         let loaded = Arc::new(loaded);
-        tracing::info!(file = %path.display(), precision = %loaded.precision().describe(), seconds = started.elapsed().as_secs_f64(), "Kokoro model loaded");
+        // The Japanese dictionary opened with the engine, before the settings were all checked
+        // (when a bad one must be the only line on stderr); its size is reported here.
+        let japanese_mib = crate::text::japanese::loaded().map(|g| g.dictionary_bytes() >> 20);
+        tracing::info!(file = %path.display(), precision = %loaded.precision().describe(), seconds = started.elapsed().as_secs_f64(), japanese_dictionary_mib = ?japanese_mib, "Kokoro model loaded");
         *model = Some(loaded.clone());
         Ok(loaded)
     }

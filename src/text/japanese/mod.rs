@@ -132,13 +132,14 @@ fn katakana_to_hiragana(c: char) -> char {
 static SHARED: OnceLock<Result<Arc<JapaneseG2p>, JapaneseError>> = OnceLock::new();
 
 /// The process's Japanese front end, opened from `dir` by the first call (later calls share it,
-/// whatever directory they name). The dictionary's size is logged once.
+/// whatever directory they name). The dictionary's size is logged once at debug level, since
+/// this runs before the settings are all checked, and again with the Kokoro model's load line.
 pub fn load(dir: &Path) -> Result<Arc<JapaneseG2p>, JapaneseError> {
     SHARED
         .get_or_init(|| {
             let started = std::time::Instant::now();
             let g2p = JapaneseG2p::open(dir)?;
-            tracing::info!(
+            tracing::debug!(
                 dir = %dir.display(),
                 mapped_mib = g2p.dictionary_bytes() / (1 << 20),
                 whole_words = g2p.whole_words(),
