@@ -369,24 +369,19 @@ impl LiveSpeech {
 
     /// An SSML document as a whole request of this stream's settings reads it.
     fn read(&self, markup: &str) -> Result<Script, SpeechError> {
-        let inner = &self.service.inner;
-        Reader {
-            voices: Voices {
-                registry: &inner.registry,
-                voice: self.job.voice(),
-                languages: &inner.limits.text.languages,
-                outright: self.job.voice_named_outright(),
-            },
-            reading: self.job.reading(),
-            lexicon: self.job.lexicon(),
-        }
-        .script(markup, true)
+        self.reader().script(markup, true)
     }
 
     /// A sentence of plain text as the stream's voice reads it, or as the voice that speaks
     /// its writing does (a sentence in ideographs, say); refused when the voice was named
     /// outright and cannot read it.
     fn read_sentence(&self, text: &str) -> Result<Script, SpeechError> {
+        self.reader().sentence(text)
+    }
+
+    /// What reads this stream's text: its voice (and whether it was named outright), the
+    /// server's language routing, its reading settings and lexicon.
+    fn reader(&self) -> Reader<'_> {
         let inner = &self.service.inner;
         Reader {
             voices: Voices {
@@ -398,7 +393,6 @@ impl LiveSpeech {
             reading: self.job.reading(),
             lexicon: self.job.lexicon(),
         }
-        .sentence(text)
     }
 
     /// Hands in the next sentence and starts synthesizing it.
