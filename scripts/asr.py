@@ -8,8 +8,8 @@ downloaded. Run with that venv's python:
 
     .venv-asr/bin/python scripts/asr.py a.wav b.wav
 
-Output: [{"file": ..., "text": ..., "duration_s": ..., "words": [{"word", "start", "end",
-"probability"}]}], one entry per file, in order. Words keep Whisper's spelling (leading space
+Output: [{"file": ..., "text": ..., "duration_s": ..., "language": ..., "words": [{"word",
+"start", "end", "probability"}]}], one entry per file, in order. Words keep Whisper's spelling (leading space
 and punctuation stripped); times are seconds from the start of the file.
 """
 
@@ -28,11 +28,12 @@ DEFAULT_MODEL = pathlib.Path(__file__).resolve().parent.parent / ".venv-asr" / "
 
 
 def transcribe(model: WhisperModel, path: str, language: str = "en") -> dict:
+    """`language` "auto" lets Whisper tell the language, which the result then names."""
     # Beam search at temperature 0 without sampled fallbacks, so the same audio gives the same
     # words; no conditioning on earlier text, so one misheard phrase does not steer the rest.
     segments, info = model.transcribe(
         path,
-        language=language,
+        language=None if language == "auto" else language,
         beam_size=5,
         temperature=0.0,
         condition_on_previous_text=False,
@@ -55,6 +56,7 @@ def transcribe(model: WhisperModel, path: str, language: str = "en") -> dict:
         "file": path,
         "text": " ".join(text_parts),
         "duration_s": round(info.duration, 3),
+        "language": info.language,
         "words": words,
     }
 
@@ -66,7 +68,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="CPU threads")
     parser.add_argument("--language", default="en",
                         help="the language spoken (zh, ja, en; tests/asr_mandarin.rs, "
-                             "tests/japanese_asr.rs)")
+                             "tests/japanese_asr.rs), or auto for Whisper to tell")
     args = parser.parse_args()
     if not (pathlib.Path(args.model) / "model.bin").exists():
         print(f"asr: no model in {args.model}: run scripts/asr-venv.sh", file=sys.stderr)

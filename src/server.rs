@@ -168,7 +168,8 @@ pub fn build(
         },
         Arc::new(lexicon),
     )
-    .with_profiles(profiles, voice_files);
+    .with_profiles(profiles, voice_files)
+    .with_time_limit(Duration::from_secs(settings.request_timeout_s));
     // The engines' limits are bucket boundaries of the metrics, handed down from here.
     let metrics = crate::metrics::install(&[
         crate::engine::piper::MAX_IDS_PER_PASS,

@@ -98,3 +98,32 @@ async fn a_short_request_is_answered_while_a_long_one_streams() {
     drop(chunks);
     until_idle(&server.url, Duration::from_secs(20)).await;
 }
+
+/// A request whose speech would take longer to compute than the request timeout is a 400 that
+/// says so, before any work, on every front door's path; a short one is still spoken. The
+/// server knows its pace from warming its voice up at start, so even the first request is
+/// weighed. With a 2-second limit, 4,096 characters (about five minutes of speech) are far
+/// past it for any CPU: Piper would need a real-time factor under 0.005.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_cannot_finish_in_time_is_refused_before_any_work() {
+    let server = Binary::ready(&["--request-timeout-s", "2", "--no-cache"]).await;
+    let url = server.url.as_str();
+    let started_before = utterances_started(url).await;
+    for stream in [false, true] {
+        let body = json!({"model": "tts-1", "voice": "alloy", "input": long_input(),
+                          "response_format": "pcm", "stream": stream});
+        let error = common::openai_error(common::post_speech(url, &body).await, 400).await;
+        assert_eq!(error["param"], "input", "{error}");
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains("request time limit of 2 s") && message.contains("--request-timeout-s"),
+            "{message}"
+        );
+    }
+    assert_eq!(utterances_started(url).await, started_before, "no work was done");
+    let body = json!({"model": "tts-1", "voice": "alloy", "input": "Short and sweet.",
+                      "response_format": "pcm"});
+    let response = common::post_speech(url, &body).await;
+    assert_eq!(response.status(), 200);
+    assert!(!response.bytes().await.unwrap().is_empty());
+}

@@ -3,6 +3,10 @@
 //! by the server (our G2P) and by kokoro-onnx fed misaki 0.9.4's phonemes (from the committed
 //! oracle fixture, tests/fixtures/cjk/zh.tsv; `scripts/kokoro_onnx_speak.py`, same int8 file
 //! and packs). Our character error rate must be no worse than kokoro-onnx's plus 2 points.
+//!
+//! The same sentences sent to OpenAI's `tts-1`/`alloy` (an English voice) are handed to a
+//! Mandarin voice: Whisper, left to tell the language itself, must hear Mandarin in every one,
+//! as well as kokoro-onnx's plus 2 points.
 
 mod common;
 
@@ -79,6 +83,22 @@ fn run(program: PathBuf, args: &[String], stdin: Option<String>) -> Vec<u8> {
     output.stdout
 }
 
+/// What Whisper (`scripts/asr.py`) hears in `files`, told `language` (or `auto`).
+async fn transcribe<'a>(
+    python: &std::path::Path,
+    language: &str,
+    files: impl Iterator<Item = &'a PathBuf>,
+) -> Vec<Value> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/asr.py");
+    let mut args = vec![script.to_string(), "--language".into(), language.into()];
+    args.extend(files.map(|p| p.display().to_string()));
+    let python = python.to_path_buf();
+    let heard = tokio::task::spawn_blocking(move || run(python, &args, None))
+        .await
+        .unwrap();
+    serde_json::from_slice(&heard).expect("JSON from scripts/asr.py")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
     let asr = common::venv_python("asr");
@@ -96,6 +116,17 @@ async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
         mandarin.to_str().unwrap(),
     ])
     .await;
+    let mut routed = Vec::new();
+    for (i, (text, _)) in sentences.iter().enumerate() {
+        let body = json!({"model": "tts-1", "voice": "alloy", "input": text,
+                          "response_format": "wav", "stream": false});
+        let response = post_speech(&server.url, &body).await;
+        assert_eq!(response.status(), 200, "tts-1 {text}");
+        assert_eq!(response.headers()["content-language"], "zh", "{text}");
+        let file = tmp.path().join(format!("routed-{i}.wav"));
+        std::fs::write(&file, response.bytes().await.unwrap()).unwrap();
+        routed.push(file);
+    }
     let (mut ours, mut jobs) = (Vec::new(), Vec::new());
     for voice in VOICES {
         for (i, (text, phonemes)) in sentences.iter().enumerate() {
@@ -127,14 +158,9 @@ async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
         .iter()
         .map(|j| PathBuf::from(j["wav"].as_str().unwrap()))
         .collect();
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/asr.py");
-    let mut args = vec![script.to_string(), "--language".into(), "zh".into()];
-    args.extend(ours.iter().chain(&theirs).map(|p| p.display().to_string()));
-    let heard = tokio::task::spawn_blocking(move || run(asr, &args, None))
-        .await
-        .unwrap();
-    let heard: Vec<Value> = serde_json::from_slice(&heard).expect("JSON from scripts/asr.py");
+    let heard = transcribe(&asr, "zh", ours.iter().chain(&theirs)).await;
     let (heard_ours, heard_theirs) = heard.split_at(ours.len());
+    let heard_routed = transcribe(&asr, "auto", routed.iter()).await;
 
     let (mut errors_ours, mut errors_theirs, mut total) = (0, 0, 0);
     for (v, voice) in VOICES.iter().enumerate() {
@@ -153,7 +179,23 @@ async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
             );
         }
     }
+    let (mut errors_routed, mut total_routed) = (0, 0);
+    for ((text, _), heard) in sentences.iter().zip(&heard_routed) {
+        let reference = ideographs(text);
+        let text_heard = heard["text"].as_str().unwrap_or("");
+        let errors = edit_distance(&reference, &ideographs(text_heard));
+        eprintln!("tts-1 {text}\n  heard as {} ({errors}): {text_heard}", heard["language"]);
+        assert_eq!(heard["language"], "zh", "Whisper hears Mandarin: {text}");
+        (errors_routed, total_routed) = (errors_routed + errors, total_routed + reference.len());
+    }
+    let routed_cer = 100.0 * errors_routed as f64 / total_routed as f64;
     let cer = |errors: usize| 100.0 * errors as f64 / total as f64;
+    eprintln!("tts-1, routed to a Mandarin voice: character error rate {routed_cer:.1} %");
+    assert!(
+        routed_cer <= cer(errors_theirs) + 2.0,
+        "routed {routed_cer:.1} % against kokoro-onnx's {:.1} %",
+        cer(errors_theirs)
+    );
     eprintln!(
         "character error rate: ours {:.1} % ({errors_ours} of {total}), kokoro-onnx + misaki {:.1} % ({errors_theirs} of {total})",
         cer(errors_ours),

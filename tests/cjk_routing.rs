@@ -115,6 +115,19 @@ async fn chinese_text_is_refused_by_a_named_voice_and_spoken_by_a_mandarin_voice
         without.split_whitespace().collect::<Vec<_>>()
     );
 
+    // Phonemized without a voice: the default voice, which hands Chinese to a Mandarin voice
+    // as an OpenAI name would (not a 400 as for a voice named outright).
+    let response = post(url, "/v1/audio/phonemize", &json!({"input": CHINESE})).await;
+    assert_eq!(response.status(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert!(
+        answer["voice"].as_str().unwrap().starts_with('z'),
+        "{answer}"
+    );
+    let response = post(url, "/v1/audio/phonemize", &json!({"input": "Hello there."})).await;
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["voice"], "af_heart", "{answer}");
+
     // WebSocket: the named voice's refusal is an error message; an OpenAI name speaks.
     let error = ws_error(
         url,

@@ -46,7 +46,8 @@ pub struct PhonemizeResponse {
     phonemes: String,
     /// Every sentence's model ids, in order (Kokoro-FastAPI's field).
     tokens: Vec<i64>,
-    /// The engine and voice that would speak it.
+    /// The engine and voice that would speak it (the first sentence's, when sentences in
+    /// another language go to a voice of theirs).
     model: String,
     voice: String,
     /// The whole text as it is read: markup gone, numbers and symbols written out.
@@ -65,6 +66,8 @@ pub struct PhonemizedSentence {
     phonemes: String,
     /// The model's input ids with their framing; empty for espeak-ng.
     tokens: Vec<i64>,
+    /// The voice that reads it: the request's, or one that speaks the sentence's language.
+    voice: String,
 }
 
 /// Phonemize text
@@ -112,9 +115,9 @@ async fn answer(
             model: request
                 .model
                 .unwrap_or_else(|| state.speech.default_engine()),
-            voice: request
-                .voice
-                .map_or_else(|| state.speech.default_voice(), |v| v.0),
+            // None: the default voice, which (as an alias would) hands text in a language
+            // it cannot read to a voice that can.
+            voice: request.voice.map(|v| v.0).unwrap_or_default(),
             input: request.input.unwrap_or_default(),
             normalize: options.normalize,
             date_order: options.date_order,
@@ -124,6 +127,13 @@ async fn answer(
         })
         .await?;
     let phonemized = state.speech.phonemize(&job).await?;
+    let (model, voice) = match phonemized.sentences.first() {
+        Some(first) => (first.engine.clone(), first.voice.clone()),
+        None => (
+            job.voice().key.engine().to_string(),
+            job.voice().key.voice().to_string(),
+        ),
+    };
     let sentences: Vec<PhonemizedSentence> = phonemized
         .sentences
         .into_iter()
@@ -132,6 +142,7 @@ async fn answer(
             spoken: s.spoken,
             phonemes: s.phonemes,
             tokens: s.ids,
+            voice: s.voice,
         })
         .collect();
     let join = |part: fn(&PhonemizedSentence) -> &str| {
@@ -143,8 +154,8 @@ async fn answer(
             .iter()
             .flat_map(|s| s.tokens.iter().copied())
             .collect(),
-        model: job.voice().key.engine().to_string(),
-        voice: job.voice().key.voice().to_string(),
+        model,
+        voice,
         normalized_text: join(|s| &s.spoken),
         sentences,
     }))

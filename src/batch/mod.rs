@@ -14,6 +14,7 @@
 //! round-robin order of [`queue::State`] to let short requests through between its sentences.
 
 mod drain;
+mod pace;
 mod queue;
 
 use std::panic::AssertUnwindSafe;
@@ -32,6 +33,7 @@ use crate::config::BatchSettings;
 use crate::engine::{SynthesisItem, Voice, VoiceKey, Wanted};
 use crate::metrics as m;
 use drain::DrainRate;
+use pace::Pace;
 pub use queue::{BatchError, Reply};
 use queue::{Entry, Respond, State};
 
@@ -43,6 +45,7 @@ pub struct Batcher {
     depth: Arc<AtomicUsize>,
     in_flight: Arc<AtomicUsize>,
     drain: Arc<Mutex<DrainRate>>,
+    pace: Arc<Mutex<Pace>>,
     admission: Arc<Admission>,
     max_size: usize,
 }
@@ -105,6 +108,7 @@ impl Batcher {
         let in_flight = Arc::new(AtomicUsize::new(0));
         let workers = workers.max(1);
         let drain = Arc::new(Mutex::new(DrainRate::new(workers)));
+        let pace = Arc::new(Mutex::new(Pace::default()));
         // One request never takes every worker: with two or more, one stays free for
         // whoever comes next.
         let per_request = workers.saturating_sub(1).max(1);
@@ -120,12 +124,14 @@ impl Batcher {
             depth.clone(),
             in_flight.clone(),
             drain.clone(),
+            pace.clone(),
         ));
         Self {
             commands: tx,
             depth,
             in_flight,
             drain,
+            pace,
             admission: Arc::new(Admission {
                 capacity: settings.queue_size.max(1),
                 admitted: AtomicUsize::new(0),
@@ -237,6 +243,18 @@ impl Batcher {
     pub fn batches_in_flight(&self) -> usize {
         self.in_flight.load(Ordering::SeqCst)
     }
+
+    /// Seconds of compute per second of `engine`'s audio on one worker, as measured on the
+    /// batches so far; `None` before its first.
+    pub fn real_time_factor(&self, engine: &str) -> Option<f64> {
+        self.pace.lock().real_time_factor(engine)
+    }
+
+    /// Counts `audio_seconds` of `engine`'s audio that took `took` on one worker outside any
+    /// batch (a voice's warm-up) towards its pace.
+    pub fn record_pace(&self, engine: &str, took: Duration, audio_seconds: f64) {
+        self.pace.lock().record(engine, took, audio_seconds);
+    }
 }
 
 async fn run(
@@ -246,6 +264,7 @@ async fn run(
     depth: Arc<AtomicUsize>,
     in_flight: Arc<AtomicUsize>,
     drain: Arc<Mutex<DrainRate>>,
+    pace: Arc<Mutex<Pace>>,
 ) {
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<Vec<u64>>();
     let mut running = 0usize;
@@ -268,13 +287,15 @@ async fn run(
             running += 1;
             in_flight.store(running, Ordering::SeqCst);
             let done = done_tx.clone();
-            let drain = drain.clone();
+            let (drain, pace) = (drain.clone(), pace.clone());
             let requests = decision.requests;
             tokio::task::spawn_blocking(move || {
                 let (items, started) = (decision.batch.len(), Instant::now());
-                compute(decision.batch);
+                let engine = decision.batch[0].voice_key.engine().to_string();
+                let audio_seconds = compute(decision.batch);
                 let took = started.elapsed();
                 drain.lock().record(items, took);
+                pace.lock().record(&engine, took, audio_seconds);
                 let _ = done.send(requests);
             });
         }
@@ -303,9 +324,9 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// Runs one batch on the calling (blocking) thread and answers every entry. A panic inside the
-/// engine fails this batch only.
-fn compute(batch: Vec<Entry<Work>>) {
+/// Runs one batch on the calling (blocking) thread and answers every entry; returns the seconds
+/// of audio it made. A panic inside the engine fails this batch only.
+fn compute(batch: Vec<Entry<Work>>) -> f64 {
     let started = Instant::now();
     for entry in &batch {
         metrics::histogram!(m::QUEUE_WAIT_SECONDS)
@@ -323,6 +344,7 @@ fn compute(batch: Vec<Entry<Work>>) {
     let apart = voice.streams_items_apart();
     let in_pieces =
         (apart || !voice.computes_batches_at_once()) && items.iter().any(|i| i.in_pieces);
+    let mut audio_seconds = 0.0;
     let (items, replies) = if in_pieces {
         let (pieces, rest): (Vec<_>, Vec<_>) = items
             .into_iter()
@@ -332,18 +354,26 @@ fn compute(batch: Vec<Entry<Work>>) {
         if apart {
             // Each on a thread of its own, waiting for the voice that computes them together.
             std::thread::scope(|scope| {
-                for (item, respond) in pieces {
-                    let voice = voice.as_ref();
-                    scope.spawn(move || compute_in_pieces(voice, &item, respond));
-                }
+                let pieces: Vec<_> = pieces
+                    .into_iter()
+                    .map(|(item, respond)| {
+                        let voice = voice.as_ref();
+                        scope.spawn(move || compute_in_pieces(voice, &item, respond))
+                    })
+                    .collect();
                 if !items.is_empty() {
-                    compute_each(voice.as_ref(), &items, replies);
+                    audio_seconds += compute_each(voice.as_ref(), &items, replies);
                 }
+                // A thread that panicked answered its listener already (or never will).
+                audio_seconds += pieces
+                    .into_iter()
+                    .map(|piece| piece.join().unwrap_or(0.0))
+                    .sum::<f64>();
             });
             (Vec::new(), Vec::new())
         } else {
             for (item, respond) in pieces {
-                compute_in_pieces(voice.as_ref(), &item, respond);
+                audio_seconds += compute_in_pieces(voice.as_ref(), &item, respond);
             }
             (items, replies)
         }
@@ -351,13 +381,20 @@ fn compute(batch: Vec<Entry<Work>>) {
         (items, replies)
     };
     if !items.is_empty() {
-        compute_each(voice.as_ref(), &items, replies);
+        audio_seconds += compute_each(voice.as_ref(), &items, replies);
     }
     metrics::histogram!(m::INFERENCE_SECONDS).record(started.elapsed().as_secs_f64());
+    audio_seconds
+}
+
+/// How long `pcm` plays.
+fn seconds_of(pcm: &crate::engine::Pcm) -> f64 {
+    pcm.samples.len() as f64 / f64::from(pcm.sample_rate.max(1))
 }
 
 /// One `synthesize_each` call for `items`; whatever it does not answer gets its failure.
-fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond>) {
+/// Returns the seconds of audio it answered with.
+fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond>) -> f64 {
     // Weak, so that watching a reply channel never holds it open behind its last audio.
     let watched: Vec<_> = replies.iter().map(Respond::downgrade).collect();
     let wanted = Wanted::new(move || {
@@ -366,10 +403,12 @@ fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond
             .any(|reply| reply.upgrade().is_some_and(|r| !r.is_closed()))
     });
     let mut replies: Vec<Option<Respond>> = replies.into_iter().map(Some).collect();
+    let mut audio_seconds = 0.0;
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         let mut done = |index: usize, pcm| {
             // Taken, so the channel closes behind the audio: the item is complete.
             if let Some(reply) = replies.get_mut(index).and_then(Option::take) {
+                audio_seconds += seconds_of(&pcm);
                 let _ = reply.send(Ok(pcm));
             }
         };
@@ -379,28 +418,32 @@ fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond
     for reply in replies.into_iter().flatten() {
         let _ = reply.send(Err(failure.clone()));
     }
+    audio_seconds
 }
 
 /// One item, its pieces sent as they come; a failure after some pieces still reaches the
-/// listener, so a cut-off stream never passes for a complete one.
-fn compute_in_pieces(voice: &dyn Voice, item: &SynthesisItem, respond: Respond) {
+/// listener, so a cut-off stream never passes for a complete one. Returns the seconds of
+/// audio it sent.
+fn compute_in_pieces(voice: &dyn Voice, item: &SynthesisItem, respond: Respond) -> f64 {
     let watched = respond.downgrade();
     let wanted = Wanted::new(move || watched.upgrade().is_some_and(|r| !r.is_closed()));
-    let mut sent = false;
+    let (mut sent, mut audio_seconds) = (false, 0.0);
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
         voice.synthesize_in_pieces_while(
             item,
             &mut |pcm| {
                 sent = true;
+                audio_seconds += seconds_of(&pcm);
                 respond.send(Ok(pcm)).is_ok()
             },
             &wanted,
         )
     }));
     if sent && matches!(outcome, Ok(Ok(()))) {
-        return;
+        return audio_seconds;
     }
     let _ = respond.send(Err(failure(voice, 1, outcome)));
+    audio_seconds
 }
 
 /// What the items an engine call left unanswered get: the call's error, or "no audio".

@@ -340,8 +340,9 @@ impl Registry {
             .is_none()
             .then(|| engine.find_voice(requested))
             .flatten();
+        // No voice at all means the default, as an OpenAI name does.
         let aliased = configured.or_else(|| {
-            (own.is_none() && OPENAI_VOICES.contains(&requested))
+            (own.is_none() && (requested.is_empty() || OPENAI_VOICES.contains(&requested)))
                 .then_some(self.config.default_voice.as_str())
         });
         let (name, speaker) = match (&own, aliased) {

@@ -20,11 +20,13 @@ mod script;
 mod stream;
 mod subtitles;
 mod synthesis;
+mod time_limit;
 #[cfg(test)]
 mod testing;
 mod timed;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -36,6 +38,7 @@ use crate::cache::{
 use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolvedVoice};
 use crate::engine::{Continuation, Continuity, Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
+use crate::params::SynthesisParams;
 use crate::text::lexicon::Entry;
 
 pub use dialogue::{
@@ -56,6 +59,9 @@ pub use timed::{TimedSpeech, WordStamp};
 /// Longest piece of text handed to an engine in one utterance; longer sentences are split at
 /// clause boundaries. VITS attention cost grows with the square of the length.
 pub const MAX_UTTERANCE_CHARS: usize = 400;
+
+/// What a preloaded voice says to warm up.
+const WARM_UP_TEXT: &str = "Hello, the server is ready.";
 
 /// What a finished synthesis reports besides its bytes.
 pub struct Spoken {
@@ -116,6 +122,8 @@ struct Inner {
     lexicon: Arc<LexiconStore>,
     /// Set by [`SpeechService::with_profiles`].
     voice_stores: Option<profiles::VoiceStores>,
+    /// Set by [`SpeechService::with_time_limit`].
+    time_limit: Option<Duration>,
 }
 
 impl SpeechService {
@@ -140,8 +148,18 @@ impl SpeechService {
                 },
                 lexicon,
                 voice_stores: None,
+                time_limit: None,
             }),
         }
+    }
+
+    /// Refuses, before any work, a job whose compute is expected to take longer than `limit`
+    /// (the front doors' request timeout), instead of cutting it off there.
+    pub fn with_time_limit(mut self, limit: Duration) -> Self {
+        Arc::get_mut(&mut self.inner)
+            .expect("the limit is set before the service is shared")
+            .time_limit = Some(limit);
+        self
     }
 
     /// Validates a request: the only way to get a [`Job`]. The job keeps the pronunciation
@@ -154,12 +172,17 @@ impl SpeechService {
 
     /// [`prepare`](Self::prepare) on the caller's thread, for callers off the async threads.
     pub(crate) fn prepare_here(&self, request: Request) -> Result<Job, SpeechError> {
-        request::validate(
+        let job = request::validate(
             request,
             &self.inner.registry,
             &self.inner.limits,
             self.inner.lexicon.current(),
-        )
+        )?;
+        if let Some(limit) = self.inner.time_limit {
+            let batcher = &self.inner.batcher;
+            time_limit::check(&job, limit, |engine| batcher.real_time_factor(engine))?;
+        }
+        Ok(job)
     }
 
     /// Whether a request for `voice` of `model` (an alias, say) in language `tag` finds a voice
@@ -339,10 +362,64 @@ impl SpeechService {
                     continue;
                 }
             };
-            if let Err(e) = registry.voice(&resolved).await {
-                tracing::error!(voice = %name, error = %e, "preload failed");
+            match registry.voice(&resolved).await {
+                Ok(voice) => self.warm_up(&resolved, voice).await,
+                Err(e) => tracing::error!(voice = %name, error = %e, "preload failed"),
             }
         }
+    }
+
+    /// Speaks one short sentence with a freshly loaded voice, outside any request: its first
+    /// kernel calls and page faults are then not a client's, and its engine's pace is known
+    /// before the first request is weighed against the time limit ([`time_limit`]).
+    async fn warm_up(&self, resolved: &ResolvedVoice, voice: Arc<dyn Voice>) {
+        let batcher = self.inner.batcher.clone();
+        let engine = resolved.key.engine().to_string();
+        let id = resolved.key.voice().to_string();
+        crate::blocking::run(move || {
+            let item = SynthesisItem {
+                text: WARM_UP_TEXT.to_string(),
+                params: SynthesisParams {
+                    seed: Some(0),
+                    ..SynthesisParams::default()
+                },
+                word_timings: false,
+                in_pieces: false,
+                pronunciations: Vec::new(),
+                language: None,
+                continuation: Continuation::Alone,
+                phrase_end: None,
+            };
+            // Twice: the first call pages the weights in and fills the caches, which no
+            // later request pays, so only the second is the engine's pace.
+            let mut seconds = 0.0;
+            let mut started = std::time::Instant::now();
+            let mut outcome = Ok(());
+            for _ in 0..2 {
+                (seconds, started) = (0.0, std::time::Instant::now());
+                outcome = voice.synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| {
+                    seconds += pcm.samples.len() as f64 / f64::from(pcm.sample_rate.max(1));
+                });
+                if outcome.is_err() {
+                    break;
+                }
+            }
+            match outcome {
+                Ok(()) => {
+                    let took = started.elapsed();
+                    batcher.record_pace(&engine, took, seconds);
+                    tracing::info!(
+                        voice = %id,
+                        ms = took.as_millis() as u64,
+                        audio_s = format!("{seconds:.2}"),
+                        "warmed up"
+                    );
+                }
+                // A voice that cannot read English (a Japanese one, say) just stays cold.
+                Err(e) => tracing::debug!(voice = %id, error = %e, "warm-up skipped"),
+            }
+        })
+        .await;
     }
 
     /// The engine behind OpenAI's model names.

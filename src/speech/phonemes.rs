@@ -20,6 +20,9 @@ pub struct PhonemizedSentence {
     pub phonemes: String,
     /// The model's input ids; empty for engines that take none.
     pub ids: Vec<i64>,
+    /// The engine and voice that read it (the job's, or one of its language).
+    pub engine: String,
+    pub voice: String,
 }
 
 impl SpeechService {
@@ -45,6 +48,8 @@ impl SpeechService {
                         spoken: utterance.spoken.text,
                         phonemes: phonemes.phonemes,
                         ids: phonemes.ids,
+                        engine: resolved.key.engine().to_string(),
+                        voice: resolved.key.voice().to_string(),
                     })
                 })
                 .collect::<Result<Vec<_>, crate::engine::EngineError>>()

@@ -23,6 +23,14 @@ pub fn is_kana(c: char) -> bool {
         | '\u{ff66}'..='\u{ff9f}')
 }
 
+/// Whether `c` is a Korean syllable block or jamo.
+pub fn is_hangul(c: char) -> bool {
+    matches!(c,
+        '\u{1100}'..='\u{11ff}'
+        | '\u{3130}'..='\u{318f}'
+        | '\u{ac00}'..='\u{d7af}')
+}
+
 fn is_cjk(c: char) -> bool {
     is_ideograph(c) || is_kana(c)
 }
