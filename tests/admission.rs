@@ -116,11 +116,16 @@ async fn a_request_that_cannot_finish_in_time_is_refused_before_any_work() {
         assert_eq!(error["param"], "input", "{error}");
         let message = error["message"].as_str().unwrap();
         assert!(
-            message.contains("request time limit of 2 s") && message.contains("--request-timeout-s"),
+            message.contains("request time limit of 2 s")
+                && message.contains("--request-timeout-s"),
             "{message}"
         );
     }
-    assert_eq!(utterances_started(url).await, started_before, "no work was done");
+    assert_eq!(
+        utterances_started(url).await,
+        started_before,
+        "no work was done"
+    );
     let body = json!({"model": "tts-1", "voice": "alloy", "input": "Short and sweet.",
                       "response_format": "pcm"});
     let response = common::post_speech(url, &body).await;

@@ -184,7 +184,10 @@ async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
         let reference = ideographs(text);
         let text_heard = heard["text"].as_str().unwrap_or("");
         let errors = edit_distance(&reference, &ideographs(text_heard));
-        eprintln!("tts-1 {text}\n  heard as {} ({errors}): {text_heard}", heard["language"]);
+        eprintln!(
+            "tts-1 {text}\n  heard as {} ({errors}): {text_heard}",
+            heard["language"]
+        );
         assert_eq!(heard["language"], "zh", "Whisper hears Mandarin: {text}");
         (errors_routed, total_routed) = (errors_routed + errors, total_routed + reference.len());
     }

@@ -2,7 +2,9 @@
 //! letter…"), on every front door, with the real binary and Kokoro as the default engine:
 //! a voice named outright refuses it before any work, naming the language and the voices that
 //! speak it; an OpenAI name hands it to a Mandarin voice; a stray ideograph in English text is
-//! left out. HTTP (whole body and SSE), scripts, WebSocket and Wyoming.
+//! left out. HTTP (whole body and SSE), scripts, WebSocket and Wyoming. The same holds for the
+//! other writing systems an English voice spells (Hangul, Arabic, Hebrew, Cyrillic, Greek,
+//! Thai): they go to espeak-ng's voice of their language.
 
 mod common;
 
@@ -124,7 +126,12 @@ async fn chinese_text_is_refused_by_a_named_voice_and_spoken_by_a_mandarin_voice
         answer["voice"].as_str().unwrap().starts_with('z'),
         "{answer}"
     );
-    let response = post(url, "/v1/audio/phonemize", &json!({"input": "Hello there."})).await;
+    let response = post(
+        url,
+        "/v1/audio/phonemize",
+        &json!({"input": "Hello there."}),
+    )
+    .await;
     let answer: Value = response.json().await.unwrap();
     assert_eq!(answer["voice"], "af_heart", "{answer}");
 
@@ -158,6 +165,65 @@ async fn chinese_text_is_refused_by_a_named_voice_and_spoken_by_a_mandarin_voice
         }
         common::wyoming::Spoken::Error(e) => panic!("the default voice refused: {e}"),
     }
+}
+
+/// Korean, Arabic, Hebrew, Russian, Greek and Thai: an English voice named outright refuses
+/// them, naming the language; OpenAI's names hand them to a voice of the language (espeak-ng's,
+/// the only ones installed here), which reads them as words; a stray Cyrillic word in English
+/// is left out, as a stray ideograph is.
+#[tokio::test]
+async fn other_writing_systems_an_english_voice_would_spell_go_to_a_voice_that_reads_them() {
+    let server = kokoro_server().await;
+    let url = server.url.as_str();
+    let phonemize = |body: Value| async move { post(url, "/v1/audio/phonemize", &body).await };
+    for (text, tag, name) in [
+        ("안녕하세요 여러분, 만나서 반갑습니다.", "ko", "Korean"),
+        ("مرحبا بكم في بيتنا", "ar", "Arabic"),
+        ("שלום עולם, מה שלומך?", "he", "Hebrew"),
+        ("Привет, как у тебя дела?", "ru", "Russian"),
+        ("Καλημέρα κόσμε, τι κάνεις;", "el", "Greek"),
+        ("สวัสดีครับ ยินดีต้อนรับ", "th", "Thai"),
+    ] {
+        let named = json!({"model": "kokoro", "voice": "af_heart", "input": text});
+        let error = openai_error(post_speech(url, &named).await, 400).await;
+        let message = error["message"].as_str().unwrap();
+        assert!(
+            message.contains(name) && message.contains(&format!("espeak/{tag}")),
+            "{message}"
+        );
+        let answer: Value = phonemize(json!({"model": "tts-1", "voice": "alloy", "input": text}))
+            .await
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(answer["model"], "espeak", "{text}: {answer}");
+        assert_eq!(answer["voice"], tag, "{text}: {answer}");
+    }
+    // Spoken, and labelled as what it is.
+    let body = json!({"model": "tts-1", "voice": "alloy", "input": "Привет, как у тебя дела?",
+                      "response_format": "wav"});
+    let response = post_speech(url, &body).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-language"], "ru");
+    let audio = decode(AudioFormat::Wav, &response.bytes().await.unwrap());
+    let seconds = audio.samples.len() as f64 / f64::from(audio.rate);
+    assert!((0.8..4.0).contains(&seconds), "{seconds} s");
+
+    let phonemes = |input: &'static str| async move {
+        let body = json!({"model": "kokoro", "voice": "af_heart", "input": input});
+        let answer: Value = phonemize(body).await.json().await.unwrap();
+        answer["phonemes"].as_str().unwrap().to_string()
+    };
+    assert_eq!(
+        phonemes("Tchaikovsky (Чайковский) wrote it.")
+            .await
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        phonemes("Tchaikovsky ( ) wrote it.")
+            .await
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    );
 }
 
 /// The first error message a WebSocket stream of `settings` sends for `text`.

@@ -20,9 +20,9 @@ mod script;
 mod stream;
 mod subtitles;
 mod synthesis;
-mod time_limit;
 #[cfg(test)]
 mod testing;
+mod time_limit;
 mod timed;
 
 use std::sync::Arc;

@@ -220,12 +220,12 @@ impl Reader<'_> {
         }
     }
 
-    /// `sentence` as `voice` reads it, any ideograph or kana it cannot read left out.
+    /// `sentence` as `voice` reads it, any letters it would spell out left out.
     fn utterance_of(&self, voice: &ResolvedVoice, sentence: &str) -> Utterance {
         let language = voice.reading_language();
-        let cleaned = match reads_cjk(voice) {
+        let cleaned = match voice.language == crate::engine::MULTILINGUAL {
             true => None,
-            false => writing::without_cjk(sentence),
+            false => writing::without_unreadable(sentence, &Tag::of(language).primary),
         };
         let sentence = cleaned.as_deref().unwrap_or(sentence);
         utterance(sentence, self.reading, self.lexicon, language)
@@ -326,27 +326,34 @@ impl Reader<'_> {
     }
 }
 
-/// Whether `voice` reads ideographs or kana as words: it speaks every language, or Chinese
-/// or Japanese.
-fn reads_cjk(voice: &ResolvedVoice) -> bool {
-    voice.language == crate::engine::MULTILINGUAL
-        || ["zh", "ja"].contains(&Tag::of(voice.reading_language()).primary.as_str())
-}
-
 impl Voices<'_> {
-    /// The voice that reads `sentence` instead of `chosen`, when the sentence is written in
-    /// ideographs or kana (mostly) and `chosen` does not speak their language: one that does,
-    /// or, for a voice named outright, a refusal that names the language and who speaks it.
+    /// The voice that reads `sentence` instead of `chosen`, when the sentence is written
+    /// (mostly) in letters `chosen` would spell out ([`writing::Writing`]: ideographs, kana,
+    /// Hangul, Arabic, Hebrew, Cyrillic, Greek, Thai) and `chosen` does not speak its
+    /// language: one that does, or, for a voice named outright, a refusal that names the
+    /// language and who speaks it.
     fn for_writing(
         &self,
         sentence: &str,
         chosen: &ResolvedVoice,
     ) -> Result<Option<ResolvedVoice>, SpeechError> {
-        let Some(tag) = writing::cjk_language(sentence) else {
+        let Some(tag) = writing::foreign_language(sentence) else {
             return Ok(None);
         };
+        let own = Tag::of(chosen.reading_language()).primary;
+        let same_letters = |writing: writing::Writing| {
+            !matches!(writing, writing::Writing::Han | writing::Writing::Kana)
+                && writing.languages().contains(&tag)
+                && writing.languages().contains(&own.as_str())
+        };
+        // A Ukrainian voice reads Russian as well as a voice of Russian would be found;
+        // a Japanese one reads a Chinese sentence as Japanese, which is another language.
         let speaks = chosen.language == crate::engine::MULTILINGUAL
-            || Tag::of(chosen.reading_language()).primary == tag;
+            || own == tag
+            || sentence
+                .chars()
+                .find_map(writing::Writing::of)
+                .is_some_and(same_letters);
         if speaks {
             return Ok(None);
         }
