@@ -11,10 +11,10 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use base64::Engine as _;
-use common::{post_speech, read_wav, Binary};
+use common::listening::{edit_distance, kokoro_onnx_speak, transcribe};
+use common::{kokoro_dir, post_speech, read_wav, Binary};
 use serde_json::{json, Value};
 
 const VOICE: &str = "en_US-joe-medium";
@@ -97,73 +97,6 @@ const MAX_MEAN_START_DIFF_S: f64 = 0.15;
 /// Where a word follows a pause, its start may be this far from the audio's energy onset.
 const MAX_ONSET_DIFF_S: f64 = 0.05;
 
-/// The Kokoro model and voices (`scripts/kokoro-assets.sh`, run by `scripts/setup.sh`): fails,
-/// naming the script, when missing, never skips.
-fn kokoro_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("voices/kokoro");
-    assert!(
-        dir.join("kokoro-v1.0.int8.onnx").is_file() && dir.join("voices/af_heart.bin").is_file(),
-        "{} lacks the Kokoro model or voices: run scripts/kokoro-assets.sh",
-        dir.display()
-    );
-    dir
-}
-
-/// kokoro-onnx speaks each job (`{voice, lang, text, wav}`) into its WAV file, through
-/// `scripts/kokoro_onnx_speak.py` on the same int8 file and voice packs as the server.
-async fn kokoro_onnx_speak(jobs: Value) {
-    use std::io::Write as _;
-    let python = common::venv_python("kokoro");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kokoro_onnx_speak.py");
-    let dir = kokoro_dir();
-    let output = tokio::task::spawn_blocking(move || {
-        let mut child = Command::new(python)
-            .arg(script)
-            .arg("--kokoro-dir")
-            .arg(dir)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("run scripts/kokoro_onnx_speak.py");
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(jobs.to_string().as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    })
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "scripts/kokoro_onnx_speak.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// Whisper's answer for each file, in order: `{text, words: [{word, start, end}]}`.
-async fn transcribe(files: Vec<PathBuf>) -> Vec<Value> {
-    let python = common::venv_python("asr");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/asr.py");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .args(&files)
-            .output()
-            .expect("run scripts/asr.py")
-    })
-    .await
-    .unwrap();
-    assert!(
-        output.status.success(),
-        "scripts/asr.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("JSON from scripts/asr.py")
-}
-
 /// Words for comparison: lower case, curly apostrophes straight, hyphens split words, other
 /// punctuation dropped.
 fn normalize(text: &str) -> Vec<String> {
@@ -177,21 +110,6 @@ fn normalize(text: &str) -> Vec<String> {
         })
         .filter(|w| !w.is_empty())
         .collect()
-}
-
-/// Word-level edit distance (substitutions, insertions, deletions).
-fn word_errors(reference: &[String], heard: &[String]) -> usize {
-    let mut row: Vec<usize> = (0..=heard.len()).collect();
-    for (i, r) in reference.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, h) in heard.iter().enumerate() {
-            let substitute = diagonal + usize::from(r != h);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[heard.len()]
 }
 
 /// Synthesizes every sentence with one server configuration and returns its word error rate.
@@ -209,7 +127,11 @@ async fn word_error_rate(args: &[&str], dir: &Path) -> f64 {
         files.push(file);
     }
     drop(server);
-    let (errors, words) = count_errors(&format!("{args:?}"), &SENTENCES, &transcribe(files).await);
+    let (errors, words) = count_errors(
+        &format!("{args:?}"),
+        &SENTENCES,
+        &transcribe("en", &files).await,
+    );
     let rate = errors as f64 / words as f64;
     eprintln!(
         "{args:?}: word error rate {:.1} % ({errors} of {words} words)",
@@ -230,7 +152,7 @@ fn count_errors(label: &str, sentences: &[&str], heard: &[Value]) -> (usize, usi
     for (sentence, heard) in sentences.iter().zip(heard) {
         let text = heard["text"].as_str().unwrap();
         let reference = normalize(sentence);
-        let wrong = word_errors(&reference, &normalize(text));
+        let wrong = edit_distance(&reference, &normalize(text));
         if wrong > 0 {
             eprintln!("{label}: {wrong} error(s): said {sentence:?}, heard {text:?}");
         }
@@ -314,7 +236,7 @@ async fn whisper_hears_numbers_as_they_are_meant() {
         }
     }
     drop(server);
-    let heard = transcribe(files).await;
+    let heard = transcribe("en", &files).await;
     let options = ReadingOptions::default();
     let read_back = |text: &str| read(text, &options).text;
     let inputs: Vec<String> = NUMBER_SENTENCES.iter().map(|s| read_back(s)).collect();
@@ -384,7 +306,7 @@ async fn whisper_hears_kokoro_streams_spoken_phrase_first_as_well_as_whole_bodie
         }
     }
     drop(server);
-    let heard = transcribe(files).await;
+    let heard = transcribe("en", &files).await;
     let (whole, streamed) = heard.split_at(SENTENCES.len());
     let (whole_errors, words) = count_errors("whole", &SENTENCES, whole);
     let (streamed_errors, _) = count_errors("phrase first", &SENTENCES, streamed);
@@ -431,13 +353,13 @@ async fn whisper_understands_kokoro_as_well_as_kokoro_onnx() {
         }
     }
     drop(server);
-    kokoro_onnx_speak(Value::Array(jobs.clone())).await;
+    kokoro_onnx_speak(&Value::Array(jobs.clone())).await;
     let theirs: Vec<PathBuf> = jobs
         .iter()
         .map(|j| PathBuf::from(j["wav"].as_str().unwrap()))
         .collect();
     // One Whisper process for both sides: the model loads once.
-    let heard = transcribe(ours.iter().chain(&theirs).cloned().collect()).await;
+    let heard = transcribe("en", &[ours.clone(), theirs.clone()].concat()).await;
     let (heard_ours, heard_theirs) = heard.split_at(ours.len());
 
     let mut table = Vec::new();
@@ -493,9 +415,9 @@ fn the_error_rate_counts_words_not_spelling() {
     );
     let heard = normalize("please remember bring in Umbrella because it's raining today");
     // "to" dropped, "an" → "in", "today" added.
-    assert_eq!(word_errors(&said, &heard), 3);
-    assert_eq!(word_errors(&said, &said), 0);
-    assert_eq!(word_errors(&said, &[]), said.len());
+    assert_eq!(edit_distance(&said, &heard), 3);
+    assert_eq!(edit_distance(&said, &said), 0);
+    assert_eq!(edit_distance(&said, &[]), said.len());
 }
 
 #[test]
@@ -590,7 +512,7 @@ async fn word_timestamps_agree_with_where_whisper_hears_the_words() {
     drop(server);
 
     let (mut differences, mut onset_differences, mut total_words) = (Vec::new(), Vec::new(), 0);
-    for ((answer, audio), heard) in answers.iter().zip(transcribe(files).await) {
+    for ((answer, audio), heard) in answers.iter().zip(transcribe("en", &files).await) {
         let ours = answer["words"].as_array().unwrap();
         let theirs = heard["words"].as_array().unwrap();
         let start = |w: &Value| w["start"].as_f64().unwrap();

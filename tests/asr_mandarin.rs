@@ -11,8 +11,8 @@
 mod common;
 
 use std::path::PathBuf;
-use std::process::Command;
 
+use common::listening::{edit_distance, kokoro_onnx_speak, transcribe};
 use common::{kokoro_dir, post_speech, read_wav, Binary};
 use serde_json::{json, Value};
 
@@ -42,67 +42,8 @@ fn ideographs(text: &str) -> Vec<char> {
         .collect()
 }
 
-fn edit_distance(a: &[char], b: &[char]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, y) in b.iter().enumerate() {
-            let next = (row[j + 1] + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(x != y));
-            diagonal = row[j + 1];
-            row[j + 1] = next;
-        }
-    }
-    row[b.len()]
-}
-
-fn run(program: PathBuf, args: &[String], stdin: Option<String>) -> Vec<u8> {
-    use std::io::Write as _;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run the reference");
-    let input = stdin.unwrap_or_default();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(input.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
-/// What Whisper (`scripts/asr.py`) hears in `files`, told `language` (or `auto`).
-async fn transcribe<'a>(
-    python: &std::path::Path,
-    language: &str,
-    files: impl Iterator<Item = &'a PathBuf>,
-) -> Vec<Value> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/asr.py");
-    let mut args = vec![script.to_string(), "--language".into(), language.into()];
-    args.extend(files.map(|p| p.display().to_string()));
-    let python = python.to_path_buf();
-    let heard = tokio::task::spawn_blocking(move || run(python, &args, None))
-        .await
-        .unwrap();
-    serde_json::from_slice(&heard).expect("JSON from scripts/asr.py")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
-    let asr = common::venv_python("asr");
-    let kokoro = common::venv_python("kokoro");
     let dir = kokoro_dir();
     let sentences = sentences();
     assert_eq!(sentences.len(), SENTENCES);
@@ -144,23 +85,14 @@ async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
         }
     }
     drop(server);
-    let speak = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/kokoro_onnx_speak.py");
-    let args = vec![
-        speak.into(),
-        "--kokoro-dir".into(),
-        dir.display().to_string(),
-    ];
-    let jobs_json = Value::Array(jobs.clone()).to_string();
-    tokio::task::spawn_blocking(move || run(kokoro, &args, Some(jobs_json)))
-        .await
-        .unwrap();
+    kokoro_onnx_speak(&Value::Array(jobs.clone())).await;
     let theirs: Vec<PathBuf> = jobs
         .iter()
         .map(|j| PathBuf::from(j["wav"].as_str().unwrap()))
         .collect();
-    let heard = transcribe(&asr, "zh", ours.iter().chain(&theirs)).await;
+    let heard = transcribe("zh", &[ours.clone(), theirs].concat()).await;
     let (heard_ours, heard_theirs) = heard.split_at(ours.len());
-    let heard_routed = transcribe(&asr, "auto", routed.iter()).await;
+    let heard_routed = transcribe("auto", &routed).await;
 
     let (mut errors_ours, mut errors_theirs, mut total) = (0, 0, 0);
     for (v, voice) in VOICES.iter().enumerate() {

@@ -8,10 +8,7 @@
 
 mod common;
 
-use std::io::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-
+use common::listening::{edit_distance, kokoro_onnx_speak, run_python, transcribe};
 use common::{get_json, post_speech, read_wav, Binary};
 use serde_json::{json, Value};
 
@@ -35,52 +32,9 @@ const VOICES: [&str; 2] = ["jf_alpha", "jm_kumo"];
 /// How much higher ours may be than kokoro-onnx's character error rate: two points.
 const CER_MARGIN: f64 = 0.02;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Runs `python script args`, feeding `stdin`; its stdout, or a failure with its stderr.
-fn run_python(python: PathBuf, script: &str, args: &[&str], stdin: &str) -> Vec<u8> {
-    let mut child = Command::new(python)
-        .arg(root().join(script))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("run {script}: {e}"));
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(
-        output.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output.stdout
-}
-
 /// Characters for comparison: letters and digits only (kana and kanji are letters).
 fn characters(text: &str) -> Vec<char> {
     text.chars().filter(|c| c.is_alphanumeric()).collect()
-}
-
-fn edit_distance(a: &[char], b: &[char]) -> usize {
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, x) in a.iter().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, y) in b.iter().enumerate() {
-            let substitution = diagonal + usize::from(x != y);
-            diagonal = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(row[j + 1] + 1);
-        }
-    }
-    row[b.len()]
 }
 
 /// Character errors over all `heard`, against SENTENCES repeated per voice, and the total.
@@ -114,8 +68,6 @@ fn the_error_rate_counts_characters() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn whisper_hears_our_japanese_as_well_as_kokoro_onnx_with_misaki() {
-    let asr = common::venv_python("asr");
-    let kokoro = common::venv_python("kokoro");
     let misaki = common::venv_python("cjk-ja");
     let kokoro_dir = common::kokoro_dir();
     assert!(
@@ -153,9 +105,9 @@ async fn whisper_hears_our_japanese_as_well_as_kokoro_onnx_with_misaki() {
     drop(server);
 
     let phonemes = run_python(
-        misaki,
+        &misaki,
         "scripts/cjk_oracle_ja.py",
-        &["--stdin"],
+        &["--stdin".to_string()],
         &SENTENCES.join("\n"),
     );
     let phonemes: Vec<String> = String::from_utf8(phonemes)
@@ -173,23 +125,8 @@ async fn whisper_hears_our_japanese_as_well_as_kokoro_onnx_with_misaki() {
             theirs.push(wav);
         }
     }
-    let dir_arg = kokoro_dir.to_string_lossy().into_owned();
-    run_python(
-        kokoro,
-        "scripts/kokoro_onnx_speak.py",
-        &["--kokoro-dir", &dir_arg],
-        &Value::Array(jobs).to_string(),
-    );
-
-    let files: Vec<String> = ours
-        .iter()
-        .chain(&theirs)
-        .map(|f| f.to_string_lossy().into_owned())
-        .collect();
-    let mut args = vec!["--language", "ja"];
-    args.extend(files.iter().map(String::as_str));
-    let heard: Vec<Value> =
-        serde_json::from_slice(&run_python(asr, "scripts/asr.py", &args, "")).unwrap();
+    kokoro_onnx_speak(&Value::Array(jobs)).await;
+    let heard = transcribe("ja", &[ours.clone(), theirs].concat()).await;
     let (heard_ours, heard_theirs) = heard.split_at(ours.len());
     let (errors_ours, total) = character_errors("ours", heard_ours);
     let (errors_theirs, _) = character_errors("kokoro-onnx", heard_theirs);

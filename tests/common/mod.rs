@@ -4,6 +4,7 @@
 
 pub mod decode;
 pub mod fake;
+pub mod listening;
 pub mod services;
 pub mod signal;
 pub mod wyoming;
