@@ -233,7 +233,7 @@ struct Options {
     /// Largest accepted upload of a reference clip, in bytes; a larger one is a 413
     #[arg(long, env = "OMNIVOICE_MAX_UPLOAD_BYTES", default_value_t = DEFAULTS.max_upload_bytes)]
     max_upload_bytes: u64,
-    /// Seconds before an unfinished speech request is answered 504
+    /// Seconds a speech request may take; one expected to take longer is a 400 before any work, one that still runs past it a 504
     #[arg(long, env = "OMNIVOICE_REQUEST_TIMEOUT_S", default_value_t = DEFAULTS.request_timeout_s)]
     request_timeout_s: u64,
     /// Accepted API key, sent as "Authorization: Bearer <key>"; none = no auth
