@@ -60,8 +60,9 @@ pub use timed::{TimedSpeech, WordStamp};
 /// clause boundaries. VITS attention cost grows with the square of the length.
 pub const MAX_UTTERANCE_CHARS: usize = 400;
 
-/// What a preloaded voice says to warm up.
-const WARM_UP_TEXT: &str = "Hello, the server is ready.";
+/// What a preloaded voice says to warm up (public so that a test engine can tell the warm-up
+/// from requests).
+pub const WARM_UP_TEXT: &str = "Hello, the server is ready.";
 
 /// What a finished synthesis reports besides its bytes.
 pub struct Spoken {

@@ -120,7 +120,13 @@ impl Voice for GatedVoice {
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
-        self.gate.wait();
+        // The server's warm-up at start is not held at the gate.
+        if !batch
+            .iter()
+            .all(|item| item.text == omnivoice_server::speech::WARM_UP_TEXT)
+        {
+            self.gate.wait();
+        }
         self.inner.synthesize_each(batch, done)
     }
 }
