@@ -399,10 +399,7 @@ impl Voice for GatedVoice {
         batch: &[SynthesisItem],
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
-        if batch
-            .iter()
-            .all(|item| item.text == omnivoice_server::speech::WARM_UP_TEXT)
-        {
+        if common::fake::is_warm_up(batch) {
             // The server's warm-up at start: answered at once, not counted.
             (0..batch.len()).for_each(|index| done(index, Pcm::new(vec![0.1; 1600], 16_000)));
             return Ok(());

@@ -387,11 +387,6 @@ fn compute(batch: Vec<Entry<Work>>) -> f64 {
     audio_seconds
 }
 
-/// How long `pcm` plays.
-fn seconds_of(pcm: &crate::engine::Pcm) -> f64 {
-    pcm.samples.len() as f64 / f64::from(pcm.sample_rate.max(1))
-}
-
 /// One `synthesize_each` call for `items`; whatever it does not answer gets its failure.
 /// Returns the seconds of audio it answered with.
 fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond>) -> f64 {
@@ -405,10 +400,10 @@ fn compute_each(voice: &dyn Voice, items: &[SynthesisItem], replies: Vec<Respond
     let mut replies: Vec<Option<Respond>> = replies.into_iter().map(Some).collect();
     let mut audio_seconds = 0.0;
     let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-        let mut done = |index: usize, pcm| {
+        let mut done = |index: usize, pcm: crate::engine::Pcm| {
             // Taken, so the channel closes behind the audio: the item is complete.
             if let Some(reply) = replies.get_mut(index).and_then(Option::take) {
-                audio_seconds += seconds_of(&pcm);
+                audio_seconds += pcm.duration_s();
                 let _ = reply.send(Ok(pcm));
             }
         };
@@ -433,7 +428,7 @@ fn compute_in_pieces(voice: &dyn Voice, item: &SynthesisItem, respond: Respond) 
             item,
             &mut |pcm| {
                 sent = true;
-                audio_seconds += seconds_of(&pcm);
+                audio_seconds += pcm.duration_s();
                 respond.send(Ok(pcm)).is_ok()
             },
             &wanted,

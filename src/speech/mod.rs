@@ -38,7 +38,6 @@ use crate::cache::{
 use crate::engine::registry::{ModelInfo, Registry, ReloadReport, ResolvedVoice};
 use crate::engine::{Continuation, Continuity, Pcm, Reference, SynthesisItem, Voice, VoiceInfo};
 use crate::metrics as m;
-use crate::params::SynthesisParams;
 use crate::text::lexicon::Entry;
 
 pub use dialogue::{
@@ -378,36 +377,20 @@ impl SpeechService {
         let engine = resolved.key.engine().to_string();
         let id = resolved.key.voice().to_string();
         crate::blocking::run(move || {
-            let item = SynthesisItem {
-                text: WARM_UP_TEXT.to_string(),
-                params: SynthesisParams {
-                    seed: Some(0),
-                    ..SynthesisParams::default()
-                },
-                word_timings: false,
-                in_pieces: false,
-                pronunciations: Vec::new(),
-                language: None,
-                continuation: Continuation::Alone,
-                phrase_end: None,
+            let mut item = SynthesisItem::new(WARM_UP_TEXT);
+            item.params.seed = Some(0);
+            // How long one synthesis of the item took, and the seconds of audio it made.
+            let once = || {
+                let (started, mut seconds) = (std::time::Instant::now(), 0.0);
+                voice.synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| {
+                    seconds += pcm.duration_s();
+                })?;
+                Ok::<_, crate::engine::EngineError>((started.elapsed(), seconds))
             };
             // Twice: the first call pages the weights in and fills the caches, which no
             // later request pays, so only the second is the engine's pace.
-            let mut seconds = 0.0;
-            let mut started = std::time::Instant::now();
-            let mut outcome = Ok(());
-            for _ in 0..2 {
-                (seconds, started) = (0.0, std::time::Instant::now());
-                outcome = voice.synthesize_each(std::slice::from_ref(&item), &mut |_, pcm| {
-                    seconds += pcm.samples.len() as f64 / f64::from(pcm.sample_rate.max(1));
-                });
-                if outcome.is_err() {
-                    break;
-                }
-            }
-            match outcome {
-                Ok(()) => {
-                    let took = started.elapsed();
+            match once().and_then(|_| once()) {
+                Ok((took, seconds)) => {
                     batcher.record_pace(&engine, took, seconds);
                     tracing::info!(
                         voice = %id,

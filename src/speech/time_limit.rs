@@ -43,21 +43,21 @@ pub(super) fn speaking_seconds(text: &str) -> f64 {
         .sum()
 }
 
-/// About how many seconds of one worker `job` takes, from each engine's real-time factor
-/// (`None`: not measured yet, counted as free).
-pub(super) fn expected_compute(job: &Job, real_time_factor: impl Fn(&str) -> Option<f64>) -> f64 {
+/// About how long `job` is in speech (at the request's speed) and how many seconds of one
+/// worker it takes, from each engine's real-time factor (`None`: not measured yet, counted
+/// as free). One pass over the utterances gives both.
+fn estimate(job: &Job, real_time_factor: impl Fn(&str) -> Option<f64>) -> (f64, f64) {
     let script = job.script();
     let speed = f64::from(job.params().speed);
-    script
-        .utterances
-        .iter()
-        .map(|utterance| {
-            let engine = script.voices[utterance.voice].key.engine();
-            let rate = speed * f64::from(utterance.rate);
-            let seconds = speaking_seconds(&utterance.spoken.text) / rate.max(f64::EPSILON);
-            seconds * real_time_factor(engine).unwrap_or(0.0)
-        })
-        .sum()
+    let (mut speech, mut compute) = (0.0, 0.0);
+    for utterance in &script.utterances {
+        let seconds = speaking_seconds(&utterance.spoken.text);
+        speech += seconds / speed;
+        let rate = speed * f64::from(utterance.rate);
+        let engine = script.voices[utterance.voice].key.engine();
+        compute += seconds / rate.max(f64::EPSILON) * real_time_factor(engine).unwrap_or(0.0);
+    }
+    (speech, compute)
 }
 
 /// `Ok` when `job` is expected to finish within `limit`; else the refusal that says why.
@@ -66,18 +66,11 @@ pub(super) fn check(
     limit: Duration,
     real_time_factor: impl Fn(&str) -> Option<f64>,
 ) -> Result<(), SpeechError> {
-    let expected = expected_compute(job, real_time_factor);
+    let (speech, expected) = estimate(job, real_time_factor);
     let limit_s = limit.as_secs_f64();
     if expected <= HEADROOM * limit_s {
         return Ok(());
     }
-    let speech: f64 = job
-        .script()
-        .utterances
-        .iter()
-        .map(|u| speaking_seconds(&u.spoken.text))
-        .sum::<f64>()
-        / f64::from(job.params().speed);
     Err(SpeechError::invalid(
         "input",
         InvalidReason::TooLong,

@@ -153,6 +153,14 @@ pub struct FakeVoice {
     batches: Arc<Mutex<Vec<Vec<String>>>>,
 }
 
+/// Whether `batch` is the server's warm-up at start ([`omnivoice_server::speech::WARM_UP_TEXT`]),
+/// not a request: test engines answer it at once and leave it out of what they record.
+pub fn is_warm_up(batch: &[SynthesisItem]) -> bool {
+    batch
+        .iter()
+        .all(|item| item.text == omnivoice_server::speech::WARM_UP_TEXT)
+}
+
 fn utterance() -> Pcm {
     Pcm::new(vec![0.25; FAKE_SAMPLES], FAKE_RATE)
 }

@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
 
-use crate::common::fake::FakeEngine;
+use crate::common::fake::{is_warm_up, FakeEngine};
 use crate::common::{Binary, InProcess};
 
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -121,10 +121,7 @@ impl Voice for GatedVoice {
         done: &mut dyn FnMut(usize, Pcm),
     ) -> Result<(), EngineError> {
         // The server's warm-up at start is not held at the gate.
-        if !batch
-            .iter()
-            .all(|item| item.text == omnivoice_server::speech::WARM_UP_TEXT)
-        {
+        if !is_warm_up(batch) {
             self.gate.wait();
         }
         self.inner.synthesize_each(batch, done)
