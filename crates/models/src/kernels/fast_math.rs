@@ -155,6 +155,40 @@ fn sin(x: f32) -> f32 {
     f32::from_bits(s.to_bits() ^ (shifted.to_bits() << 31))
 }
 
+/// `out = x / √(mean(x²) + eps) · weight`, candle's `rms_norm` of one row.
+#[inline(always)]
+fn rms_norm_slice(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+    let m = (sum_lanes(x, |v| v * v) / x.len() as f32 + eps).sqrt();
+    for ((o, &v), &w) in out.iter_mut().zip(x).zip(weight) {
+        *o = v / m * w;
+    }
+}
+
+/// One head's row RMS-normed with `weight`, then rotated by its position's angles: the
+/// halves (x₁, x₂) become (x₁ cos − x₂ sin, x₂ cos + x₁ sin).
+#[inline(always)]
+fn norm_rotate_slice(row: &mut [f32], weight: &[f32], eps: f32, cos: &[f32], sin: &[f32]) {
+    let m = (sum_lanes(row, |v| v * v) / row.len() as f32 + eps).sqrt();
+    for (v, w) in row.iter_mut().zip(weight) {
+        *v = *v / m * w;
+    }
+    let (x1, x2) = row.split_at_mut(cos.len());
+    for ((a, b), (&c, &s)) in x1.iter_mut().zip(x2.iter_mut()).zip(cos.iter().zip(sin)) {
+        let (p, q) = (*a, *b);
+        *a = p * c - q * s;
+        *b = q * c + p * s;
+    }
+}
+
+/// `out[j] = silu(gate[j]) · up[j]` for `gate_up` = gate then up, each `out.len()` long.
+#[inline(always)]
+fn swiglu_slice(gate_up: &[f32], out: &mut [f32]) {
+    let (gate, up) = gate_up.split_at(out.len());
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        *o = g / (1.0 + exp(-g)) * u;
+    }
+}
+
 /// A per-channel affine map `x ↦ scale·x + shift`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Affine {
@@ -241,6 +275,25 @@ widest_vectors! {
         inv_alpha: f32,
         eps: f32
     ) => adain_snake_slice
+}
+
+widest_vectors! {
+    /// [`rms_norm_slice`] with the widest vectors this CPU has.
+    pub(super) fn rms_norm_row(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) => rms_norm_slice
+}
+widest_vectors! {
+    /// [`norm_rotate_slice`] with the widest vectors this CPU has.
+    pub(super) fn norm_rotate_row(
+        row: &mut [f32],
+        weight: &[f32],
+        eps: f32,
+        cos: &[f32],
+        sin: &[f32]
+    ) => norm_rotate_slice
+}
+widest_vectors! {
+    /// [`swiglu_slice`] with the widest vectors this CPU has.
+    pub(super) fn swiglu(gate_up: &[f32], out: &mut [f32]) => swiglu_slice
 }
 
 /// `tanh(a[:, :n]) · sigmoid(a[:, n:])` for `a` [B, 2n, T], the WaveNet gate.

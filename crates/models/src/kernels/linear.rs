@@ -101,7 +101,12 @@ impl Bf16Linear {
         let n: usize = lead.iter().product();
         let mut out = Vec::with_capacity(n * self.out_features);
         with_contiguous_f32(x, |x| {
-            self.run(x, n, &mut out.spare_capacity_mut()[..n * self.out_features])
+            self.run(
+                x,
+                n,
+                &mut out.spare_capacity_mut()[..n * self.out_features],
+                false,
+            )
         })?;
         // SAFETY: `run` wrote every one of the n · out values.
         unsafe { out.set_len(n * self.out_features) };
@@ -110,8 +115,23 @@ impl Bf16Linear {
         Tensor::from_vec(out, shape, x.device())
     }
 
-    /// `out[i, m] = Σ_k x[i, k] · w[m, k]` for `x` row-major [n, in] and `out` [n, out].
-    pub(super) fn run(&self, x: &[f32], n: usize, out: &mut [MaybeUninit<f32>]) {
+    /// The layer over host rows: `out[i, m] = Σ_k x[i, k] · w[m, k]` for `x` row-major
+    /// [n, in] and `out` [n, out], or `out[i, m] +=` that with `add` (a residual stream
+    /// taking the layer's output, with no pass of its own).
+    pub(crate) fn run_into(&self, x: &[f32], n: usize, out: &mut [f32], add: bool) {
+        // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and `run` writes only initialised
+        // values (it reads `out` only with `add`, and `out` was initialised).
+        let out = unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) };
+        self.run(x, n, out, add)
+    }
+
+    pub fn out_features(&self) -> usize {
+        self.out_features
+    }
+
+    /// `out[i, m] = Σ_k x[i, k] · w[m, k]` for `x` row-major [n, in] and `out` [n, out]; with
+    /// `add`, `out[i, m] +=` that, `out` then initialised.
+    fn run(&self, x: &[f32], n: usize, out: &mut [MaybeUninit<f32>], add: bool) {
         let (k, m) = (self.in_features, self.out_features);
         assert_eq!(x.len(), n * k);
         assert_eq!(out.len(), n * m);
@@ -119,7 +139,7 @@ impl Bf16Linear {
             return;
         }
         let (strips, isa) = match &self.packed {
-            Packed::Tiles(tiles) => return tiles.run(x, n, out),
+            Packed::Tiles(tiles) => return tiles.run(x, n, out, add),
             Packed::Strips { words, isa } => (words, *isa),
         };
         let pairs = k.div_ceil(2);
@@ -157,11 +177,12 @@ impl Bf16Linear {
                         sums: &sums,
                         sums_stride: STRIP,
                         n_cols,
-                        accumulate: false,
+                        accumulate: add,
                     };
                     // SAFETY: the rows written are in bounds (asserted above) and the parts
-                    // write disjoint feature columns of `out`, which nothing reads meanwhile;
-                    // nothing is accumulated; `vector` is `avx512_bf16()`.
+                    // write disjoint feature columns of `out`, which nothing else reads
+                    // meanwhile; with `add` they are initialised (the caller's promise);
+                    // `vector` is `avx512_bf16()`.
                     unsafe { epilogue.run(vector) };
                 }
             }
@@ -249,10 +270,19 @@ mod tests {
                 let y = linear.forward(&xt).unwrap();
                 y.flatten_all().unwrap().to_vec1().unwrap()
             };
+            // Added to a residual stream: the same products on top of what `out` held.
+            let residual = values(n * m, 3);
+            let added = || -> Vec<f32> {
+                let mut out = residual.clone();
+                linear.run_into(&x, n, &mut out, true);
+                out.iter().zip(&residual).map(|(o, r)| o - r).collect()
+            };
             check(forward());
+            check(added());
             // And with the spare core taking a share of the features.
             let _lending = crate::spare::lending_always();
             check(forward());
+            check(added());
         }
     }
 }

@@ -85,6 +85,7 @@ mod testing;
 #[cfg(test)]
 mod tests;
 mod tile_gemm;
+pub(crate) mod transformer;
 
 pub(crate) use attention::relative_attention;
 pub use dispatch::{conv1d, conv_transpose1d};

@@ -1,56 +1,16 @@
 //! Bidirectional attention over a packed batch (segments one after another, each attending to
-//! itself only), as matrix products, and the per-head RMS norm and rotation before it.
+//! itself only), as matrix products.
 //!
 //! candle-nn's variable-length CPU attention walks every (query, key) pair with a scalar
 //! online softmax: at OmniVoice's size (16 heads of 128 over a 165- and a 125-position
 //! segment) that was 30 % of a bf16 forward, for 2 % of its multiply-adds. Here each
 //! (segment, head) is two `gemm` products around a vectorized softmax, written straight into
-//! the `[N, heads, head_dim]` layout the output projection reads. Likewise the query/key RMS
-//! norms and RoPE ran as a dozen tensor ops over the whole `[N, heads, head_dim]` tensor (each
-//! one a pass and an allocation, 17 % of the forward); here they are one pass per head row.
-//! Both stay `f32` in every precision.
+//! the `[N, heads, head_dim]` layout the output projection reads. It stays `f32` in every
+//! precision. (The query/key norms and RoPE before it are [`super::transformer::norm_rotate`].)
 
 use super::fast_math::softmax_in_place;
 use super::gemm::product;
 use crate::spare::{self, SharedOut};
-
-/// Each `head_dim`-wide row of `x` (positions × heads, row-major) RMS-normed with `weight`,
-/// then rotated by its position's angles: the halves (x₁, x₂) become (x₁ cos − x₂ sin,
-/// x₂ cos + x₁ sin). `cos` and `sin` hold `head_dim / 2` values per position.
-pub(crate) fn norm_rotate(
-    x: &mut [f32],
-    heads: usize,
-    weight: &[f32],
-    eps: f32,
-    cos: &[f32],
-    sin: &[f32],
-) {
-    let d = weight.len();
-    let half = d / 2;
-    assert!(d.is_multiple_of(2) && x.len().is_multiple_of(heads * d));
-    assert_eq!(cos.len(), x.len() / heads / 2);
-    assert_eq!(sin.len(), cos.len());
-    for (position, rows) in x.chunks_exact_mut(heads * d).enumerate() {
-        let (cos, sin) = (
-            &cos[position * half..][..half],
-            &sin[position * half..][..half],
-        );
-        for row in rows.chunks_exact_mut(d) {
-            // As candle's `rms_norm`: x / sqrt(mean(x²) + eps) · weight.
-            let sum2: f32 = row.iter().map(|v| v * v).sum();
-            let m = (sum2 / d as f32 + eps).sqrt();
-            for (v, w) in row.iter_mut().zip(weight) {
-                *v = *v / m * w;
-            }
-            let (x1, x2) = row.split_at_mut(half);
-            for i in 0..half {
-                let (a, b) = (x1[i], x2[i]);
-                x1[i] = a * cos[i] - b * sin[i];
-                x2[i] = b * cos[i] + a * sin[i];
-            }
-        }
-    }
-}
 
 /// The shapes of one packed attention call.
 #[derive(Debug, Clone, Copy)]
@@ -61,24 +21,42 @@ pub(crate) struct Heads {
     pub scale: f32,
 }
 
+/// Row-major values whose rows (one per position) are `stride` apart: a view of the columns
+/// of a wider product (one of q, k, v within a joint projection's output) without a copy.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Strided<'a> {
+    pub data: &'a [f32],
+    pub stride: usize,
+}
+
+impl Strided<'_> {
+    /// Whether `n` rows of `width` values lie inside.
+    fn holds(&self, n: usize, width: usize) -> bool {
+        width <= self.stride && (n == 0 || (n - 1) * self.stride + width <= self.data.len())
+    }
+}
+
 /// `softmax(q kᵀ · scale) v` per segment and query head (each on its group's key/value head).
-/// `q` is [N, heads, head_dim], `k` and `v` [N, kv_heads, head_dim], all row-major; `segments`
-/// are the lengths of the packed rows (summing to N). Returns [N, heads, head_dim].
+/// `q` holds rows of [heads, head_dim], `k` and `v` of [kv_heads, head_dim], one per
+/// position; `segments` are the lengths of the packed rows (summing to N). Writes `out`
+/// [N, heads, head_dim].
 pub(crate) fn packed_attention(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
+    q: Strided,
+    k: Strided,
+    v: Strided,
     segments: &[usize],
     h: Heads,
-) -> Vec<f32> {
+    out: &mut [f32],
+) {
     let d = h.head_dim;
     let n: usize = segments.iter().sum();
-    assert_eq!(q.len(), n * h.heads * d);
-    assert_eq!(k.len(), n * h.kv_heads * d);
-    assert_eq!(v.len(), k.len());
+    assert!(q.holds(n, h.heads * d));
+    assert!(k.holds(n, h.kv_heads * d) && v.holds(n, h.kv_heads * d));
+    assert_eq!(out.len(), n * h.heads * d);
     let group = h.heads / h.kv_heads;
-    let mut out: Vec<f32> = Vec::with_capacity(q.len());
-    let out_ptr = SharedOut::new(&mut out.spare_capacity_mut()[..q.len()]);
+    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and only initialised values are written.
+    let out_ptr =
+        SharedOut::new(unsafe { &mut *(out as *mut [f32] as *mut [std::mem::MaybeUninit<f32>]) });
     let starts: Vec<usize> = segments
         .iter()
         .scan(0, |at, &len| {
@@ -88,7 +66,7 @@ pub(crate) fn packed_attention(
         })
         .collect();
     let longest = segments.iter().copied().max().unwrap_or(0);
-    let (q_rs, kv_rs) = (h.heads * d, h.kv_heads * d);
+    let (q_rs, k_rs, v_rs, out_rs) = (q.stride, k.stride, v.stride, h.heads * d);
     let work: usize = segments.iter().map(|&l| 2 * l * l * d).sum::<usize>() * h.heads;
     // Heads are independent: a spare core takes some of them.
     spare::in_parts(h.heads, 1, work, |heads| {
@@ -110,8 +88,8 @@ pub(crate) fn packed_attention(
                         (len, len, d),
                         (scores.as_mut_ptr(), 1, len),
                         false,
-                        (q.as_ptr().add(start * q_rs + head * d), 1, q_rs),
-                        (k.as_ptr().add(start * kv_rs + kv * d), kv_rs, 1),
+                        (q.data.as_ptr().add(start * q_rs + head * d), 1, q_rs),
+                        (k.data.as_ptr().add(start * k_rs + kv * d), k_rs, 1),
                     );
                 }
                 for row in scores.chunks_exact_mut(len) {
@@ -122,18 +100,15 @@ pub(crate) fn packed_attention(
                 unsafe {
                     product(
                         (len, d, len),
-                        (out_ptr.add(start * q_rs + head * d), 1, q_rs),
+                        (out_ptr.add(start * out_rs + head * d), 1, out_rs),
                         false,
                         (scores.as_ptr(), 1, len),
-                        (v.as_ptr().add(start * kv_rs + kv * d), 1, kv_rs),
+                        (v.data.as_ptr().add(start * v_rs + kv * d), 1, v_rs),
                     );
                 }
             }
         }
     });
-    // SAFETY: every (position, head) row was written by exactly one part above.
-    unsafe { out.set_len(q.len()) };
-    out
 }
 
 #[cfg(test)]
@@ -191,8 +166,35 @@ mod tests {
                 assert!((a - b).abs() < 1e-5, "{a} vs {b}");
             }
         };
-        check(packed_attention(&q, &k, &v, &segments, h));
+        let run = || {
+            let mut out = vec![f32::NAN; n * 32];
+            let view = |data, stride| Strided { data, stride };
+            packed_attention(
+                view(&q, 32),
+                view(&k, 16),
+                view(&v, 16),
+                &segments,
+                h,
+                &mut out,
+            );
+            out
+        };
+        check(run());
         let _lending = crate::spare::lending_always();
-        check(packed_attention(&q, &k, &v, &segments, h));
+        check(run());
+        // And as columns of one joint product's rows: [q | k | v] per position.
+        let joint: Vec<f32> = (0..n)
+            .flat_map(|p| {
+                let (q, k, v) = (&q[p * 32..][..32], &k[p * 16..][..16], &v[p * 16..][..16]);
+                q.iter().chain(k).chain(v).copied()
+            })
+            .collect();
+        let mut out = vec![f32::NAN; n * 32];
+        let view = |from| Strided {
+            data: &joint[from..],
+            stride: 64,
+        };
+        packed_attention(view(0), view(32), view(48), &segments, h, &mut out);
+        check(out);
     }
 }

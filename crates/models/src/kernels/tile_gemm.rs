@@ -90,8 +90,10 @@ impl TileWeights {
         (t0 * blocks + block * steps) * 2 * TILE_WORDS
     }
 
-    /// `out[i, o] = Σ_j x[i, j] · w[o, j]` for `x` row-major `[n, k]` and `out` `[n, m]`.
-    pub(super) fn run(&self, x: &[f32], n: usize, out: &mut [MaybeUninit<f32>]) {
+    /// `out[i, o] = Σ_j x[i, j] · w[o, j]` for `x` row-major `[n, k]` and `out` `[n, m]`;
+    /// with `add`, `out[i, o] +=` that (a residual stream taking a layer's output), which
+    /// `out` must then hold initialised values for.
+    pub(super) fn run(&self, x: &[f32], n: usize, out: &mut [MaybeUninit<f32>], add: bool) {
         let (k, m) = (self.in_features, self.out_features);
         assert_eq!(x.len(), n * k);
         assert_eq!(out.len(), n * m);
@@ -145,14 +147,21 @@ impl TileWeights {
                     for r in 0..BLOCK.min(n - i0) {
                         let start = (i0 + r) * m + p0;
                         assert!(start + cols <= n * m);
+                        let sums = &sums[r * sums_stride..][..cols];
                         // SAFETY: in bounds (asserted), and this part's own features of `out`:
-                        // the parts write disjoint features, which nothing reads meanwhile.
+                        // the parts write disjoint features, which nothing reads meanwhile;
+                        // with `add`, the caller initialised them.
                         unsafe {
-                            std::ptr::copy_nonoverlapping(
-                                sums[r * sums_stride..].as_ptr(),
-                                out_ptr.add(start),
-                                cols,
-                            )
+                            if add {
+                                let out = std::slice::from_raw_parts_mut(out_ptr.add(start), cols);
+                                out.iter_mut().zip(sums).for_each(|(o, s)| *o += s);
+                            } else {
+                                std::ptr::copy_nonoverlapping(
+                                    sums.as_ptr(),
+                                    out_ptr.add(start),
+                                    cols,
+                                )
+                            }
                         };
                     }
                 }
@@ -246,7 +255,7 @@ mod tests {
             let round = |v: f32| from_bf16(to_bf16(v)) as f64;
             let run = || {
                 let mut out = vec![MaybeUninit::new(f32::NAN); n * m];
-                weights.run(&x, n, &mut out);
+                weights.run(&x, n, &mut out, false);
                 // SAFETY: initialised above (and overwritten by `run`).
                 out.into_iter()
                     .map(|v| unsafe { v.assume_init() })
@@ -363,11 +372,11 @@ mod speed {
                 .collect();
             let weights = TileWeights::new(&w, m, k);
             let mut out = vec![MaybeUninit::new(0f32); n * m];
-            weights.run(&x, n, &mut out);
+            weights.run(&x, n, &mut out, false);
             let best = (0..7)
                 .map(|_| {
                     let start = thread_secs();
-                    weights.run(&x, n, &mut out);
+                    weights.run(&x, n, &mut out, false);
                     thread_secs() - start
                 })
                 .fold(f64::INFINITY, f64::min);

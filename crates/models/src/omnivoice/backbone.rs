@@ -19,6 +19,8 @@ use candle_core::{DType, Module, Result, Tensor, D};
 use candle_nn::{linear_no_bias, rms_norm, Linear, RmsNorm, VarBuilder};
 
 use super::config::BackboneConfig;
+use super::packed_layer::{LayerWeights, PackedLayer, Positions, Scratch};
+use crate::kernels::transformer::rms_norm_rows;
 use crate::kernels::{self, Precision};
 
 /// A linear layer without bias, in the precision its model was put in.
@@ -51,8 +53,11 @@ impl Proj {
 }
 
 pub(crate) struct Backbone {
-    layers: Vec<Layer>,
+    layers: Layers,
     norm: RmsNorm,
+    /// The final norm's weight and epsilon, for the packed layers' host rows.
+    norm_weight: Vec<f32>,
+    eps: f32,
     rope: Rope,
     /// Whether the q/k norms, RoPE and attention run as CPU kernels (`f32` on the CPU) rather
     /// than tensor products over padded segments (other devices and types, and tests).
@@ -65,17 +70,40 @@ impl Backbone {
         let layers = (0..c.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("layers.{i}")), c))
             .collect::<Result<_>>()?;
+        let norm = rms_norm(c.hidden_size, c.rms_norm_eps, vb.pp("norm"))?;
         Ok(Self {
-            layers,
-            norm: rms_norm(c.hidden_size, c.rms_norm_eps, vb.pp("norm"))?,
+            layers: Layers::Tensors(layers),
+            norm_weight: norm.weight().to_dtype(DType::F32)?.to_vec1()?,
+            eps: c.rms_norm_eps as f32,
+            norm,
             rope: Rope::new(c.head_dim, c.rope_theta),
             fused: vb.device().is_cpu() && vb.dtype() == DType::F32,
         })
     }
 
-    /// Packs every linear layer for `precision`.
+    /// Packs every linear layer for `precision`: in bf16 with the CPU kernels, each layer
+    /// becomes a [`PackedLayer`] (its `f32` weights dropped as it is packed, so that the
+    /// two copies never coexist for more than one layer).
     pub fn in_precision(&mut self, precision: Precision) -> Result<()> {
-        for layer in &mut self.layers {
+        if precision != Precision::Bf16 {
+            return Ok(());
+        }
+        let layers = match &mut self.layers {
+            Layers::Tensors(layers) if self.fused => std::mem::take(layers),
+            Layers::Tensors(layers) => return Self::pack_projections(layers, precision),
+            Layers::Packed(_) => return Ok(()),
+        };
+        let mut packed = Vec::with_capacity(layers.len());
+        for layer in layers {
+            packed.push(layer.packed()?);
+        }
+        self.layers = Layers::Packed(packed);
+        Ok(())
+    }
+
+    /// Each projection of the tensor layers packed on its own (no CPU kernels around them).
+    fn pack_projections(layers: &mut [Layer], precision: Precision) -> Result<()> {
+        for layer in layers {
             let (a, m) = (&mut layer.self_attn, &mut layer.mlp);
             for proj in [
                 &mut a.q_proj,
@@ -92,9 +120,11 @@ impl Backbone {
         Ok(())
     }
 
-    /// The same body computing attention with tensor products, as off the CPU.
+    /// The same body computing attention with tensor products, as off the CPU (before any
+    /// packing: packed layers run on the CPU kernels only).
     #[cfg(test)]
     pub fn with_plain_attention(mut self) -> Self {
+        assert!(matches!(self.layers, Layers::Tensors(_)), "packed already");
         self.fused = false;
         self
     }
@@ -103,6 +133,25 @@ impl Backbone {
     /// another. Returns the final hidden states, [N, hidden].
     pub fn forward(&self, x: &Tensor, segments: &[usize]) -> Result<Tensor> {
         let (cos, sin) = self.rope.tables(segments);
+        let layers = match &self.layers {
+            Layers::Tensors(layers) => layers,
+            Layers::Packed(layers) => {
+                let (n, hidden) = x.dims2()?;
+                let mut h = x.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>()?;
+                let at = Positions {
+                    segments,
+                    cos: &cos,
+                    sin: &sin,
+                };
+                let mut scratch = Scratch::default();
+                for layer in layers {
+                    layer.forward(&mut h, &at, &mut scratch);
+                }
+                let mut out = vec![0f32; h.len()];
+                rms_norm_rows(&h, &self.norm_weight, self.eps, &mut out);
+                return Tensor::from_vec(out, (n, hidden), x.device());
+            }
+        };
         let segments = Segments {
             fused: self.fused,
             sizes: segments.to_vec(),
@@ -114,11 +163,17 @@ impl Backbone {
         let cos = Tensor::from_vec(cos, (n, 1, half), x.device())?;
         let sin = Tensor::from_vec(sin, (n, 1, half), x.device())?;
         let mut h = x.clone();
-        for layer in &self.layers {
+        for layer in layers {
             h = layer.forward(&h, &cos, &sin, &segments)?;
         }
         self.norm.forward(&h)
     }
+}
+
+/// The layers as loaded (tensor operations, any device), or packed for bf16 on the CPU.
+enum Layers {
+    Tensors(Vec<Layer>),
+    Packed(Vec<PackedLayer>),
 }
 
 /// Pre-norm attention and MLP, each added to the residual stream.
@@ -140,6 +195,32 @@ impl Layer {
                 vb.pp("post_attention_layernorm"),
             )?,
             mlp: Mlp::load(vb.pp("mlp"), c)?,
+        })
+    }
+
+    /// The same layer packed for bf16 on the CPU ([`PackedLayer`]), from its `f32` weights.
+    fn packed(self) -> Result<PackedLayer> {
+        let f32_weight = |p: &Proj| match p {
+            Proj::F32(l) => Ok(l.weight().clone()),
+            Proj::Bf16(_) => Err(candle_core::Error::Msg("packed already".into())),
+        };
+        let (a, m) = (&self.self_attn, &self.mlp);
+        PackedLayer::new(LayerWeights {
+            input_norm: self.input_layernorm.weight(),
+            post_norm: self.post_attention_layernorm.weight(),
+            q_norm: a.q_norm.weight(),
+            k_norm: a.k_norm.weight(),
+            eps: a.eps as f64,
+            q: &f32_weight(&a.q_proj)?,
+            k: &f32_weight(&a.k_proj)?,
+            v: &f32_weight(&a.v_proj)?,
+            o: &f32_weight(&a.o_proj)?,
+            gate: &f32_weight(&m.gate_proj)?,
+            up: &f32_weight(&m.up_proj)?,
+            down: &f32_weight(&m.down_proj)?,
+            heads: a.heads,
+            kv_heads: a.kv_heads,
+            head_dim: a.head_dim,
         })
     }
 
@@ -202,28 +283,37 @@ impl Attention {
         let d = self.head_dim;
         let scale = 1.0 / (d as f64).sqrt();
         if s.fused {
+            use kernels::packed_attention::{packed_attention, Heads, Strided};
+            use kernels::transformer::{norm_rotate, HeadRun};
             let host = |t: Tensor| t.flatten_all()?.to_vec1::<f32>();
             let mut q = host(self.q_proj.forward(x)?)?;
             let mut k = host(self.k_proj.forward(x)?)?;
             let v = host(self.v_proj.forward(x)?)?;
-            use kernels::packed_attention::{norm_rotate, packed_attention, Heads};
-            norm_rotate(&mut q, self.heads, &self.q_scale, self.eps, &s.cos, &s.sin);
-            norm_rotate(
-                &mut k,
-                self.kv_heads,
-                &self.k_scale,
-                self.eps,
-                &s.cos,
-                &s.sin,
+            let (q_cols, kv_cols) = (self.heads * d, self.kv_heads * d);
+            let run = |heads, weight| {
+                [HeadRun {
+                    offset: 0,
+                    heads,
+                    weight,
+                }]
+            };
+            let (q_run, k_run) = (
+                run(self.heads, &self.q_scale),
+                run(self.kv_heads, &self.k_scale),
             );
+            norm_rotate(&mut q, q_cols, &q_run, self.eps, &s.cos, &s.sin);
+            norm_rotate(&mut k, kv_cols, &k_run, self.eps, &s.cos, &s.sin);
             let heads = Heads {
                 heads: self.heads,
                 kv_heads: self.kv_heads,
                 head_dim: d,
                 scale: scale as f32,
             };
-            let out = packed_attention(&q, &k, &v, &s.sizes, heads);
-            let out = Tensor::from_vec(out, (n, self.heads * d), x.device())?;
+            let view = |data, stride| Strided { data, stride };
+            let mut out = vec![0f32; n * q_cols];
+            let (q, k, v) = (view(&q, q_cols), view(&k, kv_cols), view(&v, kv_cols));
+            packed_attention(q, k, v, &s.sizes, heads, &mut out);
+            let out = Tensor::from_vec(out, (n, q_cols), x.device())?;
             return self.o_proj.forward(&out);
         }
         // [N, heads, head_dim], each head normed, then rotated by its position.

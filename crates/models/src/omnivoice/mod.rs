@@ -32,6 +32,7 @@ mod generate;
 mod instruct;
 mod manifest;
 mod model;
+mod packed_layer;
 mod post;
 mod reference;
 #[cfg(test)]

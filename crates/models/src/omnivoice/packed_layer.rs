@@ -1,0 +1,177 @@
+//! A decoder layer of the body in bf16 on the CPU, run as one pass over host rows.
+//!
+//! In bf16 the products run on packed weights ([`kernels::Bf16Linear`]) and everything
+//! between them is a few passes over `[N, ·]` rows. Written with candle tensors, those passes
+//! (the norms, the residual adds, SiLU and its product, the copies in and out of each kernel)
+//! were each an allocation and, for candle's binary maps, a hand-off to candle's own thread
+//! pool, which on two cores competed with the products' spare-core helper: a profile of one
+//! forward on AMX found the products in only 35 % of its samples (docs/performance.md §13c).
+//!
+//! Here a layer is the same computation on buffers that live for the whole forward:
+//!
+//! ```text
+//! x = rms_norm(h)                     [N, hidden]
+//! y = x · [W_q | W_k | W_v]ᵀ          [N, (heads + 2 kv_heads) · D]   one product, not three
+//! q, k = rotate(norm(q)), rotate(norm(k))   in place, inside y's rows
+//! h += attention(q, k, v) · W_oᵀ      the residual add in the product's write
+//! x = rms_norm(h)
+//! g = x · [W_gate ⋈ W_up]ᵀ            [N, 2 · mlp]   gate and up interleaved by GATE_GROUP
+//! h += (silu(gate) · up) · W_downᵀ
+//! ```
+//!
+//! It is exactly what [`super::backbone`]'s tensor layer computes, with the same bf16 roundings
+//! (each product's activations rounded once, `f32` sums, norms and attention).
+
+use candle_core::{DType, Result, Tensor};
+
+use crate::kernels::packed_attention::{packed_attention, Heads, Strided};
+use crate::kernels::transformer::{norm_rotate, rms_norm_rows, swiglu_rows, HeadRun};
+use crate::kernels::Bf16Linear;
+
+/// At most this many gate features, then as many up features, in turn in the joint gate/up
+/// product: each part of the product's output then holds both halves of what SwiGLU
+/// combines.
+const GATE_GROUP: usize = 64;
+
+/// The `f32` weights of one layer, as the tensor layer holds them ([out, in] for products).
+pub(super) struct LayerWeights<'a> {
+    pub input_norm: &'a Tensor,
+    pub post_norm: &'a Tensor,
+    pub q_norm: &'a Tensor,
+    pub k_norm: &'a Tensor,
+    pub eps: f64,
+    pub q: &'a Tensor,
+    pub k: &'a Tensor,
+    pub v: &'a Tensor,
+    pub o: &'a Tensor,
+    pub gate: &'a Tensor,
+    pub up: &'a Tensor,
+    pub down: &'a Tensor,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+}
+
+pub(super) struct PackedLayer {
+    input_norm: Vec<f32>,
+    post_norm: Vec<f32>,
+    q_norm: Vec<f32>,
+    k_norm: Vec<f32>,
+    eps: f32,
+    qkv: Bf16Linear,
+    o: Bf16Linear,
+    gate_up: Bf16Linear,
+    down: Bf16Linear,
+    heads: Heads,
+    mlp: usize,
+    /// Gate features per group of the joint product: [`GATE_GROUP`], or the largest power of
+    /// two below it that divides `mlp`.
+    group: usize,
+}
+
+/// Where a forward's positions lie and what they rotate by, shared by its layers.
+pub(super) struct Positions<'a> {
+    pub segments: &'a [usize],
+    /// [N, head_dim / 2] each.
+    pub cos: &'a [f32],
+    pub sin: &'a [f32],
+}
+
+/// The buffers one forward reuses in every layer.
+#[derive(Default)]
+pub(super) struct Scratch {
+    normed: Vec<f32>,
+    qkv: Vec<f32>,
+    attended: Vec<f32>,
+    gate_up: Vec<f32>,
+    gated: Vec<f32>,
+}
+
+impl PackedLayer {
+    pub fn new(w: LayerWeights) -> Result<Self> {
+        let host = |t: &Tensor| t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>();
+        let mlp = w.gate.dim(0)?;
+        if w.up.dim(0)? != mlp {
+            candle_core::bail!("gate and up products of different widths");
+        }
+        let group = 1 << mlp.trailing_zeros().min(GATE_GROUP.trailing_zeros());
+        // [mlp, in] twice → [mlp / G, 2, G, in] → [2 · mlp, in], gate and up in turn.
+        let grouped = |t: &Tensor| t.reshape((mlp / group, 1, group, t.dim(1)?));
+        let gate_up = Tensor::cat(&[grouped(w.gate)?, grouped(w.up)?], 1)?
+            .reshape((2 * mlp, w.gate.dim(1)?))?;
+        let d = w.head_dim;
+        Ok(Self {
+            input_norm: host(w.input_norm)?,
+            post_norm: host(w.post_norm)?,
+            q_norm: host(w.q_norm)?,
+            k_norm: host(w.k_norm)?,
+            eps: w.eps as f32,
+            qkv: Bf16Linear::new(&Tensor::cat(&[w.q, w.k, w.v], 0)?)?,
+            o: Bf16Linear::new(w.o)?,
+            gate_up: Bf16Linear::new(&gate_up)?,
+            down: Bf16Linear::new(w.down)?,
+            heads: Heads {
+                heads: w.heads,
+                kv_heads: w.kv_heads,
+                head_dim: d,
+                scale: 1.0 / (d as f32).sqrt(),
+            },
+            mlp,
+            group,
+        })
+    }
+
+    /// `h` [N, hidden] ← the layer's output, the residual stream updated in place.
+    pub fn forward(&self, h: &mut [f32], at: &Positions, s: &mut Scratch) {
+        let hidden = self.input_norm.len();
+        let n = h.len() / hidden;
+        let Heads {
+            heads,
+            kv_heads,
+            head_dim: d,
+            ..
+        } = self.heads;
+        let width = self.qkv.out_features();
+        let fit = |buf: &mut Vec<f32>, len: usize| buf.resize(len, 0.0);
+        fit(&mut s.normed, n * hidden);
+        fit(&mut s.qkv, n * width);
+        fit(&mut s.attended, n * heads * d);
+        fit(&mut s.gate_up, n * 2 * self.mlp);
+        fit(&mut s.gated, n * self.mlp);
+
+        rms_norm_rows(h, &self.input_norm, self.eps, &mut s.normed);
+        self.qkv.run_into(&s.normed, n, &mut s.qkv, false);
+        let (q_cols, kv_cols) = (heads * d, kv_heads * d);
+        let runs = [
+            HeadRun {
+                offset: 0,
+                heads,
+                weight: &self.q_norm,
+            },
+            HeadRun {
+                offset: q_cols,
+                heads: kv_heads,
+                weight: &self.k_norm,
+            },
+        ];
+        norm_rotate(&mut s.qkv, width, &runs, self.eps, at.cos, at.sin);
+        let view = |from: usize| Strided {
+            data: &s.qkv[from..],
+            stride: width,
+        };
+        packed_attention(
+            view(0),
+            view(q_cols),
+            view(q_cols + kv_cols),
+            at.segments,
+            self.heads,
+            &mut s.attended,
+        );
+        self.o.run_into(&s.attended, n, h, true);
+
+        rms_norm_rows(h, &self.post_norm, self.eps, &mut s.normed);
+        self.gate_up.run_into(&s.normed, n, &mut s.gate_up, false);
+        swiglu_rows(&s.gate_up, self.mlp, self.group, &mut s.gated);
+        self.down.run_into(&s.gated, n, h, true);
+    }
+}
