@@ -166,6 +166,26 @@ fn main() {
     }
     // For a profiler: only forwards of one precision.
     if let Ok(p) = std::env::var("OMNIVOICE_BENCH_PROFILE") {
+        if let Some(precision) = p.strip_prefix("codec-") {
+            let precision = if precision == "bf16" {
+                Precision::Bf16
+            } else {
+                Precision::F32
+            };
+            let codec =
+                CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb())
+                    .unwrap()
+                    .with_precision(precision);
+            let codes: Vec<u32> = (0..8 * 125).map(|_| rng.random_range(0..1024)).collect();
+            let codes = Tensor::from_vec(codes, (8, 125), &Device::Cpu).unwrap();
+            for _ in 0..3 {
+                let _c = omnivoice_models::spare::computing();
+                let _l = omnivoice_models::spare::lending();
+                let d = secs(|| drop(codec.decode(&codes).unwrap()));
+                println!("{precision}: codec decode, 125 frames {d:.3} s");
+            }
+            return;
+        }
         let precision = if p == "bf16" {
             Precision::Bf16
         } else {
@@ -400,22 +420,25 @@ fn main() {
         String::new(),
     );
 
-    let codec =
-        CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb()).unwrap();
     let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
     let codes = Tensor::from_vec(codes, (8, frames), &Device::Cpu).unwrap();
-    let decode = || {
-        let _c = omnivoice_models::spare::computing();
-        let _l = omnivoice_models::spare::lending();
-        codec.decode(&codes).unwrap()
-    };
-    let samples = decode().dim(0).unwrap();
-    let d = best_of(3, || drop(decode()));
-    row(
-        format!("codec decode, {frames} frames → {samples} samples (f32)"),
-        d,
-        format!("RTF {:.3}", d / audio_secs),
-    );
+    for precision in [Precision::F32, Precision::Bf16] {
+        let codec = CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb())
+            .unwrap()
+            .with_precision(precision);
+        let decode = || {
+            let _c = omnivoice_models::spare::computing();
+            let _l = omnivoice_models::spare::lending();
+            codec.decode(&codes).unwrap()
+        };
+        let samples = decode().dim(0).unwrap();
+        let d = best_of(3, || drop(decode()));
+        row(
+            format!("codec decode, {frames} frames → {samples} samples ({precision})"),
+            d,
+            format!("RTF {:.3}", d / audio_secs),
+        );
+    }
     println!("peak RSS (VmHWM): {:.0} MiB", peak_rss_mib());
 }
 

@@ -189,6 +189,30 @@ fn swiglu_slice(gate_up: &[f32], out: &mut [f32]) {
     }
 }
 
+/// Snake, `x + sin²(αx)/α'` (α' = α + 1e-9, `inv_alpha` = 1/α'), on one channel's row.
+/// [`sin`] reduces its argument exactly only below [`SIN_EXACT_BELOW`]; a row that reaches
+/// past it (a model's activations running away, as seeded random weights can make them)
+/// takes the library's `sin` instead.
+#[inline(always)]
+fn snake_slice(row: &mut [f32], alpha: f32, inv_alpha: f32) {
+    let peak = fold_lanes(row, 0.0, |a, x| a.max(x.abs()));
+    // Written so that a NaN peak takes the library's path too.
+    if (alpha.abs() * peak).partial_cmp(&SIN_EXACT_BELOW) != Some(std::cmp::Ordering::Less) {
+        for v in row {
+            let s = (alpha * *v).sin();
+            *v += inv_alpha * (s * s);
+        }
+        return;
+    }
+    for v in row {
+        let s = sin(alpha * *v);
+        *v += inv_alpha * (s * s);
+    }
+}
+
+/// Where [`sin`]'s range reduction stops being exact.
+const SIN_EXACT_BELOW: f32 = 5e4;
+
 /// A per-channel affine map `x ↦ scale·x + shift`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Affine {
@@ -294,6 +318,35 @@ widest_vectors! {
 widest_vectors! {
     /// [`swiglu_slice`] with the widest vectors this CPU has.
     pub(super) fn swiglu(gate_up: &[f32], out: &mut [f32]) => swiglu_slice
+}
+
+widest_vectors! {
+    /// [`snake_slice`] with the widest vectors this CPU has.
+    fn snake_row(row: &mut [f32], alpha: f32, inv_alpha: f32) => snake_slice
+}
+
+/// DAC's Snake, `x + sin²(αx) / (α + 1e-9)`, for `x` [B, C, T] and `alpha` [1, C, 1], as the
+/// official code computes it; `None` unless both are CPU `f32` (the caller then runs the
+/// tensor ops). Channels are shared with a spare core.
+pub(crate) fn snake(x: &Tensor, alpha: &Tensor) -> Result<Option<Tensor>> {
+    if !is_cpu_f32(x) || !is_cpu_f32(alpha) {
+        return Ok(None);
+    }
+    let (b, c, t) = x.dims3()?;
+    if alpha.dims() != [1, c, 1] {
+        candle_core::bail!("snake: alpha {:?} for {c} channels", alpha.shape());
+    }
+    let alpha = alpha.flatten_all()?.to_vec1::<f32>()?;
+    let mut data = x.flatten_all()?.to_vec1::<f32>()?;
+    if t > 0 {
+        crate::spare::rows_in_parts(&mut data, t, 1, 16 * b * c * t, |rows, part| {
+            for (row, data) in rows.zip(part.chunks_exact_mut(t)) {
+                let a = alpha[row % c];
+                snake_row(data, a, 1.0 / (a + 1e-9));
+            }
+        });
+    }
+    Ok(Some(Tensor::from_vec(data, (b, c, t), &Device::Cpu)?))
 }
 
 /// `tanh(a[:, :n]) · sigmoid(a[:, n:])` for `a` [B, 2n, T], the WaveNet gate.

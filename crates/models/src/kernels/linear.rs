@@ -25,7 +25,8 @@ use candle_core::{Result, Tensor};
 use super::bf16::{bf16_isa, pair, run_block, worth_it, Bf16Isa, BlockArgs, Epilogue, BLOCK_ROWS};
 use super::isa::avx512_bf16;
 use super::tensor::with_contiguous_f32;
-use super::tile_gemm::TileWeights;
+use super::tile_gemm::{Output, TileWeights};
+use super::transformer::swiglu_rows;
 use crate::spare::{self, SharedOut};
 
 /// Output features per strip: the AVX-512 block's 2 vectors of 16.
@@ -105,7 +106,7 @@ impl Bf16Linear {
                 x,
                 n,
                 &mut out.spare_capacity_mut()[..n * self.out_features],
-                false,
+                Output::Store,
             )
         })?;
         // SAFETY: `run` wrote every one of the n · out values.
@@ -115,33 +116,48 @@ impl Bf16Linear {
         Tensor::from_vec(out, shape, x.device())
     }
 
-    /// The layer over host rows: `out[i, m] = Σ_k x[i, k] · w[m, k]` for `x` row-major
-    /// [n, in] and `out` [n, out], or `out[i, m] +=` that with `add` (a residual stream
-    /// taking the layer's output, with no pass of its own).
-    pub(crate) fn run_into(&self, x: &[f32], n: usize, out: &mut [f32], add: bool) {
+    /// The layer over host rows: `y[i, m] = Σ_k x[i, k] · w[m, k]` for `x` row-major
+    /// [n, in], written to `out` ([n, output.width(out)]) as `output` says: stored, added to
+    /// a residual stream, or through SwiGLU, each with no pass of its own on AMX.
+    pub(crate) fn run_into(&self, x: &[f32], n: usize, out: &mut [f32], output: Output) {
+        let m = self.out_features;
+        if let Output::SwiGlu { group } = output {
+            let fused = matches!(&self.packed, Packed::Tiles(t) if t.fuses_swiglu(group));
+            if !fused {
+                assert!(group > 0 && m.is_multiple_of(2 * group));
+                assert_eq!(out.len(), n * m / 2);
+                let mut y = vec![0f32; n * m];
+                self.run_into(x, n, &mut y, Output::Store);
+                return swiglu_rows(&y, m / 2, group, out);
+            }
+        }
         // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and `run` writes only initialised
-        // values (it reads `out` only with `add`, and `out` was initialised).
+        // values (and reads `out`, initialised, only to add to it).
         let out = unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) };
-        self.run(x, n, out, add)
+        self.run(x, n, out, output)
     }
 
     pub fn out_features(&self) -> usize {
         self.out_features
     }
 
-    /// `out[i, m] = Σ_k x[i, k] · w[m, k]` for `x` row-major [n, in] and `out` [n, out]; with
-    /// `add`, `out[i, m] +=` that, `out` then initialised.
-    fn run(&self, x: &[f32], n: usize, out: &mut [MaybeUninit<f32>], add: bool) {
+    /// `y[i, m] = Σ_k x[i, k] · w[m, k]` for `x` row-major [n, in], written to `out` as
+    /// `output` says (`out` initialised unless stored; SwiGLU only on tiles that fuse it).
+    fn run(&self, x: &[f32], n: usize, out: &mut [MaybeUninit<f32>], output: Output) {
         let (k, m) = (self.in_features, self.out_features);
         assert_eq!(x.len(), n * k);
-        assert_eq!(out.len(), n * m);
+        assert_eq!(out.len(), n * output.width(m));
         if n == 0 || m == 0 {
             return;
         }
         let (strips, isa) = match &self.packed {
-            Packed::Tiles(tiles) => return tiles.run(x, n, out, add),
+            Packed::Tiles(tiles) => return tiles.run(x, n, out, output),
             Packed::Strips { words, isa } => (words, *isa),
         };
+        assert!(
+            !matches!(output, Output::SwiGlu { .. }),
+            "SwiGLU is applied after the strips' product"
+        );
         let pairs = k.div_ceil(2);
         let acts = pack_activations(x, n, k);
         let out_ptr = SharedOut::new(out);
@@ -177,7 +193,7 @@ impl Bf16Linear {
                         sums: &sums,
                         sums_stride: STRIP,
                         n_cols,
-                        accumulate: add,
+                        accumulate: output == Output::Add,
                     };
                     // SAFETY: the rows written are in bounds (asserted above) and the parts
                     // write disjoint feature columns of `out`, which nothing else reads
@@ -274,7 +290,7 @@ mod tests {
             let residual = values(n * m, 3);
             let added = || -> Vec<f32> {
                 let mut out = residual.clone();
-                linear.run_into(&x, n, &mut out, true);
+                linear.run_into(&x, n, &mut out, Output::Add);
                 out.iter().zip(&residual).map(|(o, r)| o - r).collect()
             };
             check(forward());
@@ -283,6 +299,36 @@ mod tests {
             let _lending = crate::spare::lending_always();
             check(forward());
             check(added());
+        }
+    }
+
+    /// SwiGLU applied to the sums (fused on AMX tiles where the groups fit a panel, after the
+    /// product elsewhere) against the stored product put through SwiGLU, with groups that
+    /// fuse and one that does not, with and without a spare core.
+    #[test]
+    fn swiglu_output_is_swiglu_of_the_product() {
+        for (n, k, m, group) in [(37, 96, 256, 64), (70, 64, 128, 16), (9, 40, 48, 8)] {
+            let x = values(n * k, 4);
+            let w = values(m * k, 5);
+            let linear =
+                Bf16Linear::new(&Tensor::from_vec(w, (m, k), &Device::Cpu).unwrap()).unwrap();
+            let mut y = vec![0f32; n * m];
+            linear.run_into(&x, n, &mut y, Output::Store);
+            let mut expected = vec![0f32; n * m / 2];
+            swiglu_rows(&y, m / 2, group, &mut expected);
+            let run = || {
+                let mut out = vec![f32::NAN; n * m / 2];
+                linear.run_into(&x, n, &mut out, Output::SwiGlu { group });
+                for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-6 * (1.0 + b.abs()),
+                        "{n}×{k}×{m}/{group} at {i}"
+                    );
+                }
+            };
+            run();
+            let _lending = crate::spare::lending_always();
+            run();
         }
     }
 }

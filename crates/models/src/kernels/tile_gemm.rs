@@ -23,6 +23,7 @@ use std::mem::MaybeUninit;
 use super::aligned::Aligned;
 use super::amx::{self, TILE_WORDS};
 use super::bf16::{pair, to_bf16};
+use super::fast_math::swiglu;
 use super::isa::avx512_bf16;
 use crate::spare::{self, SharedOut};
 
@@ -36,6 +37,30 @@ const PANEL: usize = 128;
 /// Tile steps of one cut of the sum: 32 positions × 256 inputs of `x` (16 KiB) stay in L1
 /// while the panel's weights for those inputs stream past them from L2.
 const SUM_STEPS: usize = 8;
+
+/// What a linear layer does with its sums `y = x · wᵀ`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Output {
+    /// `out = y`, `[n, m]`.
+    Store,
+    /// `out += y` (a residual stream taking the layer's output).
+    Add,
+    /// `out[i, c·g + j] = silu(y[i, 2c·g + j]) · y[i, (2c + 1)·g + j]` for `g = group`,
+    /// `[n, m / 2]`: SwiGLU of a joint gate/up layer whose features alternate `group` gate
+    /// and `group` up features ([`super::transformer::swiglu_rows`]), applied while the sums
+    /// are in cache instead of in a pass of its own.
+    SwiGlu { group: usize },
+}
+
+impl Output {
+    /// Output values per row of `m` sums.
+    pub(crate) fn width(self, m: usize) -> usize {
+        match self {
+            Output::SwiGlu { .. } => m / 2,
+            _ => m,
+        }
+    }
+}
 
 /// A linear layer's `[m, k]` weights as AMX tiles of 16 input pairs × 16 features (features
 /// past `m` and inputs past `k` zero), in the order the product reads them ([`Self::offset`]).
@@ -90,13 +115,26 @@ impl TileWeights {
         (t0 * blocks + block * steps) * 2 * TILE_WORDS
     }
 
-    /// `out[i, o] = Σ_j x[i, j] · w[o, j]` for `x` row-major `[n, k]` and `out` `[n, m]`;
-    /// with `add`, `out[i, o] +=` that (a residual stream taking a layer's output), which
-    /// `out` must then hold initialised values for.
-    pub(super) fn run(&self, x: &[f32], n: usize, out: &mut [MaybeUninit<f32>], add: bool) {
+    /// Whether [`Output::SwiGlu`] of `group` can be applied per panel: each panel (and each
+    /// part a spare core takes) then holds whole groups of gate and up features.
+    pub(super) fn fuses_swiglu(&self, group: usize) -> bool {
+        group > 0
+            && (2 * group).is_multiple_of(BLOCK)
+            && PANEL.is_multiple_of(2 * group)
+            && self.out_features.is_multiple_of(2 * group)
+    }
+
+    /// `y[i, o] = Σ_j x[i, j] · w[o, j]` for `x` row-major `[n, k]`, written to `out` as
+    /// `output` says (`[n, output.width(m)]`; initialised unless [`Output::Store`]). SwiGLU
+    /// only where [`TileWeights::fuses_swiglu`].
+    pub(super) fn run(&self, x: &[f32], n: usize, out: &mut [MaybeUninit<f32>], output: Output) {
         let (k, m) = (self.in_features, self.out_features);
+        let width = output.width(m);
         assert_eq!(x.len(), n * k);
-        assert_eq!(out.len(), n * m);
+        assert_eq!(out.len(), n * width);
+        if let Output::SwiGlu { group } = output {
+            assert!(self.fuses_swiglu(group));
+        }
         assert!(amx::usable(), "weights packed for AMX on a CPU without it");
         if n == 0 || m == 0 {
             return;
@@ -145,30 +183,50 @@ impl TileWeights {
                     }
                     let cols = p1.min(m) - p0;
                     for r in 0..BLOCK.min(n - i0) {
-                        let start = (i0 + r) * m + p0;
-                        assert!(start + cols <= n * m);
                         let sums = &sums[r * sums_stride..][..cols];
-                        // SAFETY: in bounds (asserted), and this part's own features of `out`:
-                        // the parts write disjoint features, which nothing reads meanwhile;
-                        // with `add`, the caller initialised them.
-                        unsafe {
-                            if add {
-                                let out = std::slice::from_raw_parts_mut(out_ptr.add(start), cols);
-                                out.iter_mut().zip(sums).for_each(|(o, s)| *o += s);
-                            } else {
+                        let (start, len) = match output {
+                            Output::SwiGlu { .. } => ((i0 + r) * width + p0 / 2, cols / 2),
+                            _ => ((i0 + r) * width + p0, cols),
+                        };
+                        assert!(start + len <= n * width);
+                        // In bounds (asserted), and this part's own features of `out`: the
+                        // parts write disjoint features (a SwiGLU part's half of its whole
+                        // groups), which nothing reads meanwhile.
+                        if output == Output::Store {
+                            // SAFETY: as said above.
+                            unsafe {
                                 std::ptr::copy_nonoverlapping(
                                     sums.as_ptr(),
                                     out_ptr.add(start),
-                                    cols,
+                                    len,
                                 )
+                            };
+                            continue;
+                        }
+                        // SAFETY: as said above; for `Add` and `SwiGlu` the caller
+                        // initialised `out`.
+                        let out =
+                            unsafe { std::slice::from_raw_parts_mut(out_ptr.add(start), len) };
+                        match output {
+                            Output::Store => unreachable!("stored above"),
+                            Output::Add => out.iter_mut().zip(sums).for_each(|(o, s)| *o += s),
+                            Output::SwiGlu { group } => {
+                                let gates = sums.chunks_exact(2 * group);
+                                for (y, out) in gates.zip(out.chunks_exact_mut(group)) {
+                                    swiglu(y, out);
+                                }
                             }
-                        };
+                        }
                     }
                 }
             }
         };
         let padded = m.div_ceil(BLOCK) * BLOCK;
-        spare::in_parts(padded, BLOCK, n * k * m, features);
+        let align = match output {
+            Output::SwiGlu { group } => 2 * group,
+            _ => BLOCK,
+        };
+        spare::in_parts(padded, align, n * k * m, features);
     }
 }
 
@@ -176,20 +234,25 @@ impl TileWeights {
 /// of [`BLOCK`] positions: the tiles read whole blocks.
 fn to_bf16_rows(x: &[f32], n: usize, k: usize, row: usize) -> Aligned<u16> {
     let mut rows = Aligned::zeroed(n.div_ceil(BLOCK) * BLOCK * row);
-    let a = &mut rows[..];
-    let vector = avx512_bf16();
-    for (src, dst) in x.chunks_exact(k).zip(a.chunks_exact_mut(row)) {
-        let done = if vector {
-            // SAFETY: `avx512_bf16` said the CPU has AVX-512 BF16; `dst` holds `row ≥ k` values.
-            unsafe { x86::convert(src, dst) }
-        } else {
-            0
-        };
-        for (d, &v) in dst[done..k].iter_mut().zip(&src[done..]) {
-            *d = to_bf16(v);
-        }
+    for (src, dst) in x.chunks_exact(k).zip(rows.chunks_exact_mut(row)) {
+        round_row(src, &mut dst[..k]);
     }
     rows
+}
+
+/// `dst` ← `src` rounded to bf16 (to nearest, ties to even), 32 at a time with AVX-512 BF16
+/// where the CPU has it.
+pub(super) fn round_row(src: &[f32], dst: &mut [u16]) {
+    assert_eq!(src.len(), dst.len());
+    let done = if avx512_bf16() {
+        // SAFETY: `avx512_bf16` said the CPU has AVX-512 BF16; `dst` holds `src.len()` values.
+        unsafe { x86::convert(src, dst) }
+    } else {
+        0
+    };
+    for (d, &v) in dst[done..].iter_mut().zip(&src[done..]) {
+        *d = to_bf16(v);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -255,7 +318,7 @@ mod tests {
             let round = |v: f32| from_bf16(to_bf16(v)) as f64;
             let run = || {
                 let mut out = vec![MaybeUninit::new(f32::NAN); n * m];
-                weights.run(&x, n, &mut out, false);
+                weights.run(&x, n, &mut out, Output::Store);
                 // SAFETY: initialised above (and overwritten by `run`).
                 out.into_iter()
                     .map(|v| unsafe { v.assume_init() })
@@ -372,11 +435,11 @@ mod speed {
                 .collect();
             let weights = TileWeights::new(&w, m, k);
             let mut out = vec![MaybeUninit::new(0f32); n * m];
-            weights.run(&x, n, &mut out, false);
+            weights.run(&x, n, &mut out, Output::Store);
             let best = (0..7)
                 .map(|_| {
                     let start = thread_secs();
-                    weights.run(&x, n, &mut out, false);
+                    weights.run(&x, n, &mut out, Output::Store);
                     thread_secs() - start
                 })
                 .fold(f64::INFINITY, f64::min);

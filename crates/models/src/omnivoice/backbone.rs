@@ -312,7 +312,7 @@ impl Attention {
             let view = |data, stride| Strided { data, stride };
             let mut out = vec![0f32; n * q_cols];
             let (q, k, v) = (view(&q, q_cols), view(&k, kv_cols), view(&v, kv_cols));
-            packed_attention(q, k, v, &s.sizes, heads, &mut out);
+            packed_attention(q, k, v, &s.sizes, heads, Precision::F32, &mut out);
             let out = Tensor::from_vec(out, (n, q_cols), x.device())?;
             return self.o_proj.forward(&out);
         }

@@ -15,6 +15,10 @@ use candle_nn::{linear, Linear, VarBuilder};
 use serde_json::Value;
 
 use crate::error::{read_text, ModelError};
+use crate::kernels::{
+    self, conv1d_fused, conv_transpose1d_fused, InputMap, PackedPhaseCache, PackedWeightCache,
+    Precision,
+};
 use crate::layers::weight_normed;
 
 /// The codec's sizes, from `audio_tokenizer/config.json`. transformers derives some of them
@@ -152,6 +156,15 @@ impl CodecDecoder {
         &self.config
     }
 
+    /// The decoder's convolutions in `precision` on the CPU (bf16 on the AVX-512 and AMX
+    /// kernels), their weights packed on first use; the quantizers' lookups and the `f32`
+    /// sums, biases and Snakes stay `f32`. Off the CPU, or for `f32` tensors not on it, this
+    /// changes nothing.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.decoder.set_precision(precision);
+        self
+    }
+
     /// `codes`: [num_quantizers, T] u32 → audio, [T · hop_length] samples.
     pub fn decode(&self, codes: &Tensor) -> Result<Tensor> {
         let (quantizers, _frames) = codes.dims2()?;
@@ -211,6 +224,18 @@ impl DacDecoder {
             snake1: Snake::load(channels, vb.pp("snake1"))?,
             conv2: Conv::load(channels, 1, 7, 3, 1, vb.pp("conv2"))?,
         })
+    }
+
+    fn set_precision(&mut self, precision: Precision) {
+        self.conv1.cache = PackedWeightCache::new(precision);
+        self.conv2.cache = PackedWeightCache::new(precision);
+        for block in &mut self.blocks {
+            block.conv_t1.cache = PackedPhaseCache::new(precision);
+            for unit in &mut block.res_units {
+                unit.conv1.cache = PackedWeightCache::new(precision);
+                unit.conv2.cache = PackedWeightCache::new(precision);
+            }
+        }
     }
 
     /// [1, acoustic, T] → [1, 1, T · Π ratios]
@@ -279,8 +304,7 @@ impl ResidualUnit {
 
     pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = self.conv1.forward(&self.snake1.forward(x)?)?;
-        let y = self.conv2.forward(&self.snake2.forward(&y)?)?;
-        x + y
+        self.conv2.forward_added(&self.snake2.forward(&y)?, x)
     }
 }
 
@@ -297,6 +321,9 @@ impl Snake {
     }
 
     pub(super) fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        if let Some(y) = kernels::snake(x, &self.alpha)? {
+            return Ok(y);
+        }
         let wave = x.broadcast_mul(&self.alpha)?.sin()?.sqr()?;
         let inverse = (&self.alpha + 1e-9)?.recip()?;
         x + wave.broadcast_mul(&inverse)?
@@ -309,6 +336,8 @@ struct Conv {
     bias: Tensor,
     padding: usize,
     dilation: usize,
+    /// Its weights packed for the CPU kernels in the decoder's precision.
+    cache: PackedWeightCache,
 }
 
 impl Conv {
@@ -325,17 +354,29 @@ impl Conv {
             bias: vb.get(c_out, "bias")?,
             padding,
             dilation,
+            cache: PackedWeightCache::default(),
         })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::kernels::conv1d(
+        self.run(x, &[])
+    }
+
+    /// `residual + conv(x)`, the add fused into the convolution's write on the CPU.
+    fn forward_added(&self, x: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        self.run(x, &[residual])
+    }
+
+    fn run(&self, x: &Tensor, residuals: &[&Tensor]) -> Result<Tensor> {
+        conv1d_fused(
             x,
             &self.weight,
             Some(&self.bias),
             self.padding,
             self.dilation,
-            1,
+            &InputMap::IDENTITY,
+            residuals,
+            Some(&self.cache),
         )
     }
 }
@@ -346,6 +387,7 @@ struct TransposedConv {
     weight: Tensor,
     bias: Tensor,
     stride: usize,
+    cache: PackedPhaseCache,
 }
 
 impl TransposedConv {
@@ -354,12 +396,31 @@ impl TransposedConv {
             weight: weight_normed(&vb, (c_in, c_out, 2 * stride), 0)?,
             bias: vb.get(c_out, "bias")?,
             stride,
+            cache: PackedPhaseCache::default(),
         })
     }
 
+    /// [1, C_in, T] → [1, C_out, T · stride]
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let s = self.stride;
-        let y = x.conv_transpose1d(&self.weight, s.div_ceil(2), s % 2, s, 1, 1)?;
-        y.broadcast_add(&self.bias.reshape((1, (), 1))?)
+        let frames = x.dim(2)?;
+        // The output padding of an odd stride is the one more sample that a zero input
+        // column after the last gives (a zero adds nothing to the samples before it), so the
+        // kernels, which have no output padding, run on the input so extended.
+        let x = if s % 2 == 1 {
+            x.pad_with_zeros(2, 0, 1)?
+        } else {
+            x.clone()
+        };
+        let y = conv_transpose1d_fused(
+            &x,
+            &self.weight,
+            Some(&self.bias),
+            s,
+            s.div_ceil(2),
+            &InputMap::IDENTITY,
+            Some(&self.cache),
+        )?;
+        y.narrow(2, 0, frames * s)
     }
 }

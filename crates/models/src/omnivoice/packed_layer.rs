@@ -15,8 +15,9 @@
 //! q, k = rotate(norm(q)), rotate(norm(k))   in place, inside y's rows
 //! h += attention(q, k, v) · W_oᵀ      the residual add in the product's write
 //! x = rms_norm(h)
-//! g = x · [W_gate ⋈ W_up]ᵀ            [N, 2 · mlp]   gate and up interleaved by GATE_GROUP
-//! h += (silu(gate) · up) · W_downᵀ
+//! g = silu(x · W_gateᵀ) · (x · W_upᵀ)  [N, mlp]   one product, gate and up interleaved
+//!                                     by GATE_GROUP, SwiGLU applied to its sums in cache
+//! h += g · W_downᵀ
 //! ```
 //!
 //! It is exactly what [`super::backbone`]'s tensor layer computes, with the same bf16 roundings
@@ -25,8 +26,8 @@
 use candle_core::{DType, Result, Tensor};
 
 use crate::kernels::packed_attention::{packed_attention, Heads, Strided};
-use crate::kernels::transformer::{norm_rotate, rms_norm_rows, swiglu_rows, HeadRun};
-use crate::kernels::Bf16Linear;
+use crate::kernels::transformer::{norm_rotate, rms_norm_rows, HeadRun};
+use crate::kernels::{Bf16Linear, LinearOutput, Precision};
 
 /// At most this many gate features, then as many up features, in turn in the joint gate/up
 /// product: each part of the product's output then holds both halves of what SwiGLU
@@ -83,7 +84,6 @@ pub(super) struct Scratch {
     normed: Vec<f32>,
     qkv: Vec<f32>,
     attended: Vec<f32>,
-    gate_up: Vec<f32>,
     gated: Vec<f32>,
 }
 
@@ -136,11 +136,11 @@ impl PackedLayer {
         fit(&mut s.normed, n * hidden);
         fit(&mut s.qkv, n * width);
         fit(&mut s.attended, n * heads * d);
-        fit(&mut s.gate_up, n * 2 * self.mlp);
         fit(&mut s.gated, n * self.mlp);
 
         rms_norm_rows(h, &self.input_norm, self.eps, &mut s.normed);
-        self.qkv.run_into(&s.normed, n, &mut s.qkv, false);
+        self.qkv
+            .run_into(&s.normed, n, &mut s.qkv, LinearOutput::Store);
         let (q_cols, kv_cols) = (heads * d, kv_heads * d);
         let runs = [
             HeadRun {
@@ -165,13 +165,14 @@ impl PackedLayer {
             view(q_cols + kv_cols),
             at.segments,
             self.heads,
+            Precision::Bf16,
             &mut s.attended,
         );
-        self.o.run_into(&s.attended, n, h, true);
+        self.o.run_into(&s.attended, n, h, LinearOutput::Add);
 
         rms_norm_rows(h, &self.post_norm, self.eps, &mut s.normed);
-        self.gate_up.run_into(&s.normed, n, &mut s.gate_up, false);
-        swiglu_rows(&s.gate_up, self.mlp, self.group, &mut s.gated);
-        self.down.run_into(&s.gated, n, h, true);
+        let swiglu = LinearOutput::SwiGlu { group: self.group };
+        self.gate_up.run_into(&s.normed, n, &mut s.gated, swiglu);
+        self.down.run_into(&s.gated, n, h, LinearOutput::Add);
     }
 }
