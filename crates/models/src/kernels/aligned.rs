@@ -36,6 +36,16 @@ impl<T: Copy + Default> Aligned<T> {
         Self { values, skip, len }
     }
 
+    /// The first `len` values, reallocated (zeroed) only when fewer are held: a buffer kept
+    /// between calls, its values whatever the last call left.
+    pub(super) fn at_least(&mut self, len: usize) -> &mut [T] {
+        if self.values.len() < self.skip + len {
+            *self = Self::zeroed(len);
+        }
+        self.len = len;
+        &mut self.values[self.skip..][..len]
+    }
+
     pub(super) fn copy(values: &[T]) -> Self {
         let mut aligned = Self::zeroed(values.len());
         aligned.copy_from_slice(values);
@@ -73,5 +83,13 @@ mod tests {
             assert_eq!(copy.as_ptr() as usize % LINE, 0);
             assert_eq!(&copy[..], &values[..]);
         }
+        let mut kept = Aligned::<u32>::new();
+        kept.at_least(100).fill(7);
+        let first = kept.as_ptr();
+        // Fewer values: the same allocation, the old values.
+        assert_eq!(kept.at_least(50), &[7; 50][..]);
+        assert_eq!(kept.as_ptr(), first);
+        assert_eq!(kept.at_least(5000).len(), 5000);
+        assert_eq!(kept.as_ptr() as usize % LINE, 0);
     }
 }

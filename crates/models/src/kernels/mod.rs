@@ -26,8 +26,11 @@
 //! - run a bidirectional LSTM as one input-projection product plus one fused loop over the
 //!   steps ([`BiLstm`], in `lstm`);
 //! - run a transformer's linear layers in bf16 over row-major positions ([`Bf16Linear`], in
-//!   `linear`), the same register block as the bf16 convolutions with its operands swapped,
-//!   and their attention over packed segments as products ([`packed_attention`]).
+//!   `linear`), the same register block as the bf16 convolutions with its operands swapped
+//!   (on AMX, `tile_gemm`'s row-major tile product, which can also add its output to a
+//!   residual stream or apply SwiGLU as it writes), their attention over packed segments as
+//!   products ([`packed_attention`]; on AMX in bf16, `tile_attention`), and the steps
+//!   between them as row kernels ([`transformer`]).
 //!
 //! A layer can also be loaded in a reduced [`Precision`] ([`precision`]): its weights are
 //! then packed in bfloat16 and its direct convolutions run through [`bf16`] (AVX-512) or

@@ -44,7 +44,7 @@ fn on_tiles(
         // SAFETY: the caller checked that AMX is usable; the configuration lives on this
         // thread for this part.
         let tiles = unsafe { Tiles::configure() };
-        let mut scratch = Scratch::new();
+        let (mut scratch, mut packed) = TILE_BUFFERS.replace((Scratch::new(), PackedKv::new()));
         for kv in kv_heads {
             for (&start, &len) in starts.iter().zip(segments) {
                 fn rows<'a>(x: Strided<'a>, start: usize, column: usize) -> HeadRows<'a> {
@@ -54,7 +54,7 @@ fn on_tiles(
                     }
                 }
                 let rows = |x, head: usize| rows(x, start, head * d);
-                let packed = PackedKv::new(rows(k, kv), rows(v, kv), len, d);
+                packed.pack(rows(k, kv), rows(v, kv), len, d);
                 for head in kv * group..(kv + 1) * group {
                     // SAFETY: rows start..start + len of this head's columns of `out`, which
                     // only this part writes (its key/value heads' query heads), inside `out`
@@ -73,7 +73,15 @@ fn on_tiles(
                 }
             }
         }
+        TILE_BUFFERS.set((scratch, packed));
     });
+}
+
+thread_local! {
+    /// This thread's buffers for [`on_tiles`], kept between calls (fresh ones are fresh pages
+    /// to fault in, 56 times a forward).
+    static TILE_BUFFERS: std::cell::Cell<(Scratch, PackedKv)> =
+        const { std::cell::Cell::new((Scratch::new(), PackedKv::new())) };
 }
 
 /// Row-major values whose rows (one per position) are `stride` apart: a view of the columns

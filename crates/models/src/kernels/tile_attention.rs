@@ -53,13 +53,28 @@ pub(super) fn fits(head_dim: usize) -> bool {
 }
 
 impl PackedKv {
-    /// `len` positions' keys and values of one head (`head_dim` values each).
-    pub(super) fn new(k: HeadRows, v: HeadRows, len: usize, head_dim: usize) -> Self {
+    /// Nothing packed yet.
+    pub(super) const fn new() -> Self {
+        Self {
+            keys: Aligned::new(),
+            values: Aligned::new(),
+            len: 0,
+            head_dim: 0,
+        }
+    }
+
+    /// Packs `len` positions' keys and values of one head (`head_dim` values each), in the
+    /// buffers of what was packed before. The padding past `len` in the last block may hold
+    /// an earlier head's finite values: scores against padding keys are never read, and
+    /// padding values are weighed by probabilities of exactly 0.
+    pub(super) fn pack(&mut self, k: HeadRows, v: HeadRows, len: usize, head_dim: usize) {
         assert!(fits(head_dim));
         let d = head_dim;
         let key_blocks = len.div_ceil(BLOCK);
         let (d_steps, d_blocks) = (d / BLOCK, d / BLOCK);
-        let mut keys = Aligned::zeroed(key_blocks * d_steps * 2 * TILE_WORDS);
+        self.len = len;
+        self.head_dim = d;
+        let keys = self.keys.at_least(key_blocks * d_steps * 2 * TILE_WORDS);
         // A row in bf16.
         let mut half = vec![0u16; d];
         let word = |lo: u16, hi: u16| lo as u32 | (hi as u32) << 16;
@@ -75,7 +90,7 @@ impl PackedKv {
                 keys[tile * TILE_WORDS + q * 16 + j] = word(two[0], two[1]);
             }
         }
-        let mut values = Aligned::zeroed(d_blocks * key_blocks * 2 * TILE_WORDS);
+        let values = self.values.at_least(d_blocks * key_blocks * 2 * TILE_WORDS);
         // Tile row q of step t holds keys t·32 + 2q and + 1 of the tile's 16 dimensions: two
         // keys' rows interleaved, 16 dimensions at a time.
         let mut second = vec![0u16; d];
@@ -98,12 +113,6 @@ impl PackedKv {
                 values[tile * TILE_WORDS + q * 16..][..16].copy_from_slice(sixteen);
             }
         }
-        Self {
-            keys,
-            values,
-            len,
-            head_dim,
-        }
     }
 }
 
@@ -116,7 +125,7 @@ pub(super) struct Scratch {
 }
 
 impl Scratch {
-    pub(super) fn new() -> Self {
+    pub(super) const fn new() -> Self {
         Self {
             queries: Aligned::new(),
             scores: Aligned::new(),
@@ -127,9 +136,7 @@ impl Scratch {
 }
 
 fn fit<T: Copy + Default>(buf: &mut Aligned<T>, len: usize) {
-    if buf.len() < len {
-        *buf = Aligned::zeroed(len);
-    }
+    buf.at_least(len);
 }
 
 /// `out[i] = softmax(q[i] · kᵀ · scale) · v` for the segment's `kv.len` query rows of one

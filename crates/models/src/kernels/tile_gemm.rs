@@ -18,6 +18,7 @@
 //! second at OmniVoice's shapes). The panels are what a spare core shares
 //! ([`crate::spare`]), each thread with its own tile configuration.
 
+use std::cell::Cell;
 use std::mem::MaybeUninit;
 
 use super::aligned::Aligned;
@@ -142,7 +143,11 @@ impl TileWeights {
         // One cache line past the tiles' width: at a power-of-two stride the 16 rows of a tile
         // would share a few of L1's sets and evict each other.
         let row = self.k_tiles * STEP + STEP;
-        let a = to_bf16_rows(x, n, k, row);
+        // This thread's rows, kept from call to call: at a few hundred kilobytes and up, a
+        // fresh buffer is fresh pages, which the kernel faults in and zeroes on every call
+        // (7 calls a layer, 28 layers a forward).
+        let mut kept = ROWS.replace(Aligned::new());
+        let a = to_bf16_rows(x, n, k, row, &mut kept);
         let blocks = m.div_ceil(BLOCK);
         let panel = PANEL;
         let out_ptr = SharedOut::new(out);
@@ -153,7 +158,8 @@ impl TileWeights {
             let out_ptr = out_ptr.get();
             // SAFETY: AMX is usable (asserted above); the configuration lives on this thread.
             let tiles = unsafe { amx::Tiles::configure() };
-            let mut sums = Aligned::<f32>::zeroed(BLOCK * sums_stride);
+            let mut kept_sums = SUMS.replace(Aligned::new());
+            let sums = kept_sums.at_least(BLOCK * sums_stride);
             for p0 in range.clone().step_by(panel) {
                 let p1 = (p0 + panel).min(range.end);
                 for i0 in (0..n).step_by(BLOCK) {
@@ -220,6 +226,7 @@ impl TileWeights {
                     }
                 }
             }
+            SUMS.set(kept_sums);
         };
         let padded = m.div_ceil(BLOCK) * BLOCK;
         let align = match output {
@@ -227,16 +234,34 @@ impl TileWeights {
             _ => BLOCK,
         };
         spare::in_parts(padded, align, n * k * m, features);
+        ROWS.set(kept);
     }
 }
 
+thread_local! {
+    /// This thread's bf16 activation rows, kept between calls ([`TileWeights::run`]).
+    static ROWS: Cell<Aligned<u16>> = const { Cell::new(Aligned::new()) };
+    /// This thread's sums of one block across a panel, kept between calls.
+    static SUMS: Cell<Aligned<f32>> = const { Cell::new(Aligned::new()) };
+}
+
 /// `x` `[n, k]` as bf16 rows of `row` values (zeros past `k`), and zero rows up to a multiple
-/// of [`BLOCK`] positions: the tiles read whole blocks.
-fn to_bf16_rows(x: &[f32], n: usize, k: usize, row: usize) -> Aligned<u16> {
-    let mut rows = Aligned::zeroed(n.div_ceil(BLOCK) * BLOCK * row);
-    for (src, dst) in x.chunks_exact(k).zip(rows.chunks_exact_mut(row)) {
-        round_row(src, &mut dst[..k]);
+/// of [`BLOCK`] positions (the tiles read whole blocks), in `buffer`.
+fn to_bf16_rows<'a>(
+    x: &[f32],
+    n: usize,
+    k: usize,
+    row: usize,
+    buffer: &'a mut Aligned<u16>,
+) -> &'a [u16] {
+    let rows = buffer.at_least(n.div_ceil(BLOCK) * BLOCK * row);
+    let (real, padding) = rows.split_at_mut(n * row);
+    for (src, dst) in x.chunks_exact(k).zip(real.chunks_exact_mut(row)) {
+        let (values, past) = dst.split_at_mut(k);
+        round_row(src, values);
+        past.fill(0);
     }
+    padding.fill(0);
     rows
 }
 
@@ -353,7 +378,8 @@ mod tests {
         let mut x = values(96, 7);
         x[3] = f32::from_bits(0x3f80_8000); // a tie, to even
         x[4] = f32::from_bits(0x3f81_8000); // a tie, up
-        let rows = to_bf16_rows(&x, 1, 96, 96);
+        let mut buffer = Aligned::new();
+        let rows = to_bf16_rows(&x, 1, 96, 96, &mut buffer);
         for (j, (&v, &h)) in x.iter().zip(rows.iter()).enumerate() {
             assert_eq!(h, to_bf16(v), "value {j}: {v}");
         }
@@ -421,6 +447,7 @@ mod speed {
             eprintln!("the block alone, operands in L1: {rate:.0} GMAC/s");
         }
         for (n, k, m) in [
+            (290, 1024, 4096),
             (290, 1024, 3072),
             (290, 3072, 1024),
             (290, 1024, 2048),

@@ -143,10 +143,11 @@ impl Backbone {
                     cos: &cos,
                     sin: &sin,
                 };
-                let mut scratch = Scratch::default();
+                let mut scratch = Scratch::kept();
                 for layer in layers {
                     layer.forward(&mut h, &at, &mut scratch);
                 }
+                scratch.keep();
                 let mut out = vec![0f32; h.len()];
                 rms_norm_rows(&h, &self.norm_weight, self.eps, &mut out);
                 return Tensor::from_vec(out, (n, hidden), x.device());

@@ -87,6 +87,24 @@ pub(super) struct Scratch {
     gated: Vec<f32>,
 }
 
+thread_local! {
+    /// The buffers of this thread's last forward: at several megabytes, fresh ones are fresh
+    /// pages to fault in and zero on every forward.
+    static KEPT: std::cell::Cell<Scratch> = std::cell::Cell::default();
+}
+
+impl Scratch {
+    /// This thread's buffers, as its last forward left them.
+    pub fn kept() -> Self {
+        KEPT.take()
+    }
+
+    /// Keeps the buffers for this thread's next forward.
+    pub fn keep(self) {
+        KEPT.set(self);
+    }
+}
+
 impl PackedLayer {
     pub fn new(w: LayerWeights) -> Result<Self> {
         let host = |t: &Tensor| t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>();
