@@ -43,7 +43,9 @@ cargo test --workspace --features bench-kernels "$@"
 
 # The kernels pick their instruction sets at run time, so the run above tested only this CPU's
 # best paths: run the kernel tests again with each lower one forced (a level this CPU lacks
-# changes nothing there, and that run repeats the one above).
+# changes nothing there, and that run repeats the one above). OmniVoice's bf16 gates (its
+# layers, attention and codec against f32 and the official bf16) run with them.
 for isa in avx512 avx2 portable; do
-    OMNIVOICE_KERNEL_ISA=$isa cargo test -p omnivoice-models --features bench-kernels --lib kernels::
+    OMNIVOICE_KERNEL_ISA=$isa cargo test -p omnivoice-models --features bench-kernels --lib \
+        -- kernels:: omnivoice::tests::bf16
 done
