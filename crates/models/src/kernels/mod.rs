@@ -77,6 +77,7 @@ mod norm;
 pub(crate) mod packed_attention;
 mod paths;
 mod precision;
+pub(crate) mod row_linear;
 mod rows;
 mod shape;
 mod spectral;

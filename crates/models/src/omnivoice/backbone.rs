@@ -81,21 +81,37 @@ impl Backbone {
         })
     }
 
-    /// Packs every linear layer for `precision`: in bf16 with the CPU kernels, each layer
-    /// becomes a [`PackedLayer`] (its `f32` weights dropped as it is packed, so that the
-    /// two copies never coexist for more than one layer).
+    /// Readies every linear layer for `precision` (`f32` or bf16). With the CPU kernels each
+    /// layer becomes a [`PackedLayer`] with its products in `precision` (the tensor layer
+    /// dropped as each is packed, so that two copies of the weights never coexist for more
+    /// than one layer); `f32` packed layers can still go to bf16, not back.
     pub fn in_precision(&mut self, precision: Precision) -> Result<()> {
-        if precision != Precision::Bf16 {
-            return Ok(());
-        }
+        let precision = match precision {
+            Precision::Bf16 => Precision::Bf16,
+            _ => Precision::F32,
+        };
         let layers = match &mut self.layers {
             Layers::Tensors(layers) if self.fused => std::mem::take(layers),
-            Layers::Tensors(layers) => return Self::pack_projections(layers, precision),
-            Layers::Packed(_) => return Ok(()),
+            Layers::Tensors(layers) if precision == Precision::Bf16 => {
+                return Self::pack_projections(layers, precision)
+            }
+            Layers::Tensors(_) => return Ok(()),
+            Layers::Packed(layers) => {
+                if precision == Precision::Bf16 {
+                    for layer in std::mem::take(layers) {
+                        let layer = match layer.precision() {
+                            Precision::Bf16 => layer,
+                            _ => layer.into_bf16()?,
+                        };
+                        layers.push(layer);
+                    }
+                }
+                return Ok(());
+            }
         };
         let mut packed = Vec::with_capacity(layers.len());
         for layer in layers {
-            packed.push(layer.packed()?);
+            packed.push(layer.packed(precision)?);
         }
         self.layers = Layers::Packed(packed);
         Ok(())
@@ -199,30 +215,34 @@ impl Layer {
         })
     }
 
-    /// The same layer packed for bf16 on the CPU ([`PackedLayer`]), from its `f32` weights.
-    fn packed(self) -> Result<PackedLayer> {
+    /// The same layer on host rows ([`PackedLayer`]), its products in `precision`, from its
+    /// `f32` weights.
+    fn packed(self, precision: Precision) -> Result<PackedLayer> {
         let f32_weight = |p: &Proj| match p {
             Proj::F32(l) => Ok(l.weight().clone()),
             Proj::Bf16(_) => Err(candle_core::Error::Msg("packed already".into())),
         };
         let (a, m) = (&self.self_attn, &self.mlp);
-        PackedLayer::new(LayerWeights {
-            input_norm: self.input_layernorm.weight(),
-            post_norm: self.post_attention_layernorm.weight(),
-            q_norm: a.q_norm.weight(),
-            k_norm: a.k_norm.weight(),
-            eps: a.eps as f64,
-            q: &f32_weight(&a.q_proj)?,
-            k: &f32_weight(&a.k_proj)?,
-            v: &f32_weight(&a.v_proj)?,
-            o: &f32_weight(&a.o_proj)?,
-            gate: &f32_weight(&m.gate_proj)?,
-            up: &f32_weight(&m.up_proj)?,
-            down: &f32_weight(&m.down_proj)?,
-            heads: a.heads,
-            kv_heads: a.kv_heads,
-            head_dim: a.head_dim,
-        })
+        PackedLayer::new(
+            LayerWeights {
+                input_norm: self.input_layernorm.weight(),
+                post_norm: self.post_attention_layernorm.weight(),
+                q_norm: a.q_norm.weight(),
+                k_norm: a.k_norm.weight(),
+                eps: a.eps as f64,
+                q: &f32_weight(&a.q_proj)?,
+                k: &f32_weight(&a.k_proj)?,
+                v: &f32_weight(&a.v_proj)?,
+                o: &f32_weight(&a.o_proj)?,
+                gate: &f32_weight(&m.gate_proj)?,
+                up: &f32_weight(&m.up_proj)?,
+                down: &f32_weight(&m.down_proj)?,
+                heads: a.heads,
+                kv_heads: a.kv_heads,
+                head_dim: a.head_dim,
+            },
+            precision,
+        )
     }
 
     fn forward(&self, x: &Tensor, cos: &Tensor, sin: &Tensor, s: &Segments) -> Result<Tensor> {

@@ -68,6 +68,8 @@ impl OmniVoice {
             Precision::F32
         };
         if precision == self.precision {
+            // In `f32` the layers still go to the host-row kernels, once.
+            self.backbone.in_precision(precision)?;
             return Ok(self);
         }
         if self.precision != Precision::F32 {

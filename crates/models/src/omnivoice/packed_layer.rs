@@ -1,7 +1,7 @@
-//! A decoder layer of the body in bf16 on the CPU, run as one pass over host rows.
+//! A decoder layer of the body on the CPU, run as one pass over host rows.
 //!
-//! In bf16 the products run on packed weights ([`kernels::Bf16Linear`]) and everything
-//! between them is a few passes over `[N, ·]` rows. Written with candle tensors, those passes
+//! The products run in the model's precision ([`RowLinear`]: `f32`, or bf16 on packed
+//! weights) and everything between them is a few passes over `[N, ·]` rows. Written with candle tensors, those passes
 //! (the norms, the residual adds, SiLU and its product, the copies in and out of each kernel)
 //! were each an allocation and, for candle's binary maps, a hand-off to candle's own thread
 //! pool, which on two cores competed with the products' spare-core helper: a profile of one
@@ -20,14 +20,16 @@
 //! h += g · W_downᵀ
 //! ```
 //!
-//! It is exactly what [`super::backbone`]'s tensor layer computes, with the same bf16 roundings
-//! (each product's activations rounded once, `f32` sums, norms and attention).
+//! It is exactly what [`super::backbone`]'s tensor layer computes: in `f32` up to the order
+//! of sums, in bf16 with each product's activations rounded once and `f32` sums, norms and
+//! softmax (attention's products are bf16 too where AMX runs them).
 
 use candle_core::{DType, Result, Tensor};
 
 use crate::kernels::packed_attention::{packed_attention, Heads, Strided};
+use crate::kernels::row_linear::RowLinear;
 use crate::kernels::transformer::{norm_rotate, rms_norm_rows, HeadRun};
-use crate::kernels::{Bf16Linear, LinearOutput, Precision};
+use crate::kernels::{LinearOutput, Precision};
 
 /// At most this many gate features, then as many up features, in turn in the joint gate/up
 /// product: each part of the product's output then holds both halves of what SwiGLU
@@ -59,10 +61,11 @@ pub(super) struct PackedLayer {
     q_norm: Vec<f32>,
     k_norm: Vec<f32>,
     eps: f32,
-    qkv: Bf16Linear,
-    o: Bf16Linear,
-    gate_up: Bf16Linear,
-    down: Bf16Linear,
+    qkv: RowLinear,
+    o: RowLinear,
+    gate_up: RowLinear,
+    down: RowLinear,
+    precision: Precision,
     heads: Heads,
     mlp: usize,
     /// Gate features per group of the joint product: [`GATE_GROUP`], or the largest power of
@@ -106,7 +109,12 @@ impl Scratch {
 }
 
 impl PackedLayer {
-    pub fn new(w: LayerWeights) -> Result<Self> {
+    /// The layer with its products in `precision` (`f32` or bf16).
+    pub fn new(w: LayerWeights, precision: Precision) -> Result<Self> {
+        let precision = match precision {
+            Precision::Bf16 => Precision::Bf16,
+            _ => Precision::F32,
+        };
         let host = |t: &Tensor| t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>();
         let mlp = w.gate.dim(0)?;
         if w.up.dim(0)? != mlp {
@@ -124,10 +132,11 @@ impl PackedLayer {
             q_norm: host(w.q_norm)?,
             k_norm: host(w.k_norm)?,
             eps: w.eps as f32,
-            qkv: Bf16Linear::new(&Tensor::cat(&[w.q, w.k, w.v], 0)?)?,
-            o: Bf16Linear::new(w.o)?,
-            gate_up: Bf16Linear::new(&gate_up)?,
-            down: Bf16Linear::new(w.down)?,
+            qkv: RowLinear::new(&Tensor::cat(&[w.q, w.k, w.v], 0)?, precision)?,
+            o: RowLinear::new(w.o, precision)?,
+            gate_up: RowLinear::new(&gate_up, precision)?,
+            down: RowLinear::new(w.down, precision)?,
+            precision,
             heads: Heads {
                 heads: w.heads,
                 kv_heads: w.kv_heads,
@@ -137,6 +146,22 @@ impl PackedLayer {
             mlp,
             group,
         })
+    }
+
+    /// The same layer with its products in bf16 (from `f32`; the `f32` weights dropped).
+    pub fn into_bf16(self) -> Result<Self> {
+        Ok(Self {
+            qkv: self.qkv.into_bf16()?,
+            o: self.o.into_bf16()?,
+            gate_up: self.gate_up.into_bf16()?,
+            down: self.down.into_bf16()?,
+            precision: Precision::Bf16,
+            ..self
+        })
+    }
+
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// `h` [N, hidden] ← the layer's output, the residual stream updated in place.
@@ -183,7 +208,7 @@ impl PackedLayer {
             view(q_cols + kv_cols),
             at.segments,
             self.heads,
-            Precision::Bf16,
+            self.precision,
             &mut s.attended,
         );
         self.o.run_into(&s.attended, n, h, LinearOutput::Add);

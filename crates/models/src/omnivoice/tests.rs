@@ -108,6 +108,18 @@ fn packed_rows_give_the_official_logits_with_either_attention() {
         .unwrap();
     let padded = relative_error(&logits, &batch.expected);
     assert!(padded < F32_TOLERANCE, "padded attention: {padded}");
+
+    // And the layers on host rows in `f32` (what `with_precision(F32)` gives a server).
+    let rows = load(Config::from_json(&config_text()).unwrap(), DType::F32)
+        .unwrap()
+        .with_precision(crate::kernels::Precision::F32)
+        .unwrap();
+    let logits = rows
+        .forward(&batch.ids, &batch.audio, &batch.segments)
+        .unwrap();
+    let host = relative_error(&logits, &batch.expected);
+    assert!(host < F32_TOLERANCE, "host rows: {host}");
+    eprintln!("f32 against the official logits: fused {fused}, padded {padded}, host rows {host}");
 }
 
 #[test]
