@@ -161,7 +161,7 @@ struct Options {
     /// Compute device for neural engines (cuda and metal need the cargo feature of that name)
     #[arg(long, env = "OMNIVOICE_DEVICE", value_enum, default_value_t = DEFAULTS.device)]
     device: DeviceChoice,
-    /// Arithmetic of the Piper voices, the Kokoro model and OmniVoice's linear layers on the CPU: auto = bf16 where the CPU runs it faster (AMX, or AVX-512 bf16 timed at startup), else f32; only f32 is held to onnxruntime
+    /// Arithmetic of the Piper voices, the Kokoro model and OmniVoice (its linear layers; on AMX also attention; its codec where bf16 convolutions are faster) on the CPU: auto = bf16 where the CPU runs it faster (AMX, or AVX-512 bf16 timed at startup), else f32; only f32 is held to onnxruntime
     #[arg(long, env = "OMNIVOICE_PRECISION", value_enum, default_value_t = DEFAULTS.precision)]
     precision: PrecisionChoice,
     /// Directory scanned for Piper voices: <name>.onnx + <name>.onnx.json (+ <name>.safetensors)
