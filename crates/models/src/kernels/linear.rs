@@ -24,9 +24,9 @@ use candle_core::{Result, Tensor};
 
 use super::bf16::{bf16_isa, pair, run_block, worth_it, Bf16Isa, BlockArgs, Epilogue, BLOCK_ROWS};
 use super::isa::avx512_bf16;
+use super::rows::as_uninit;
 use super::tensor::with_contiguous_f32;
 use super::tile_gemm::{Output, TileWeights};
-use super::transformer::swiglu_rows;
 use crate::spare::{self, SharedOut};
 
 /// Output features per strip: the AVX-512 block's 2 vectors of 16.
@@ -117,24 +117,17 @@ impl Bf16Linear {
     }
 
     /// The layer over host rows: `y[i, m] = Σ_k x[i, k] · w[m, k]` for `x` row-major
-    /// [n, in], written to `out` ([n, output.width(out)]) as `output` says: stored, added to
-    /// a residual stream, or through SwiGLU, each with no pass of its own on AMX.
+    /// [n, in], written to `out` ([n, output.width(out)]) as `output` says: stored or added
+    /// to a residual stream, and through SwiGLU only where [`Bf16Linear::fuses_swiglu`]
+    /// (elsewhere [`super::row_linear::RowLinear`] applies it after the product).
     pub(crate) fn run_into(&self, x: &[f32], n: usize, out: &mut [f32], output: Output) {
-        let m = self.out_features;
-        if let Output::SwiGlu { group } = output {
-            let fused = matches!(&self.packed, Packed::Tiles(t) if t.fuses_swiglu(group));
-            if !fused {
-                assert!(group > 0 && m.is_multiple_of(2 * group));
-                assert_eq!(out.len(), n * m / 2);
-                let mut y = vec![0f32; n * m];
-                self.run_into(x, n, &mut y, Output::Store);
-                return swiglu_rows(&y, m / 2, group, out);
-            }
-        }
-        // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and `run` writes only initialised
-        // values (and reads `out`, initialised, only to add to it).
-        let out = unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) };
-        self.run(x, n, out, output)
+        self.run(x, n, as_uninit(out), output)
+    }
+
+    /// Whether [`Output::SwiGlu`] of `group` is applied to the sums in cache: on AMX tiles
+    /// whose panels hold whole groups.
+    pub(crate) fn fuses_swiglu(&self, group: usize) -> bool {
+        matches!(&self.packed, Packed::Tiles(t) if t.fuses_swiglu(group))
     }
 
     pub fn out_features(&self) -> usize {
@@ -299,36 +292,6 @@ mod tests {
             let _lending = crate::spare::lending_always();
             check(forward());
             check(added());
-        }
-    }
-
-    /// SwiGLU applied to the sums (fused on AMX tiles where the groups fit a panel, after the
-    /// product elsewhere) against the stored product put through SwiGLU, with groups that
-    /// fuse and one that does not, with and without a spare core.
-    #[test]
-    fn swiglu_output_is_swiglu_of_the_product() {
-        for (n, k, m, group) in [(37, 96, 256, 64), (70, 64, 128, 16), (9, 40, 48, 8)] {
-            let x = values(n * k, 4);
-            let w = values(m * k, 5);
-            let linear =
-                Bf16Linear::new(&Tensor::from_vec(w, (m, k), &Device::Cpu).unwrap()).unwrap();
-            let mut y = vec![0f32; n * m];
-            linear.run_into(&x, n, &mut y, Output::Store);
-            let mut expected = vec![0f32; n * m / 2];
-            swiglu_rows(&y, m / 2, group, &mut expected);
-            let run = || {
-                let mut out = vec![f32::NAN; n * m / 2];
-                linear.run_into(&x, n, &mut out, Output::SwiGlu { group });
-                for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
-                    assert!(
-                        (a - b).abs() <= 1e-6 * (1.0 + b.abs()),
-                        "{n}×{k}×{m}/{group} at {i}"
-                    );
-                }
-            };
-            run();
-            let _lending = crate::spare::lending_always();
-            run();
         }
     }
 }

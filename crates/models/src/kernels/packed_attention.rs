@@ -11,7 +11,9 @@
 use super::amx::{self, Tiles};
 use super::fast_math::softmax_in_place;
 use super::gemm::product;
-use super::tile_attention::{self, attend, HeadRows, PackedKv, Scratch};
+use super::rows::as_uninit;
+pub(crate) use super::rows::Strided;
+use super::tile_attention::{self, attend, PackedKv, Scratch};
 use super::Precision;
 use crate::spare::{self, SharedOut};
 
@@ -47,14 +49,7 @@ fn on_tiles(
         let (mut scratch, mut packed) = TILE_BUFFERS.replace((Scratch::new(), PackedKv::new()));
         for kv in kv_heads {
             for (&start, &len) in starts.iter().zip(segments) {
-                fn rows<'a>(x: Strided<'a>, start: usize, column: usize) -> HeadRows<'a> {
-                    HeadRows {
-                        data: &x.data[start * x.stride + column..],
-                        stride: x.stride,
-                    }
-                }
-                let rows = |x, head: usize| rows(x, start, head * d);
-                packed.pack(rows(k, kv), rows(v, kv), len, d);
+                packed.pack(k.from(start, kv * d), v.from(start, kv * d), len, d);
                 for head in kv * group..(kv + 1) * group {
                     // SAFETY: rows start..start + len of this head's columns of `out`, which
                     // only this part writes (its key/value heads' query heads), inside `out`
@@ -63,7 +58,7 @@ fn on_tiles(
                         let at = out_ptr.add(start * out_rs + head * d);
                         attend(
                             &tiles,
-                            rows(q, head),
+                            q.from(start, head * d),
                             &packed,
                             h.scale,
                             (at, out_rs),
@@ -82,21 +77,6 @@ thread_local! {
     /// to fault in, 56 times a forward).
     static TILE_BUFFERS: std::cell::Cell<(Scratch, PackedKv)> =
         const { std::cell::Cell::new((Scratch::new(), PackedKv::new())) };
-}
-
-/// Row-major values whose rows (one per position) are `stride` apart: a view of the columns
-/// of a wider product (one of q, k, v within a joint projection's output) without a copy.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Strided<'a> {
-    pub data: &'a [f32],
-    pub stride: usize,
-}
-
-impl Strided<'_> {
-    /// Whether `n` rows of `width` values lie inside.
-    fn holds(&self, n: usize, width: usize) -> bool {
-        width <= self.stride && (n == 0 || (n - 1) * self.stride + width <= self.data.len())
-    }
 }
 
 /// `softmax(q kᵀ · scale) v` per segment and query head (each on its group's key/value head).
@@ -120,9 +100,7 @@ pub(crate) fn packed_attention(
     assert_eq!(out.len(), n * h.heads * d);
     assert!(h.kv_heads > 0 && h.heads.is_multiple_of(h.kv_heads));
     let group = h.heads / h.kv_heads;
-    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and only initialised values are written.
-    let out_ptr =
-        SharedOut::new(unsafe { &mut *(out as *mut [f32] as *mut [std::mem::MaybeUninit<f32>]) });
+    let out_ptr = SharedOut::new(as_uninit(out));
     let starts: Vec<usize> = segments
         .iter()
         .scan(0, |at, &len| {
@@ -184,6 +162,42 @@ pub(crate) fn packed_attention(
 mod tests {
     use super::*;
 
+    /// `softmax(q kᵀ · scale) v` per segment and query head by the definition, in `f64`: `q`
+    /// [N, heads, D], `k` and `v` [N, kv_heads, D], each query head on its group's key/value
+    /// head.
+    fn definition(q: &[f32], k: &[f32], v: &[f32], segments: &[usize], h: Heads) -> Vec<f64> {
+        let d = h.head_dim;
+        let (q_rs, kv_rs, group) = (h.heads * d, h.kv_heads * d, h.heads / h.kv_heads);
+        let mut expected = vec![0f64; q.len()];
+        let mut start = 0;
+        for &len in segments {
+            for head in 0..h.heads {
+                let kv = head / group;
+                for i in 0..len {
+                    let qi = &q[(start + i) * q_rs + head * d..][..d];
+                    let s: Vec<f64> = (0..len)
+                        .map(|j| {
+                            let kj = &k[(start + j) * kv_rs + kv * d..][..d];
+                            let dot: f64 =
+                                qi.iter().zip(kj).map(|(&a, &b)| a as f64 * b as f64).sum();
+                            dot * h.scale as f64
+                        })
+                        .collect();
+                    let max = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let e: Vec<f64> = s.iter().map(|x| (x - max).exp()).collect();
+                    let z: f64 = e.iter().sum();
+                    for t in 0..d {
+                        expected[(start + i) * q_rs + head * d + t] = (0..len)
+                            .map(|j| e[j] / z * v[(start + j) * kv_rs + kv * d + t] as f64)
+                            .sum();
+                    }
+                }
+            }
+            start += len;
+        }
+        expected
+    }
+
     /// Against the plain definition, with a grouped head layout and uneven segments, with and
     /// without a spare core.
     #[test]
@@ -202,37 +216,10 @@ mod tests {
                 .collect()
         };
         let (q, k, v) = (values(n * 32, 1), values(n * 16, 2), values(n * 16, 3));
-        let mut expected = vec![0f32; n * 32];
-        let mut start = 0;
-        for &len in &segments {
-            for head in 0..4 {
-                let kv = head / 2;
-                for i in 0..len {
-                    let qi = &q[(start + i) * 32 + head * 8..][..8];
-                    let s: Vec<f32> = (0..len)
-                        .map(|j| {
-                            qi.iter()
-                                .zip(&k[(start + j) * 16 + kv * 8..][..8])
-                                .map(|(a, b)| a * b)
-                                .sum::<f32>()
-                                * h.scale
-                        })
-                        .collect();
-                    let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let e: Vec<f32> = s.iter().map(|x| (x - max).exp()).collect();
-                    let z: f32 = e.iter().sum();
-                    for t in 0..8 {
-                        expected[(start + i) * 32 + head * 8 + t] = (0..len)
-                            .map(|j| e[j] / z * v[(start + j) * 16 + kv * 8 + t])
-                            .sum();
-                    }
-                }
-            }
-            start += len;
-        }
+        let expected = definition(&q, &k, &v, &segments, h);
         let check = |got: Vec<f32>| {
-            for (a, b) in got.iter().zip(&expected) {
-                assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+            for (&a, &b) in got.iter().zip(&expected) {
+                assert!((a as f64 - b).abs() < 1e-5, "{a} vs {b}");
             }
         };
         let run = || {
@@ -301,35 +288,7 @@ mod tests {
                 .collect()
         };
         let (q, k, v) = (values(n * 256, 1), values(n * 128, 2), values(n * 128, 3));
-        let mut expected = vec![0f64; n * 256];
-        let mut start = 0;
-        for &len in &segments {
-            for head in 0..4 {
-                let kv = head / 2;
-                for i in 0..len {
-                    let qi = &q[(start + i) * 256 + head * 64..][..64];
-                    let s: Vec<f64> = (0..len)
-                        .map(|j| {
-                            let kj = &k[(start + j) * 128 + kv * 64..][..64];
-                            qi.iter()
-                                .zip(kj)
-                                .map(|(&a, &b)| a as f64 * b as f64)
-                                .sum::<f64>()
-                                * 0.125
-                        })
-                        .collect();
-                    let max = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                    let e: Vec<f64> = s.iter().map(|x| (x - max).exp()).collect();
-                    let z: f64 = e.iter().sum();
-                    for t in 0..64 {
-                        expected[(start + i) * 256 + head * 64 + t] = (0..len)
-                            .map(|j| e[j] / z * v[(start + j) * 128 + kv * 64 + t] as f64)
-                            .sum();
-                    }
-                }
-            }
-            start += len;
-        }
+        let expected = definition(&q, &k, &v, &segments, h);
         let run = || {
             let mut out = vec![f32::NAN; n * 256];
             let view = |data, stride| Strided { data, stride };

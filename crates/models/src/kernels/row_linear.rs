@@ -8,6 +8,7 @@
 use candle_core::{DType, Result, Tensor};
 
 use super::gemm::product;
+use super::rows::as_uninit;
 use super::tensor::with_contiguous_f32;
 use super::tile_gemm::Output;
 use super::transformer::swiglu_rows;
@@ -47,28 +48,31 @@ impl RowLinear {
         }
     }
 
-    /// `y = x · wᵀ` for `x` [n, in], written to `out` as `output` says ([`Output`]).
+    /// `y = x · wᵀ` for `x` [n, in], written to `out` as `output` says ([`Output`]); SwiGLU
+    /// applied to the sums in cache where the bf16 tiles can, after the product elsewhere.
     pub(crate) fn run_into(&self, x: &[f32], n: usize, out: &mut [f32], output: Output) {
+        let m = self.out_features();
+        if let Output::SwiGlu { group } = output {
+            let fused = matches!(self, RowLinear::Bf16(l) if l.fuses_swiglu(group));
+            if !fused {
+                assert!(group > 0 && m.is_multiple_of(2 * group));
+                assert_eq!(out.len(), n * m / 2);
+                let mut y = vec![0f32; n * m];
+                self.run_into(x, n, &mut y, Output::Store);
+                return swiglu_rows(&y, m / 2, group, out);
+            }
+        }
         let w = match self {
             RowLinear::Bf16(l) => return l.run_into(x, n, out, output),
             RowLinear::F32(w) => w,
         };
-        let (m, k) = (w.dims()[0], w.dims()[1]);
+        let k = w.dims()[1];
         assert_eq!(x.len(), n * k);
-        assert_eq!(out.len(), n * output.width(m));
-        if let Output::SwiGlu { group } = output {
-            assert!(group > 0 && m.is_multiple_of(2 * group));
-            let mut y = vec![0f32; n * m];
-            self.run_into(x, n, &mut y, Output::Store);
-            return swiglu_rows(&y, m / 2, group, out);
-        }
+        assert_eq!(out.len(), n * m);
         if n == 0 || m == 0 {
             return;
         }
-        // SAFETY: `MaybeUninit<f32>` has `f32`'s layout; only initialised values are written.
-        let out_ptr = SharedOut::new(unsafe {
-            &mut *(out as *mut [f32] as *mut [std::mem::MaybeUninit<f32>])
-        });
+        let out_ptr = SharedOut::new(as_uninit(out));
         let accumulate = output == Output::Add;
         with_contiguous_f32(w, |w| {
             spare::in_parts(m, F32_ALIGN, n * k * m, |features| {
@@ -144,5 +148,35 @@ mod tests {
         run();
         let _lending = crate::spare::lending_always();
         run();
+    }
+
+    /// bf16 SwiGLU applied to the sums (fused on AMX tiles where the groups fit a panel, after
+    /// the product elsewhere) against the stored product put through SwiGLU, with groups that
+    /// fuse and one that does not, with and without a spare core.
+    #[test]
+    fn swiglu_output_is_swiglu_of_the_product() {
+        for (n, k, m, group) in [(37, 96, 256, 64), (70, 64, 128, 16), (9, 40, 48, 8)] {
+            let x = values(n * k, 4);
+            let w = values(m * k, 5);
+            let weight = Tensor::from_vec(w, (m, k), &Device::Cpu).unwrap();
+            let linear = RowLinear::new(&weight, Precision::Bf16).unwrap();
+            let mut y = vec![0f32; n * m];
+            linear.run_into(&x, n, &mut y, Output::Store);
+            let mut expected = vec![0f32; n * m / 2];
+            swiglu_rows(&y, m / 2, group, &mut expected);
+            let run = || {
+                let mut out = vec![f32::NAN; n * m / 2];
+                linear.run_into(&x, n, &mut out, Output::SwiGlu { group });
+                for (i, (a, b)) in out.iter().zip(&expected).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-6 * (1.0 + b.abs()),
+                        "{n}×{k}×{m}/{group} at {i}"
+                    );
+                }
+            };
+            run();
+            let _lending = crate::spare::lending_always();
+            run();
+        }
     }
 }

@@ -123,3 +123,40 @@ impl<'a> RowsMut<'a> {
         channels == 0 || self.data.len() >= (channels - 1) * self.stride + self.len
     }
 }
+
+/// Row-major values whose rows (one per position) are `stride` apart: a view of some columns
+/// of a wider matrix (a head within q, or q, k or v within a joint projection's output)
+/// without a copy. Row `i`'s values start at `data[i · stride]`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Strided<'a> {
+    pub data: &'a [f32],
+    pub stride: usize,
+}
+
+impl<'a> Strided<'a> {
+    /// Whether `n` rows of `width` values lie inside.
+    pub(super) fn holds(&self, n: usize, width: usize) -> bool {
+        width <= self.stride && (n == 0 || (n - 1) * self.stride + width <= self.data.len())
+    }
+
+    /// Row `i`'s first `width` values.
+    pub(super) fn row(&self, i: usize, width: usize) -> &'a [f32] {
+        &self.data[i * self.stride..][..width]
+    }
+
+    /// The same rows from row `first` on, from column `column` on.
+    pub(super) fn from(self, first: usize, column: usize) -> Self {
+        Self {
+            data: &self.data[first * self.stride + column..],
+            stride: self.stride,
+        }
+    }
+}
+
+/// `out` as the `MaybeUninit` slice an output pointer is made from: the same memory (the
+/// layouts are the same), into which a kernel writes only initialised values.
+pub(super) fn as_uninit(out: &mut [f32]) -> &mut [MaybeUninit<f32>] {
+    // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and every value of `out` is initialised;
+    // the kernels given the result write only initialised values into it.
+    unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) }
+}

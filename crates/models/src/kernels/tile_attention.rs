@@ -14,6 +14,7 @@
 use super::aligned::Aligned;
 use super::amx::{Tiles, TILE_WORDS};
 use super::fast_math::softmax_in_place;
+use super::rows::Strided;
 use super::tile_gemm::round_row;
 
 /// Rows and columns of one block of either product.
@@ -24,19 +25,6 @@ const ROW_PAD: usize = 32;
 /// Floats past an `f32` row's blocks, for the same reason.
 const SUMS_PAD: usize = 16;
 
-/// Rows of one operand: `data[i · stride ..][.. width]` is position `i`'s.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct HeadRows<'a> {
-    pub data: &'a [f32],
-    pub stride: usize,
-}
-
-impl HeadRows<'_> {
-    fn row(&self, i: usize, width: usize) -> &[f32] {
-        &self.data[i * self.stride..][..width]
-    }
-}
-
 /// A key/value head of one segment packed as the two products' right operands.
 pub(super) struct PackedKv {
     /// Per block of 32 keys: `d / 32` steps of two tiles (keys 0–15, 16–31).
@@ -45,6 +33,10 @@ pub(super) struct PackedKv {
     values: Aligned<u32>,
     len: usize,
     head_dim: usize,
+    /// A row in bf16, the next one, and the two as pair words: packing's own rows, kept.
+    row: Vec<u16>,
+    next_row: Vec<u16>,
+    words: Vec<u32>,
 }
 
 /// Whether heads of `head_dim` fit the tiles' steps.
@@ -60,6 +52,9 @@ impl PackedKv {
             values: Aligned::new(),
             len: 0,
             head_dim: 0,
+            row: Vec::new(),
+            next_row: Vec::new(),
+            words: Vec::new(),
         }
     }
 
@@ -67,7 +62,7 @@ impl PackedKv {
     /// buffers of what was packed before. The padding past `len` in the last block may hold
     /// an earlier head's finite values: scores against padding keys are never read, and
     /// padding values are weighed by probabilities of exactly 0.
-    pub(super) fn pack(&mut self, k: HeadRows, v: HeadRows, len: usize, head_dim: usize) {
+    pub(super) fn pack(&mut self, k: Strided, v: Strided, len: usize, head_dim: usize) {
         assert!(fits(head_dim));
         let d = head_dim;
         let key_blocks = len.div_ceil(BLOCK);
@@ -75,15 +70,17 @@ impl PackedKv {
         self.len = len;
         self.head_dim = d;
         let keys = self.keys.at_least(key_blocks * d_steps * 2 * TILE_WORDS);
-        // A row in bf16.
-        let mut half = vec![0u16; d];
+        let (half, second, joined) = (&mut self.row, &mut self.next_row, &mut self.words);
+        half.resize(d, 0);
+        second.resize(d, 0);
+        joined.resize(d, 0);
         let word = |lo: u16, hi: u16| lo as u32 | (hi as u32) << 16;
         // Tile row q of step t holds dimensions t·32 + 2q and + 1 of the tile's 16 keys: a
         // key's pair words, transposed.
         for key in 0..len {
             let (block, lane) = (key / BLOCK, key % BLOCK);
             let (h, j) = (lane / 16, lane % 16);
-            round_row(k.row(key, d), &mut half);
+            round_row(k.row(key, d), half);
             for (p, two) in half.chunks_exact(2).enumerate() {
                 let (t, q) = (p / 16, p % 16);
                 let tile = (block * d_steps + t) * 2 + h;
@@ -93,18 +90,16 @@ impl PackedKv {
         let values = self.values.at_least(d_blocks * key_blocks * 2 * TILE_WORDS);
         // Tile row q of step t holds keys t·32 + 2q and + 1 of the tile's 16 dimensions: two
         // keys' rows interleaved, 16 dimensions at a time.
-        let mut second = vec![0u16; d];
-        let mut joined = vec![0u32; d];
         for key_pair in 0..len.div_ceil(2) {
             let (first, next) = (2 * key_pair, 2 * key_pair + 1);
             let (t, q) = (key_pair / 16, key_pair % 16);
-            round_row(v.row(first, d), &mut half);
+            round_row(v.row(first, d), half);
             if next < len {
-                round_row(v.row(next, d), &mut second);
+                round_row(v.row(next, d), second);
             } else {
                 second.fill(0);
             }
-            for ((w, &a), &b) in joined.iter_mut().zip(&half).zip(&second) {
+            for ((w, &a), &b) in joined.iter_mut().zip(half.iter()).zip(second.iter()) {
                 *w = word(a, b);
             }
             for (c, sixteen) in joined.chunks_exact(16).enumerate() {
@@ -135,10 +130,6 @@ impl Scratch {
     }
 }
 
-fn fit<T: Copy + Default>(buf: &mut Aligned<T>, len: usize) {
-    buf.at_least(len);
-}
-
 /// `out[i] = softmax(q[i] · kᵀ · scale) · v` for the segment's `kv.len` query rows of one
 /// head: `q`'s rows read, `out`'s written (`head_dim` values each).
 ///
@@ -147,7 +138,7 @@ fn fit<T: Copy + Default>(buf: &mut Aligned<T>, len: usize) {
 /// no other thread touches meanwhile.
 pub(super) unsafe fn attend(
     tiles: &Tiles,
-    q: HeadRows,
+    q: Strided,
     kv: &PackedKv,
     scale: f32,
     out: (*mut f32, usize),
@@ -165,10 +156,10 @@ pub(super) unsafe fn attend(
         padded + ROW_PAD,
         d + SUMS_PAD,
     );
-    fit(&mut s.queries, padded * q_stride);
-    fit(&mut s.scores, padded * s_stride);
-    fit(&mut s.probabilities, padded * p_stride);
-    fit(&mut s.out, BLOCK * o_stride);
+    s.queries.at_least(padded * q_stride);
+    s.scores.at_least(padded * s_stride);
+    s.probabilities.at_least(padded * p_stride);
+    s.out.at_least(BLOCK * o_stride);
     for i in 0..len {
         round_row(q.row(i, d), &mut s.queries[i * q_stride..][..d]);
     }

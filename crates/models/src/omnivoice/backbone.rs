@@ -55,9 +55,6 @@ impl Proj {
 pub(crate) struct Backbone {
     layers: Layers,
     norm: RmsNorm,
-    /// The final norm's weight and epsilon, for the packed layers' host rows.
-    norm_weight: Vec<f32>,
-    eps: f32,
     rope: Rope,
     /// Whether the q/k norms, RoPE and attention run as CPU kernels (`f32` on the CPU) rather
     /// than tensor products over padded segments (other devices and types, and tests).
@@ -70,12 +67,9 @@ impl Backbone {
         let layers = (0..c.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("layers.{i}")), c))
             .collect::<Result<_>>()?;
-        let norm = rms_norm(c.hidden_size, c.rms_norm_eps, vb.pp("norm"))?;
         Ok(Self {
             layers: Layers::Tensors(layers),
-            norm_weight: norm.weight().to_dtype(DType::F32)?.to_vec1()?,
-            eps: c.rms_norm_eps as f32,
-            norm,
+            norm: rms_norm(c.hidden_size, c.rms_norm_eps, vb.pp("norm"))?,
             rope: Rope::new(c.head_dim, c.rope_theta),
             fused: vb.device().is_cpu() && vb.dtype() == DType::F32,
         })
@@ -98,13 +92,10 @@ impl Backbone {
             Layers::Tensors(_) => return Ok(()),
             Layers::Packed(layers) => {
                 if precision == Precision::Bf16 {
-                    for layer in std::mem::take(layers) {
-                        let layer = match layer.precision() {
-                            Precision::Bf16 => layer,
-                            _ => layer.into_bf16()?,
-                        };
-                        layers.push(layer);
-                    }
+                    *layers = std::mem::take(layers)
+                        .into_iter()
+                        .map(PackedLayer::into_bf16)
+                        .collect::<Result<_>>()?;
                 }
                 return Ok(());
             }
@@ -164,8 +155,9 @@ impl Backbone {
                     layer.forward(&mut h, &at, &mut scratch);
                 }
                 scratch.keep();
+                let weight = self.norm.weight().to_dtype(DType::F32)?.to_vec1::<f32>()?;
                 let mut out = vec![0f32; h.len()];
-                rms_norm_rows(&h, &self.norm_weight, self.eps, &mut out);
+                rms_norm_rows(&h, &weight, self.norm.eps() as f32, &mut out);
                 return Tensor::from_vec(out, (n, hidden), x.device());
             }
         };
@@ -187,7 +179,7 @@ impl Backbone {
     }
 }
 
-/// The layers as loaded (tensor operations, any device), or packed for bf16 on the CPU.
+/// The layers as loaded (tensor operations, any device), or packed for the CPU kernels.
 enum Layers {
     Tensors(Vec<Layer>),
     Packed(Vec<PackedLayer>),

@@ -109,12 +109,9 @@ impl Scratch {
 }
 
 impl PackedLayer {
-    /// The layer with its products in `precision` (`f32` or bf16).
+    /// The layer with its products in `precision` (`f32` or bf16, as [`super::backbone`]
+    /// asks).
     pub fn new(w: LayerWeights, precision: Precision) -> Result<Self> {
-        let precision = match precision {
-            Precision::Bf16 => Precision::Bf16,
-            _ => Precision::F32,
-        };
         let host = |t: &Tensor| t.to_dtype(DType::F32)?.flatten_all()?.to_vec1::<f32>();
         let mlp = w.gate.dim(0)?;
         if w.up.dim(0)? != mlp {
@@ -148,7 +145,8 @@ impl PackedLayer {
         })
     }
 
-    /// The same layer with its products in bf16 (from `f32`; the `f32` weights dropped).
+    /// The same layer with its products in bf16 (`f32` ones converted and dropped; bf16 ones
+    /// as they are).
     pub fn into_bf16(self) -> Result<Self> {
         Ok(Self {
             qkv: self.qkv.into_bf16()?,
@@ -158,10 +156,6 @@ impl PackedLayer {
             precision: Precision::Bf16,
             ..self
         })
-    }
-
-    pub fn precision(&self) -> Precision {
-        self.precision
     }
 
     /// `h` [N, hidden] ← the layer's output, the residual stream updated in place.
