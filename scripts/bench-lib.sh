@@ -1,4 +1,5 @@
-# Sourced by the server benchmarks (bench-vs-piper.sh, bench-kokoro-server.sh): a scratch
+# Sourced by the server benchmarks (bench-vs-piper.sh, bench-kokoro-server.sh,
+# bench-omnivoice-vs-official.sh): a scratch
 # directory `$work`, the servers they start in the background (`pids+=($!)`) stopped and the
 # directory removed on exit, and `wait_for` to poll a server until it answers.
 

@@ -33,26 +33,23 @@ f32_line=""
 bf16_line=$(official bfloat16)
 echo "$bf16_line"
 
-data=$(mktemp -d)
-GLIBC_TUNABLES=glibc.malloc.arena_max=2 "$server" serve --port "$port" --data-dir "$data" \
+source scripts/bench-lib.sh
+GLIBC_TUNABLES=glibc.malloc.arena_max=2 "$server" serve --port "$port" --data-dir "$work" \
     --omnivoice-dir "$checkpoint" --cache-enabled false --request-timeout-s 900 \
     --log-level warn &
-pid=$!
-trap 'kill "$pid" 2>/dev/null || true; rm -rf "$data"' EXIT
-until curl -sf "$url/health/ready" >/dev/null; do
-    kill -0 "$pid" 2>/dev/null || { echo "the server did not start" >&2; exit 1; }
-    sleep 0.5
-done
+pids+=($!)
+# Loading 2.4 GB of weights and the warm-up take a minute or two on 2 cores.
+wait_for "$url/health/ready" "the server" 600 0.5
 body="{\"model\":\"omnivoice\",\"voice\":\"$voice\",\"input\":\"$text\",\"num_step\":32,\"guidance_scale\":2.0,\"response_format\":\"pcm\"}"
 best=""
 audio=""
 for _ in $(seq "$runs"); do
-    out=$(curl -s -o "$data/audio.pcm" -w '%{http_code} %{time_total}' --max-time 900 \
+    out=$(curl -s -o "$work/audio.pcm" -w '%{http_code} %{time_total}' --max-time 900 \
         -H 'Content-Type: application/json' -d "$body" "$url/v1/audio/speech")
     [ "${out%% *}" = 200 ] || { echo "ours: HTTP ${out%% *}" >&2; exit 1; }
     t=${out#* }
     # 16-bit mono at 24 kHz.
-    audio=$(awk -v b="$(stat -c %s "$data/audio.pcm")" 'BEGIN { print b / 48000 }')
+    audio=$(awk -v b="$(stat -c %s "$work/audio.pcm")" 'BEGIN { print b / 48000 }')
     best=$(awk -v a="${best:-1e9}" -v b="$t" 'BEGIN { print (b < a) ? b : a }')
 done
 printf 'ours (server, precision auto): %.2f s for %.2f s of audio (RTF %.2f), best of %s\n' \

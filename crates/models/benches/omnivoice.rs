@@ -70,6 +70,19 @@ fn prompt(rng: &mut impl Rng, text: usize, reference: usize, frames: usize) -> P
     }
 }
 
+/// The released-size codec with seeded random weights, its convolutions in `precision`.
+fn codec(precision: Precision) -> CodecDecoder {
+    CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb())
+        .unwrap()
+        .with_precision(precision)
+}
+
+/// `frames` frames of random ids of the 8 codebooks, [8, frames].
+fn random_codes(rng: &mut impl Rng, frames: usize, device: &Device) -> Tensor {
+    let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
+    Tensor::from_vec(codes, (8, frames), device).unwrap()
+}
+
 /// The packed forward of one step (the conditional row, then the frames alone).
 fn step_batch(p: &Prompt) -> (Tensor, Tensor, Vec<usize>) {
     let len = p.audio.dim(0).unwrap();
@@ -166,18 +179,17 @@ fn main() {
     }
     // For a profiler: only forwards of one precision.
     if let Ok(p) = std::env::var("OMNIVOICE_BENCH_PROFILE") {
-        if let Some(precision) = p.strip_prefix("codec-") {
-            let precision = if precision == "bf16" {
+        let named = |name: &str| {
+            if name == "bf16" {
                 Precision::Bf16
             } else {
                 Precision::F32
-            };
-            let codec =
-                CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb())
-                    .unwrap()
-                    .with_precision(precision);
-            let codes: Vec<u32> = (0..8 * 125).map(|_| rng.random_range(0..1024)).collect();
-            let codes = Tensor::from_vec(codes, (8, 125), &Device::Cpu).unwrap();
+            }
+        };
+        if let Some(precision) = p.strip_prefix("codec-") {
+            let precision = named(precision);
+            let codec = codec(precision);
+            let codes = random_codes(&mut rng, 125, &Device::Cpu);
             for _ in 0..3 {
                 let _c = omnivoice_models::spare::computing();
                 let _l = omnivoice_models::spare::lending();
@@ -186,11 +198,7 @@ fn main() {
             }
             return;
         }
-        let precision = if p == "bf16" {
-            Precision::Bf16
-        } else {
-            Precision::F32
-        };
+        let precision = named(&p);
         let model = load(precision);
         for _ in 0..3 {
             let f = secs(|| drop(forward(&model)));
@@ -294,10 +302,8 @@ fn main() {
             String::new(),
         );
         drop(encoder);
-        let codec = CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb())
-            .unwrap();
-        let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
-        let codes = Tensor::from_vec(codes, (8, frames), &Device::Cpu).unwrap();
+        let codec = codec(Precision::F32);
+        let codes = random_codes(&mut rng, frames, &Device::Cpu);
         let d = secs(|| drop(codec.decode(&codes).unwrap()));
         row(
             format!("codec decode, {frames} frames (f32)"),
@@ -420,12 +426,9 @@ fn main() {
         String::new(),
     );
 
-    let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
-    let codes = Tensor::from_vec(codes, (8, frames), &Device::Cpu).unwrap();
+    let codes = random_codes(&mut rng, frames, &Device::Cpu);
     for precision in [Precision::F32, Precision::Bf16] {
-        let codec = CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), random_vb())
-            .unwrap()
-            .with_precision(precision);
+        let codec = codec(precision);
         let decode = || {
             let _c = omnivoice_models::spare::computing();
             let _l = omnivoice_models::spare::lending();
@@ -540,8 +543,7 @@ fn on_device(
     }
     let vb = VarBuilder::from_backend(Box::new(Random), DType::F32, device.clone());
     let codec = CodecDecoder::load(&CodecConfig::from_json(CODEC_CONFIG).unwrap(), vb).unwrap();
-    let codes: Vec<u32> = (0..8 * frames).map(|_| rng.random_range(0..1024)).collect();
-    let codes = Tensor::from_vec(codes, (8, frames), device).unwrap();
+    let codes = random_codes(rng, frames, device);
     let decode = || {
         let samples = codec.decode(&codes).unwrap();
         sync();
