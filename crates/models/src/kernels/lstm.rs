@@ -21,8 +21,10 @@ use super::tensor::with_contiguous_f32;
 pub struct BiLstm {
     input: usize,
     hidden: usize,
-    /// `[8H, in]`: forward then backward direction's `W` (ONNX `[2, 4H, in]`, flattened).
-    w: Vec<f32>,
+    /// `[in, 8H]`: forward then backward direction's `W` (ONNX `[2, 4H, in]`) transposed, so
+    /// that the input projection reads it row by row: read in ONNX's layout, gemm gathered
+    /// it with strides on every call, 20 % of Kokoro's prosody predictor.
+    w_t: Vec<f32>,
     /// `[2, 4H, H]`.
     r: Vec<f32>,
     /// `[8H]`: `Wb + Rb` per direction.
@@ -65,7 +67,7 @@ impl BiLstm {
         Ok(Self {
             input,
             hidden,
-            w: host(w)?,
+            w_t: host(&w.reshape((8 * hidden, input))?.t()?.contiguous()?)?,
             r: host(r)?,
             bias,
         })
@@ -103,15 +105,15 @@ impl BiLstm {
         let mut xp: Vec<f32> = (0..steps).flat_map(|_| self.bias.iter().copied()).collect();
         if steps > 0 {
             // SAFETY: dst xp is [steps, 8H] row-major, lhs x is [steps, in] row-major, rhs is
-            // W^T, element (k, n) at w[n · in + k]; each slice holds exactly that extent and xp
-            // is its own allocation.
+            // W^T [in, 8H] row-major; each slice holds exactly that extent and xp is its own
+            // allocation.
             unsafe {
                 product(
                     (steps, 2 * g, self.input),
                     (xp.as_mut_ptr(), 1, 2 * g),
                     true,
                     (x.as_ptr(), 1, self.input),
-                    (self.w.as_ptr(), self.input, 1),
+                    (self.w_t.as_ptr(), 1, 2 * g),
                 );
             }
         }

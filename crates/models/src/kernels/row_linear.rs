@@ -18,8 +18,23 @@ use crate::spare::{self, SharedOut};
 /// Output features per part when a spare core shares an `f32` product.
 const F32_ALIGN: usize = 16;
 
+impl std::fmt::Debug for RowLinear {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let precision = match self {
+            RowLinear::F32(_) => "f32",
+            RowLinear::Bf16(_) => "bf16",
+        };
+        f.debug_struct("RowLinear")
+            .field("precision", &precision)
+            .field("out_features", &self.out_features())
+            .finish_non_exhaustive()
+    }
+}
+
 pub(crate) enum RowLinear {
-    /// `[out, in]` `f32` weights, read in place.
+    /// The `f32` weights transposed once, `[in, out]`: gemm then packs each part's columns
+    /// from contiguous rows. Read as `[out, in]` in place, its strided gathers made ALBERT's
+    /// products 1.3× slower (Kokoro, docs/performance.md §11).
     F32(Tensor),
     Bf16(Bf16Linear),
 }
@@ -29,21 +44,21 @@ impl RowLinear {
     pub(crate) fn new(weight: &Tensor, precision: Precision) -> Result<Self> {
         Ok(match precision {
             Precision::Bf16 => RowLinear::Bf16(Bf16Linear::new(weight)?),
-            _ => RowLinear::F32(weight.to_dtype(DType::F32)?.contiguous()?),
+            _ => RowLinear::F32(weight.to_dtype(DType::F32)?.t()?.contiguous()?),
         })
     }
 
     /// The same layer in bf16 (its `f32` weights dropped); a bf16 layer as it is.
     pub(crate) fn into_bf16(self) -> Result<Self> {
         match self {
-            RowLinear::F32(w) => Ok(RowLinear::Bf16(Bf16Linear::new(&w)?)),
+            RowLinear::F32(w) => Ok(RowLinear::Bf16(Bf16Linear::new(&w.t()?)?)),
             bf16 => Ok(bf16),
         }
     }
 
     pub(crate) fn out_features(&self) -> usize {
         match self {
-            RowLinear::F32(w) => w.dims()[0],
+            RowLinear::F32(w) => w.dims()[1],
             RowLinear::Bf16(l) => l.out_features(),
         }
     }
@@ -66,7 +81,7 @@ impl RowLinear {
             RowLinear::Bf16(l) => return l.run_into(x, n, out, output),
             RowLinear::F32(w) => w,
         };
-        let k = w.dims()[1];
+        let k = w.dims()[0];
         assert_eq!(x.len(), n * k);
         assert_eq!(out.len(), n * m);
         if n == 0 || m == 0 {
@@ -78,15 +93,15 @@ impl RowLinear {
             spare::in_parts(m, F32_ALIGN, n * k * m, |features| {
                 let cols = features.len();
                 // SAFETY: `out` [n, m] row-major, this part's columns (disjoint from the other
-                // parts'); `x` [n, k] row-major; `w` [m, k] read as wᵀ [k, m] from its rows
-                // `features`: every view lies inside its slice, and `out` overlaps neither.
+                // parts'); `x` [n, k] row-major; `w` is wᵀ [k, m] row-major, read in the same
+                // columns: every view lies inside its slice, and `out` overlaps neither.
                 unsafe {
                     product(
                         (n, cols, k),
                         (out_ptr.get().add(features.start), 1, m),
                         accumulate,
                         (x.as_ptr(), 1, k),
-                        (w.as_ptr().add(features.start * k), k, 1),
+                        (w.as_ptr().add(features.start), 1, m),
                     )
                 }
             })

@@ -13,6 +13,7 @@ use super::blocks::{layer_norm_rows, Linear};
 use super::config::AlbertConfig;
 use super::weights::Weights;
 use crate::error::ModelError;
+use crate::kernels;
 
 /// A LayerNorm with learned `weight` and `bias` over the last axis.
 #[derive(Debug, Clone)]
@@ -81,7 +82,7 @@ impl SharedLayer {
         let h = self
             .attention_norm
             .forward(&(self.dense.forward(&context)? + h)?)?;
-        let f = self.ffn.forward(&h)?.gelu()?; // tanh-approximated GELU, as FastGelu
+        let f = kernels::gelu_tanh(&self.ffn.forward(&h)?)?; // as FastGelu
         self.output_norm
             .forward(&(self.ffn_output.forward(&f)? + h)?)
     }

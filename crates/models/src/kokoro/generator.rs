@@ -140,7 +140,7 @@ fn scale_shift(adain: &AdaIn1d, s: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
 
 /// `Snake(AdaIN(x, s))` for `x` [1, C, T]: `y = (1 + γ)·(x − μ)/√(σ² + ε) + β` with the
 /// mean and biased variance over time, then `y + sin²(α·y)/α`, channel by channel in one
-/// vectorized kernel ([`kernels::adain_snake_row`]), because the generator runs it before
+/// vectorized kernel ([`kernels::adain_snake_channels`]), because the generator runs it before
 /// every one of its 48 residual convolutions, on up to 128 × 120·F samples.
 fn adain_snake(
     x: &Tensor,
@@ -154,13 +154,17 @@ fn adain_snake(
         candle_core::bail!("adain_snake: x {:?} for {} channels", x.dims(), scale.len());
     }
     let mut data = x.flatten_all()?.to_vec1::<f32>()?;
-    for (c, row) in data.chunks_exact_mut(len).enumerate() {
-        let affine = kernels::Affine {
-            scale: scale[c],
-            shift: shift[c],
-        };
-        kernels::adain_snake_row(row, affine, snake.alpha[c], snake.inv_alpha[c], eps);
-    }
+    let parameters: Vec<kernels::AdainSnake> = (0..channels)
+        .map(|c| kernels::AdainSnake {
+            affine: kernels::Affine {
+                scale: scale[c],
+                shift: shift[c],
+            },
+            alpha: snake.alpha[c],
+            inv_alpha: snake.inv_alpha[c],
+        })
+        .collect();
+    kernels::adain_snake_channels(&mut data, len, &parameters, eps);
     Tensor::from_vec(data, (batch, channels, len), x.device())
 }
 
