@@ -8,7 +8,7 @@
 //! Hand-written rather than a crate: the few math crates with vector `exp` bring whole SIMD
 //! abstraction layers for these twenty lines.
 
-use super::tensor::is_cpu_f32;
+use super::tensor::{is_cpu_f32, with_contiguous_f32};
 use candle_core::{Device, Result, Tensor};
 
 /// `e^x` for x in [−87, 88] (inputs are clamped there), relative error < 2e-7.
@@ -325,27 +325,35 @@ pub(crate) struct AdainSnake {
     pub inv_alpha: f32,
 }
 
-/// [`adain_snake_row`] on every channel row (`len` values each) of `data`, with channel `c`'s
-/// parameters `channels[c]`, rows shared with a spare core: the generator runs it before
-/// each of its 48 residual convolutions, and done on the caller's core alone it was the
-/// longest stretch in which the other core idled.
-pub(crate) fn adain_snake_channels(
-    data: &mut [f32],
-    len: usize,
-    channels: &[AdainSnake],
-    eps: f32,
-) {
-    assert_eq!(data.len(), channels.len() * len);
-    if len == 0 {
-        return;
+/// Kokoro's `Snake(AdaIN(x))` ([`adain_snake_row`]) of a CPU `f32` signal `x` [1, C, T],
+/// with channel `c`'s parameters `channels[c]`, into a new tensor. The channels are shared
+/// with a spare core, and each part copies its own rows out of `x`: the generator runs this
+/// before each of its 48 residual convolutions, and done on the caller's core alone, copy
+/// included, it was the longest stretch in which the other core idled.
+pub(crate) fn adain_snake(x: &Tensor, channels: &[AdainSnake], eps: f32) -> Result<Tensor> {
+    let (batch, c, len) = x.dims3()?;
+    if batch != 1 || c != channels.len() || !is_cpu_f32(x) {
+        candle_core::bail!(
+            "adain_snake: x {:?} ({:?}) for {} channels",
+            x.dims(),
+            x.dtype(),
+            channels.len()
+        );
     }
-    // About 40 operations per value (two sums, the norm, sin): counted as multiply-adds.
-    crate::spare::rows_in_parts(data, len, 1, 40 * data.len(), |rows, part| {
-        for (c, row) in rows.zip(part.chunks_exact_mut(len)) {
-            let p = channels[c];
-            adain_snake_row(row, p.affine, p.alpha, p.inv_alpha, eps);
-        }
-    });
+    let mut out = vec![0f32; c * len];
+    if len > 0 {
+        with_contiguous_f32(x, |x| {
+            // About 40 operations per value (two sums, the norm, sin), counted as multiply-adds.
+            crate::spare::rows_in_parts(&mut out, len, 1, 40 * c * len, |rows, part| {
+                for (ch, row) in rows.zip(part.chunks_exact_mut(len)) {
+                    row.copy_from_slice(&x[ch * len..(ch + 1) * len]);
+                    let p = channels[ch];
+                    adain_snake_row(row, p.affine, p.alpha, p.inv_alpha, eps);
+                }
+            })
+        })?;
+    }
+    Tensor::from_vec(out, (1, c, len), &Device::Cpu)
 }
 
 widest_vectors! {
@@ -521,9 +529,10 @@ mod tests {
     }
 
     /// The channels shared with a spare core give each channel exactly what the row kernel
-    /// gives it alone, with that channel's parameters (not a neighbour's).
+    /// gives it alone, with that channel's parameters (not a neighbour's), and leave the input
+    /// as it was.
     #[test]
-    fn adain_snake_channels_match_the_row_kernel_with_a_spare_core() {
+    fn adain_snake_matches_the_row_kernel_with_a_spare_core() {
         let (channels, len) = (37, 3001);
         let x: Vec<f32> = (0..channels * len)
             .map(|i| ((i * 7919 % 2003) as f32 - 1000.0) / 250.0)
@@ -542,10 +551,13 @@ mod tests {
         for (row, p) in want.chunks_exact_mut(len).zip(&parameters) {
             adain_snake_row(row, p.affine, p.alpha, p.inv_alpha, 1e-5);
         }
-        let mut got = x;
+        let input = Tensor::from_vec(x.clone(), (1, channels, len), &Device::Cpu).unwrap();
         let _lending = crate::spare::lending_always();
-        adain_snake_channels(&mut got, len, &parameters, 1e-5);
-        assert_eq!(got, want);
+        let got = adain_snake(&input, &parameters, 1e-5).unwrap();
+        assert_eq!(got.dims(), [1, channels, len]);
+        assert_eq!(got.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
+        assert_eq!(input.flatten_all().unwrap().to_vec1::<f32>().unwrap(), x);
+        assert!(adain_snake(&input, &parameters[1..], 1e-5).is_err());
     }
 
     #[test]

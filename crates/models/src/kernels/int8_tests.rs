@@ -209,3 +209,25 @@ fn auto_takes_int8_only_where_it_was_measured_faster() {
         }
     }
 }
+
+/// With a spare core some of a convolution's column tiles are computed there: the parts are
+/// cut at whole tiles, so each tile is quantized with the scale one thread gives it and the
+/// output is the same, bit for bit, on every block kind.
+#[test]
+fn a_spare_core_computes_the_same_tiles() {
+    let mut rng = StdRng::seed_from_u64(11);
+    // Long enough for several tiles, and more work than a shared call needs.
+    let case = Case::new(&mut rng, (64, 64, 6_000, 7, 3));
+    const { assert!(64 * 64 * 7 * 6_000 >= crate::spare::MIN_SPLIT_WORK) };
+    for kind in Int8Isa::ALL.into_iter().filter(|k| k.available()) {
+        let alone = case.int8(kind);
+        let shared = {
+            let _lending = crate::spare::lending_always();
+            case.int8(kind)
+        };
+        assert!(
+            alone == shared,
+            "{kind:?}: the shared call computed other values"
+        );
+    }
+}

@@ -2,19 +2,22 @@
 //! tensor ops would run as a dozen small kernels and allocations per step run as one loop.
 //!
 //! The input projection of every step and both directions is one matrix product
-//! (`[T, in] · [in, 8H]`), biases folded in; each step then adds one recurrent product per
-//! direction (`[4H, H] · h`, the two directions side by side in one call of [`step`]) and the
-//! gate arithmetic, in place. Weights are in ONNX `LSTM` layout and gate order (i, o, f, c),
-//! which is what the Kokoro weights come in; `H` is the hidden size per direction.
+//! (`[T, in] · [in, 8H]`), biases folded in; each step then adds the direction's recurrent
+//! product (`[4H, H] · h`) and the gate arithmetic, in place. Weights are in ONNX `LSTM`
+//! layout and gate order (i, o, f, c), which is what the Kokoro weights come in; `H` is the
+//! hidden size per direction.
 //!
-//! Runs on the caller's thread with `f32` accumulation and exact `exp`/`tanh`: an LSTM feeds
-//! its own error back at every step, and the models' durations are rounded from its output.
-//! Tensors on other devices are computed here on the CPU and moved back.
+//! Runs with `f32` accumulation and exact `exp`/`tanh`: an LSTM feeds its own error back at
+//! every step, and the models' durations are rounded from its output. The two directions are
+//! independent, so a spare core ([`crate::spare`]) takes one of them. Tensors on other
+//! devices are computed here on the CPU and moved back.
 
 use candle_core::{bail, DType, Device, Result, Tensor};
 
 use super::gemm::product;
+use super::rows::as_uninit;
 use super::tensor::with_contiguous_f32;
+use crate::spare::{self, SharedOut};
 
 /// One bidirectional LSTM layer's parameters, prepared for [`BiLstm::forward`].
 #[derive(Debug, Clone)]
@@ -118,23 +121,37 @@ impl BiLstm {
             }
         }
         let mut y = vec![0f32; steps * 2 * h];
-        let mut state = [State::new(h), State::new(h)];
-        let mut gates = vec![0f32; 2 * g];
-        for s in 0..steps {
-            // Forward reads step s, backward step T-1-s.
-            let t = [s, steps - 1 - s];
-            for d in 0..2 {
-                let row = &xp[t[d] * 2 * g + d * g..t[d] * 2 * g + (d + 1) * g];
-                gates[d * g..(d + 1) * g].copy_from_slice(row);
+        let out = SharedOut::new(as_uninit(&mut y));
+        // The two directions never read each other's states, so a spare core runs one of them
+        // whole: no hand-over per step.
+        spare::in_parts(2, 1, steps * 2 * g * h, |directions| {
+            for d in directions {
+                self.direction(d, &xp, steps, out);
             }
-            step(&self.r, h, &state, &mut gates);
-            for d in 0..2 {
-                state[d].update(&gates[d * g..(d + 1) * g]);
-                let out = t[d] * 2 * h + d * h;
-                y[out..out + h].copy_from_slice(&state[d].h);
-            }
-        }
+        });
         y
+    }
+
+    /// Direction `d`'s recurrence (0 forward, 1 backward, which reads the sequence from its
+    /// end) over the input projections `xp` `[steps, 8H]`, into its half of each row of `out`
+    /// `[steps, 2H]`.
+    fn direction(&self, d: usize, xp: &[f32], steps: usize, out: SharedOut<'_>) {
+        let h = self.hidden;
+        let g = 4 * h;
+        let r = &self.r[d * g * h..(d + 1) * g * h];
+        let mut state = State::new(h);
+        let mut gates = vec![0f32; g];
+        for s in 0..steps {
+            let t = if d == 0 { s } else { steps - 1 - s };
+            gates.copy_from_slice(&xp[t * 2 * g + d * g..][..g]);
+            matvec_add(&mut gates, r, &state.h);
+            state.update(&gates);
+            // SAFETY: `out` is [steps, 2H]; row t's half d is written by this direction only,
+            // and `state.h` is its own allocation.
+            unsafe {
+                std::ptr::copy_nonoverlapping(state.h.as_ptr(), out.get().add(t * 2 * h + d * h), h)
+            };
+        }
     }
 }
 
@@ -166,15 +183,6 @@ impl State {
             self.c[j] = c;
             self.h[j] = o * c.tanh();
         }
-    }
-}
-
-/// `gates[d] += R[d] · h[d]` for both directions `d`: `r` is `[2, 4H, H]`, `gates` `[2, 4H]`.
-fn step(r: &[f32], hidden: usize, state: &[State; 2], gates: &mut [f32]) {
-    let g = 4 * hidden;
-    for (d, s) in state.iter().enumerate() {
-        let rd = &r[d * g * hidden..(d + 1) * g * hidden];
-        matvec_add(&mut gates[d * g..(d + 1) * g], rd, &s.h);
     }
 }
 
@@ -315,6 +323,48 @@ mod tests {
             .forward(&Tensor::zeros((0, input), DType::F32, &dev).unwrap())
             .unwrap();
         assert_eq!(empty.dims(), [0, 2 * hidden]);
+    }
+
+    /// With a spare core each direction runs on its own thread: the same output, bit for bit,
+    /// as on one, on a sequence large enough to be shared.
+    #[test]
+    fn directions_on_two_cores_match_one() {
+        let (steps, input, hidden) = (40, 16, 128);
+        let dev = Device::Cpu;
+        let lstm = BiLstm::new(
+            &Tensor::from_vec(
+                pseudo_random(8 * hidden * input, 5, 0.3),
+                (2, 4 * hidden, input),
+                &dev,
+            )
+            .unwrap(),
+            &Tensor::from_vec(
+                pseudo_random(8 * hidden * hidden, 6, 0.1),
+                (2, 4 * hidden, hidden),
+                &dev,
+            )
+            .unwrap(),
+            &Tensor::from_vec(pseudo_random(16 * hidden, 7, 0.3), (2, 8 * hidden), &dev).unwrap(),
+        )
+        .unwrap();
+        assert!(steps * 8 * hidden * hidden >= crate::spare::MIN_SPLIT_WORK);
+        let x =
+            Tensor::from_vec(pseudo_random(steps * input, 8, 1.0), (steps, input), &dev).unwrap();
+        let run = || {
+            lstm.forward(&x)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let alone = run();
+        let shared = {
+            let _lending = crate::spare::lending_always();
+            run()
+        };
+        assert_eq!(alone, shared);
+        assert!(alone.iter().all(|v| v.is_finite() && v.abs() < 1.0));
     }
 
     /// onnxruntime's own `LSTM` op (`tests/fixtures/kokoro/lstm.npz`, from

@@ -140,7 +140,7 @@ fn scale_shift(adain: &AdaIn1d, s: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
 
 /// `Snake(AdaIN(x, s))` for `x` [1, C, T]: `y = (1 + γ)·(x − μ)/√(σ² + ε) + β` with the
 /// mean and biased variance over time, then `y + sin²(α·y)/α`, channel by channel in one
-/// vectorized kernel ([`kernels::adain_snake_channels`]), because the generator runs it before
+/// vectorized kernel ([`kernels::adain_snake`]), because the generator runs it before
 /// every one of its 48 residual convolutions, on up to 128 × 120·F samples.
 fn adain_snake(
     x: &Tensor,
@@ -149,11 +149,13 @@ fn adain_snake(
     snake: &Snake,
     eps: f32,
 ) -> Result<Tensor> {
-    let (batch, channels, len) = x.dims3()?;
-    if batch != 1 || scale.len() != channels || snake.alpha.len() != channels {
-        candle_core::bail!("adain_snake: x {:?} for {} channels", x.dims(), scale.len());
+    let channels = scale.len();
+    if shift.len() != channels || snake.alpha.len() != channels {
+        candle_core::bail!(
+            "adain_snake: {channels} scales for {} alphas",
+            snake.alpha.len()
+        );
     }
-    let mut data = x.flatten_all()?.to_vec1::<f32>()?;
     let parameters: Vec<kernels::AdainSnake> = (0..channels)
         .map(|c| kernels::AdainSnake {
             affine: kernels::Affine {
@@ -164,8 +166,9 @@ fn adain_snake(
             inv_alpha: snake.inv_alpha[c],
         })
         .collect();
-    kernels::adain_snake_channels(&mut data, len, &parameters, eps);
-    Tensor::from_vec(data, (batch, channels, len), x.device())
+    // A host kernel: on another device the signal makes a round trip.
+    let host = x.to_device(&Device::Cpu)?;
+    kernels::adain_snake(&host, &parameters, eps)?.to_device(x.device())
 }
 
 /// One step of `AdaINResBlock1`: `x + conv2(Snake(AdaIN2(conv1(Snake(AdaIN1(x))))))`.

@@ -16,11 +16,13 @@
 //! ones: the instruction set changes the speed, never the audio (up to the epilogue's `f32`
 //! rounding).
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use super::amx;
 use super::isa::{self, Level};
 use super::rows::{Rows, RowsMut, SampleMap};
+use crate::spare::{self, SharedOut};
 
 #[cfg(target_arch = "x86_64")]
 mod x86;
@@ -266,117 +268,128 @@ pub(super) fn conv1d_rows(
         .max(COLS)
         .min(l_out.div_ceil(COLS) * COLS);
     let row_len = tile + span;
-    let mut mapped = vec![0f32; c_in * row_len];
-    // Rows past the last quad (AMX padding) meet zero weights: any value is fine.
-    let mut packed = vec![0u32; quad_rows * row_len];
-    let mut sums = vec![0i32; rows * COLS];
     let vector = avx512_vectors();
-    let tiles = (w.isa == Int8Isa::Amx).then(|| {
-        // SAFETY: AMX-INT8 is usable: the weights' isa is available (asserted above).
-        unsafe { amx::Tiles::configure() }
-    });
     let chunks = quad_rows / amx::PAIRS_PER_TILE;
     let per_half = taps * chunks * amx::TILE_WORDS;
-    let out_ptr = out.data.as_mut_ptr().cast::<f32>();
-    for t0 in (0..l_out).step_by(tile) {
-        let width = tile.min(l_out - t0);
-        let n = width.div_ceil(COLS) * COLS + span;
-        // The mapped tile in f32 (zeros outside the signal), then its scale.
-        let first = t0 as isize + offset;
-        let j_lo = (-first).clamp(0, n as isize) as usize;
-        let j_hi = (l_in as isize - first).clamp(j_lo as isize, n as isize) as usize;
-        let i_lo = (first + j_lo as isize) as usize;
-        let mut max = 0f32;
-        for ci in 0..c_in {
-            let row = &mut mapped[ci * row_len..][..n];
-            row[..j_lo].fill(0.0);
-            row[j_hi..].fill(0.0);
-            let src = &x.data[ci * x.stride + i_lo..][..j_hi - j_lo];
-            map.apply_slice(&mut row[j_lo..j_hi], src, i_lo);
-            max = row.iter().fold(max, |m, v| m.max(v.abs()));
-        }
-        let s_x = if max > 0.0 { max / 127.0 } else { 1.0 };
-        for g in 0..quads {
-            let rows: [&[f32]; 4] = std::array::from_fn(|e| {
-                let ci = (4 * g + e).min(c_in - 1);
-                &mapped[ci * row_len..][..n]
-            });
-            // Channels past C_in (the last quad's padding) quantize as zero.
-            let live = (c_in - 4 * g).min(4);
-            quantize_quads(
-                &mut packed[g * row_len..][..n],
-                rows,
-                live,
-                1.0 / s_x,
-                vector,
-            );
-        }
-        for j0 in (0..width).step_by(COLS) {
-            let n_cols = COLS.min(width - j0);
-            let xs = &packed[j0..];
-            assert!(xs.len() >= (quad_rows - 1) * row_len + span + COLS);
-            for block in 0..c_out.div_ceil(rows) {
-                let co0 = block * rows;
-                match &tiles {
-                    Some(tiles) => {
-                        let w0 = &w.data[2 * block * per_half..][..2 * per_half];
-                        // SAFETY: `w0` holds both halves' taps · chunks tiles, `xs` the
-                        // quad rows and columns the block reads (asserted above), `sums`
-                        // ROWS × COLS values.
-                        unsafe {
-                            tiles.block_int8(
-                                w0.as_ptr(),
-                                w0[per_half..].as_ptr(),
-                                xs.as_ptr(),
-                                row_len,
-                                chunks,
+    let (out_len, out_stride) = (out.data.len(), out.stride);
+    let out_ptr = SharedOut::new(out.data);
+    // Each tile of output columns is computed, scale included, from its own input columns:
+    // with a spare core some tiles are computed there (parts cut at whole tiles, so every
+    // tile and its scale are what one thread computes), each thread with its own buffers
+    // and, for AMX, its own tile configuration.
+    let columns = |range: Range<usize>| {
+        let out_ptr = out_ptr.get();
+        let mut mapped = vec![0f32; c_in * row_len];
+        // Rows past the last quad (AMX padding) meet zero weights: any value is fine.
+        let mut packed = vec![0u32; quad_rows * row_len];
+        let mut sums = vec![0i32; rows * COLS];
+        let tiles = (w.isa == Int8Isa::Amx).then(|| {
+            // SAFETY: AMX-INT8 is usable: the weights' isa is available (asserted above).
+            unsafe { amx::Tiles::configure() }
+        });
+        for t0 in range.clone().step_by(tile) {
+            let width = tile.min(range.end - t0);
+            let n = width.div_ceil(COLS) * COLS + span;
+            // The mapped tile in f32 (zeros outside the signal), then its scale.
+            let first = t0 as isize + offset;
+            let j_lo = (-first).clamp(0, n as isize) as usize;
+            let j_hi = (l_in as isize - first).clamp(j_lo as isize, n as isize) as usize;
+            let i_lo = (first + j_lo as isize) as usize;
+            let mut max = 0f32;
+            for ci in 0..c_in {
+                let row = &mut mapped[ci * row_len..][..n];
+                row[..j_lo].fill(0.0);
+                row[j_hi..].fill(0.0);
+                let src = &x.data[ci * x.stride + i_lo..][..j_hi - j_lo];
+                map.apply_slice(&mut row[j_lo..j_hi], src, i_lo);
+                max = row.iter().fold(max, |m, v| m.max(v.abs()));
+            }
+            let s_x = if max > 0.0 { max / 127.0 } else { 1.0 };
+            for g in 0..quads {
+                let rows: [&[f32]; 4] = std::array::from_fn(|e| {
+                    let ci = (4 * g + e).min(c_in - 1);
+                    &mapped[ci * row_len..][..n]
+                });
+                // Channels past C_in (the last quad's padding) quantize as zero.
+                let live = (c_in - 4 * g).min(4);
+                quantize_quads(
+                    &mut packed[g * row_len..][..n],
+                    rows,
+                    live,
+                    1.0 / s_x,
+                    vector,
+                );
+            }
+            for j0 in (0..width).step_by(COLS) {
+                let n_cols = COLS.min(width - j0);
+                let xs = &packed[j0..];
+                assert!(xs.len() >= (quad_rows - 1) * row_len + span + COLS);
+                for block in 0..c_out.div_ceil(rows) {
+                    let co0 = block * rows;
+                    match &tiles {
+                        Some(tiles) => {
+                            let w0 = &w.data[2 * block * per_half..][..2 * per_half];
+                            // SAFETY: `w0` holds both halves' taps · chunks tiles, `xs` the
+                            // quad rows and columns the block reads (asserted above), `sums`
+                            // ROWS × COLS values.
+                            unsafe {
+                                tiles.block_int8(
+                                    w0.as_ptr(),
+                                    w0[per_half..].as_ptr(),
+                                    xs.as_ptr(),
+                                    row_len,
+                                    chunks,
+                                    taps,
+                                    dilation,
+                                    sums.as_mut_ptr(),
+                                )
+                            };
+                        }
+                        None => {
+                            let per_block = quads * taps * ROWS;
+                            let args = BlockArgs {
+                                weights: &w.data[block * per_block..][..per_block],
+                                x: xs,
+                                x_stride: row_len,
+                                quads,
                                 taps,
                                 dilation,
-                                sums.as_mut_ptr(),
-                            )
+                            };
+                            run_block(w.isa, &args, (&mut sums[..]).try_into().unwrap());
+                        }
+                    }
+                    for r in 0..rows.min(c_out - co0) {
+                        let co = co0 + r;
+                        let at = |stride: usize| co * stride + t0 + j0;
+                        let i = at(out_stride);
+                        assert!(i + n_cols <= out_len);
+                        let mut res = [&[][..]; MAX_RESIDUALS];
+                        for (dst, r) in res.iter_mut().zip(residuals) {
+                            *dst = &r.data[at(r.stride)..][..n_cols];
+                        }
+                        let end = Epilogue {
+                            sums: &sums[r * COLS..][..n_cols],
+                            offset: if w.isa.sums_offset_inputs() {
+                                w.offsets[co]
+                            } else {
+                                0
+                            },
+                            scale: w.scales[co] * s_x,
+                            bias: bias[co],
+                            residuals: &res[..residuals.len()],
                         };
+                        // SAFETY: `n_cols` values from `i` are in bounds (asserted), in this part's
+                        // columns of the output's exclusive borrow, apart from `sums` and the
+                        // residuals; with `accumulate` the caller initialized them; `vector` is
+                        // `avx512_vectors()`.
+                        unsafe { end.write(out_ptr.add(i), accumulate, vector) };
                     }
-                    None => {
-                        let per_block = quads * taps * ROWS;
-                        let args = BlockArgs {
-                            weights: &w.data[block * per_block..][..per_block],
-                            x: xs,
-                            x_stride: row_len,
-                            quads,
-                            taps,
-                            dilation,
-                        };
-                        run_block(w.isa, &args, (&mut sums[..]).try_into().unwrap());
-                    }
-                }
-                for r in 0..rows.min(c_out - co0) {
-                    let co = co0 + r;
-                    let at = |stride: usize| co * stride + t0 + j0;
-                    let i = at(out.stride);
-                    assert!(i + n_cols <= out.data.len());
-                    let mut res = [&[][..]; MAX_RESIDUALS];
-                    for (dst, r) in res.iter_mut().zip(residuals) {
-                        *dst = &r.data[at(r.stride)..][..n_cols];
-                    }
-                    let end = Epilogue {
-                        sums: &sums[r * COLS..][..n_cols],
-                        offset: if w.isa.sums_offset_inputs() {
-                            w.offsets[co]
-                        } else {
-                            0
-                        },
-                        scale: w.scales[co] * s_x,
-                        bias: bias[co],
-                        residuals: &res[..residuals.len()],
-                    };
-                    // SAFETY: `n_cols` values from `i` are in bounds (asserted), in the output's
-                    // exclusive borrow, apart from `sums` and the residuals; with `accumulate`
-                    // the caller initialized them; `vector` is `avx512_vectors()`.
-                    unsafe { end.write(out_ptr.add(i), accumulate, vector) };
                 }
             }
         }
-    }
+    };
+    let work = c_out * c_in * taps * l_out;
+    spare::in_parts(l_out, tile, work, columns);
 }
 
 /// Whether the input packing and the epilogue may use AVX-512 (F and BW), whichever block
