@@ -301,7 +301,7 @@ widest_vectors! {
 
 widest_vectors! {
     /// [`gelu_tanh_slice`] with the widest vectors this CPU has.
-    pub(crate) fn gelu_tanh_in_place(xs: &mut [f32]) => gelu_tanh_slice
+    fn gelu_tanh_in_place(xs: &mut [f32]) => gelu_tanh_slice
 }
 
 widest_vectors! {
