@@ -308,7 +308,7 @@ widest_vectors! {
     /// Kokoro's `Snake(AdaIN(x))` on one channel `row` of a signal, in place: the instance
     /// norm over the row (mean and biased variance), the style's `affine`, then
     /// `y + sin²(α·y)/α` (`inv_alpha` = 1/α, as the graph stores it).
-    pub(crate) fn adain_snake_row(
+    fn adain_snake_row(
         row: &mut [f32],
         affine: Affine,
         alpha: f32,
@@ -420,25 +420,32 @@ pub(crate) fn gated_tanh(a: &Tensor, n: usize) -> Result<Tensor> {
     Tensor::from_vec(out, (b, n, t), &Device::Cpu)
 }
 
-/// Elementwise `tanh`.
-pub(crate) fn tanh(x: &Tensor) -> Result<Tensor> {
+/// `f` applied in place to a copy of `x`'s values, for a CPU `f32` tensor; `None` for others
+/// (the caller then runs candle's own op).
+fn on_host_copy(x: &Tensor, f: fn(&mut [f32])) -> Result<Option<Tensor>> {
     if !is_cpu_f32(x) {
-        return x.tanh();
+        return Ok(None);
     }
     let mut data = x.flatten_all()?.to_vec1::<f32>()?;
-    tanh_in_place(&mut data);
-    Tensor::from_vec(data, x.shape(), &Device::Cpu)
+    f(&mut data);
+    Ok(Some(Tensor::from_vec(data, x.shape(), &Device::Cpu)?))
+}
+
+/// Elementwise `tanh`.
+pub(crate) fn tanh(x: &Tensor) -> Result<Tensor> {
+    match on_host_copy(x, tanh_in_place)? {
+        Some(y) => Ok(y),
+        None => x.tanh(),
+    }
 }
 
 /// GELU in its tanh form for a CPU `f32` tensor (candle's own `gelu` for others): candle
 /// maps it one libm `tanh` per value, 16 % of ALBERT's time in Kokoro.
 pub(crate) fn gelu_tanh(x: &Tensor) -> Result<Tensor> {
-    if !is_cpu_f32(x) {
-        return x.gelu();
+    match on_host_copy(x, gelu_tanh_in_place)? {
+        Some(y) => Ok(y),
+        None => x.gelu(),
     }
-    let mut data = x.flatten_all()?.to_vec1::<f32>()?;
-    gelu_tanh_in_place(&mut data);
-    Tensor::from_vec(data, x.shape(), &Device::Cpu)
 }
 
 #[cfg(test)]

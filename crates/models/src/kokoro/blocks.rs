@@ -14,22 +14,18 @@ use super::weights::Weights;
 use crate::error::ModelError;
 use crate::kernels::{self, InputMap, LinearOutput, PackedWeightCache, Precision, RowLinear};
 
-/// `nn.Linear`: `weight` `[out, in]`, `bias` `[out]`.
+/// `nn.Linear`: `weight` `[out, in]`, `bias` `[out]`, in the form its device multiplies.
 #[derive(Debug, Clone)]
-pub(crate) struct Linear {
-    product: Product,
-    bias: Tensor,
-}
-
-/// How a [`Linear`] multiplies.
-#[derive(Debug, Clone)]
-enum Product {
+pub(crate) enum Linear {
     /// On the CPU: host rows, whose products a spare core shares ([`RowLinear`]). ALBERT's
     /// twelve passes over one 22 MB layer took 80 ms of a 2.5 s sentence through candle's
-    /// `matmul` on one core, and 45 ms this way on two (docs/performance.md §11).
-    Rows(Arc<RowLinear>),
+    /// `matmul` on one core, and 45 ms this way on two (docs/performance.md §3d).
+    Rows {
+        weight: Arc<RowLinear>,
+        bias: Vec<f32>,
+    },
     /// Elsewhere: `[in, out]`, transposed once at load so every product reads it row by row.
-    Transposed(Tensor),
+    Transposed { weight_t: Tensor, bias: Tensor },
 }
 
 impl Linear {
@@ -42,33 +38,37 @@ impl Linear {
     ) -> std::result::Result<Self, ModelError> {
         let weight = w.get_shaped(&format!("{prefix}.weight"), &[output, input])?;
         let bias = w.get_shaped(&format!("{prefix}.bias"), &[output])?;
-        let product = if weight.device().is_cpu() {
+        Ok(if weight.device().is_cpu() {
             // `f32`, as every layer before the decoder: the durations are rounded from these
             // layers' outputs, so they stay `f32`'s whatever the decoder's precision.
-            Product::Rows(Arc::new(RowLinear::new(&weight, Precision::F32)?))
+            Self::Rows {
+                weight: Arc::new(RowLinear::new(&weight, Precision::F32)?),
+                bias: bias.to_vec1()?,
+            }
         } else {
-            Product::Transposed(weight.t()?.contiguous()?)
-        };
-        Ok(Self { product, bias })
+            Self::Transposed {
+                weight_t: weight.t()?.contiguous()?,
+                bias,
+            }
+        })
     }
 
     /// `x` `[..., in]` → `[..., out]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let rows = match &self.product {
-            Product::Transposed(weight_t) => {
-                return x.broadcast_matmul(weight_t)?.broadcast_add(&self.bias)
+        let (weight, bias) = match self {
+            Self::Transposed { weight_t, bias } => {
+                return x.broadcast_matmul(weight_t)?.broadcast_add(bias)
             }
-            Product::Rows(rows) => rows,
+            Self::Rows { weight, bias } => (weight, bias),
         };
         let mut dims = x.dims().to_vec();
         let input = dims.pop().unwrap_or(1);
         let n = x.elem_count() / input.max(1);
-        let output = rows.out_features();
         let x = x.flatten_all()?.to_vec1::<f32>()?;
         // The bias in every row, and the product added to it.
-        let mut y = self.bias.to_vec1::<f32>()?.repeat(n);
-        rows.run_into(&x, n, &mut y, LinearOutput::Add);
-        dims.push(output);
+        let mut y = bias.repeat(n);
+        weight.run_into(&x, n, &mut y, LinearOutput::Add);
+        dims.push(bias.len());
         Tensor::from_vec(y, dims, &Device::Cpu)
     }
 }
