@@ -231,3 +231,35 @@ fn a_spare_core_computes_the_same_tiles() {
         );
     }
 }
+
+/// The input map with its running maximum, in vectors where the CPU has them, gives exactly
+/// the values (and maximum) of the map applied value by value, for every kind of map and
+/// lengths that leave a partial vector.
+#[test]
+fn the_map_with_its_maximum_matches_the_plain_map() {
+    let mut rng = StdRng::seed_from_u64(47);
+    let mask: Vec<f32> = random(&mut rng, 80);
+    for (leaky_slope, mask) in [
+        (None, None),
+        (Some(0.2), None),
+        (None, Some(&mask[..])),
+        (Some(0.01), Some(&mask[..])),
+    ] {
+        let map = SampleMap {
+            scale: 1.3,
+            leaky_slope,
+            mask,
+        };
+        for (len, t0) in [(1, 0), (16, 3), (37, 40), (64, 16)] {
+            let src = random(&mut rng, len);
+            let mut want = vec![0f32; len];
+            map.apply_slice(&mut want, &src, t0);
+            let want_max = want.iter().fold(0.25f32, |m, v| m.max(v.abs()));
+            let mut got = vec![f32::NAN; len];
+            let got_max =
+                int8::map_with_max(&map, &mut got, &src, t0, 0.25, int8::avx512_vectors());
+            assert_eq!(got, want, "{map:?}, {len} values from {t0}");
+            assert_eq!(got_max, want_max, "{map:?}, {len} values from {t0}");
+        }
+    }
+}

@@ -19,6 +19,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use super::aligned::Aligned;
 use super::amx;
 use super::isa::{self, Level};
 use super::rows::{Rows, RowsMut, SampleMap};
@@ -275,118 +276,125 @@ pub(super) fn conv1d_rows(
     let out_ptr = SharedOut::new(out.data);
     // Each tile of output columns is computed, scale included, from its own input columns:
     // with a spare core some tiles are computed there (parts cut at whole tiles, so every
-    // tile and its scale are what one thread computes), each thread with its own buffers
+    // tile and its scale are what one thread computes), each thread with its own scratch
     // and, for AMX, its own tile configuration.
     let columns = |range: Range<usize>| {
         let out_ptr = out_ptr.get();
-        let mut mapped = vec![0f32; c_in * row_len];
-        // Rows past the last quad (AMX padding) meet zero weights: any value is fine.
-        let mut packed = vec![0u32; quad_rows * row_len];
-        let mut sums = vec![0i32; rows * COLS];
         let tiles = (w.isa == Int8Isa::Amx).then(|| {
             // SAFETY: AMX-INT8 is usable: the weights' isa is available (asserted above).
             unsafe { amx::Tiles::configure() }
         });
-        for t0 in range.clone().step_by(tile) {
-            let width = tile.min(range.end - t0);
-            let n = width.div_ceil(COLS) * COLS + span;
-            // The mapped tile in f32 (zeros outside the signal), then its scale.
-            let first = t0 as isize + offset;
-            let j_lo = (-first).clamp(0, n as isize) as usize;
-            let j_hi = (l_in as isize - first).clamp(j_lo as isize, n as isize) as usize;
-            let i_lo = (first + j_lo as isize) as usize;
-            let mut max = 0f32;
-            for ci in 0..c_in {
-                let row = &mut mapped[ci * row_len..][..n];
-                row[..j_lo].fill(0.0);
-                row[j_hi..].fill(0.0);
-                let src = &x.data[ci * x.stride + i_lo..][..j_hi - j_lo];
-                map.apply_slice(&mut row[j_lo..j_hi], src, i_lo);
-                max = row.iter().fold(max, |m, v| m.max(v.abs()));
-            }
-            let s_x = if max > 0.0 { max / 127.0 } else { 1.0 };
-            for g in 0..quads {
-                let rows: [&[f32]; 4] = std::array::from_fn(|e| {
-                    let ci = (4 * g + e).min(c_in - 1);
-                    &mapped[ci * row_len..][..n]
-                });
-                // Channels past C_in (the last quad's padding) quantize as zero.
-                let live = (c_in - 4 * g).min(4);
-                quantize_quads(
-                    &mut packed[g * row_len..][..n],
-                    rows,
-                    live,
-                    1.0 / s_x,
-                    vector,
-                );
-            }
-            for j0 in (0..width).step_by(COLS) {
-                let n_cols = COLS.min(width - j0);
-                let xs = &packed[j0..];
-                assert!(xs.len() >= (quad_rows - 1) * row_len + span + COLS);
-                for block in 0..c_out.div_ceil(rows) {
-                    let co0 = block * rows;
-                    match &tiles {
-                        Some(tiles) => {
-                            let w0 = &w.data[2 * block * per_half..][..2 * per_half];
-                            // SAFETY: `w0` holds both halves' taps · chunks tiles, `xs` the
-                            // quad rows and columns the block reads (asserted above), `sums`
-                            // ROWS × COLS values.
-                            unsafe {
-                                tiles.block_int8(
-                                    w0.as_ptr(),
-                                    w0[per_half..].as_ptr(),
-                                    xs.as_ptr(),
-                                    row_len,
-                                    chunks,
+        SCRATCH.with_borrow_mut(|scratch| {
+            // Rows past the last quad (AMX padding) meet zero weights: any value is fine.
+            let (mapped, packed, sums) =
+                scratch.take(c_in * row_len, quad_rows * row_len, rows * COLS);
+            for t0 in range.clone().step_by(tile) {
+                let width = tile.min(range.end - t0);
+                let n = width.div_ceil(COLS) * COLS + span;
+                // The mapped tile in f32 (zeros outside the signal), then its scale.
+                let first = t0 as isize + offset;
+                let j_lo = (-first).clamp(0, n as isize) as usize;
+                let j_hi = (l_in as isize - first).clamp(j_lo as isize, n as isize) as usize;
+                let i_lo = (first + j_lo as isize) as usize;
+                let mut max = 0f32;
+                for ci in 0..c_in {
+                    let row = &mut mapped[ci * row_len..][..n];
+                    row[..j_lo].fill(0.0);
+                    row[j_hi..].fill(0.0);
+                    let src = &x.data[ci * x.stride + i_lo..][..j_hi - j_lo];
+                    max = map_with_max(map, &mut row[j_lo..j_hi], src, i_lo, max, vector);
+                }
+                let s_x = if max > 0.0 { max / 127.0 } else { 1.0 };
+                for g in 0..quads {
+                    let rows: [&[f32]; 4] = std::array::from_fn(|e| {
+                        let ci = (4 * g + e).min(c_in - 1);
+                        &mapped[ci * row_len..][..n]
+                    });
+                    // Channels past C_in (the last quad's padding) quantize as zero.
+                    let live = (c_in - 4 * g).min(4);
+                    quantize_quads(
+                        &mut packed[g * row_len..][..n],
+                        rows,
+                        live,
+                        1.0 / s_x,
+                        vector,
+                    );
+                }
+                for j0 in (0..width).step_by(COLS) {
+                    let n_cols = COLS.min(width - j0);
+                    let xs = &packed[j0..];
+                    assert!(xs.len() >= (quad_rows - 1) * row_len + span + COLS);
+                    for block in 0..c_out.div_ceil(rows) {
+                        let co0 = block * rows;
+                        let n_rows = rows.min(c_out - co0);
+                        let at = |stride: usize| co0 * stride + t0 + j0;
+                        // The block's last row and column lie inside each buffer.
+                        let last = |stride: usize| at(stride) + (n_rows - 1) * stride + n_cols;
+                        assert!(last(out_stride) <= out_len);
+                        let mut res = [(std::ptr::null(), 0); MAX_RESIDUALS];
+                        for (dst, r) in res.iter_mut().zip(residuals) {
+                            assert!(last(r.stride) <= r.data.len());
+                            *dst = (r.data[at(r.stride)..].as_ptr(), r.stride);
+                        }
+                        let end = BlockEnd {
+                            // SAFETY: in bounds of the output (asserted above).
+                            out: unsafe { out_ptr.add(at(out_stride)) },
+                            out_stride,
+                            residuals: &res[..residuals.len()],
+                            offsets: w
+                                .isa
+                                .sums_offset_inputs()
+                                .then(|| &w.offsets[co0..][..n_rows]),
+                            scales: &w.scales[co0..][..n_rows],
+                            s_x,
+                            bias: &bias[co0..][..n_rows],
+                            cols: n_cols,
+                            accumulate,
+                            vector,
+                        };
+                        match &tiles {
+                            Some(tiles) => {
+                                let w0 = &w.data[2 * block * per_half..][..2 * per_half];
+                                // SAFETY: `w0` holds both halves' taps · chunks tiles, `xs` the
+                                // quad rows and columns the block reads (asserted above), `sums`
+                                // ROWS × COLS values.
+                                unsafe {
+                                    tiles.block_int8(
+                                        w0.as_ptr(),
+                                        w0[per_half..].as_ptr(),
+                                        xs.as_ptr(),
+                                        row_len,
+                                        chunks,
+                                        taps,
+                                        dilation,
+                                        sums.as_mut_ptr(),
+                                    )
+                                };
+                                // SAFETY: the block's rows and columns lie in this part's
+                                // columns of the output's exclusive borrow (asserted above),
+                                // apart from `sums` and the residuals; with `accumulate` the
+                                // caller initialized them.
+                                unsafe { end.write(sums) };
+                            }
+                            None => {
+                                let per_block = quads * taps * ROWS;
+                                let args = BlockArgs {
+                                    weights: &w.data[block * per_block..][..per_block],
+                                    x: xs,
+                                    x_stride: row_len,
+                                    quads,
                                     taps,
                                     dilation,
-                                    sums.as_mut_ptr(),
-                                )
-                            };
+                                };
+                                let sums = (&mut sums[..]).try_into().unwrap();
+                                // SAFETY: as for the AMX block's `end.write` above.
+                                unsafe { run_block(w.isa, &args, sums, &end) };
+                            }
                         }
-                        None => {
-                            let per_block = quads * taps * ROWS;
-                            let args = BlockArgs {
-                                weights: &w.data[block * per_block..][..per_block],
-                                x: xs,
-                                x_stride: row_len,
-                                quads,
-                                taps,
-                                dilation,
-                            };
-                            run_block(w.isa, &args, (&mut sums[..]).try_into().unwrap());
-                        }
-                    }
-                    for r in 0..rows.min(c_out - co0) {
-                        let co = co0 + r;
-                        let at = |stride: usize| co * stride + t0 + j0;
-                        let i = at(out_stride);
-                        assert!(i + n_cols <= out_len);
-                        let mut res = [&[][..]; MAX_RESIDUALS];
-                        for (dst, r) in res.iter_mut().zip(residuals) {
-                            *dst = &r.data[at(r.stride)..][..n_cols];
-                        }
-                        let end = Epilogue {
-                            sums: &sums[r * COLS..][..n_cols],
-                            offset: if w.isa.sums_offset_inputs() {
-                                w.offsets[co]
-                            } else {
-                                0
-                            },
-                            scale: w.scales[co] * s_x,
-                            bias: bias[co],
-                            residuals: &res[..residuals.len()],
-                        };
-                        // SAFETY: `n_cols` values from `i` are in bounds (asserted), in this part's
-                        // columns of the output's exclusive borrow, apart from `sums` and the
-                        // residuals; with `accumulate` the caller initialized them; `vector` is
-                        // `avx512_vectors()`.
-                        unsafe { end.write(out_ptr.add(i), accumulate, vector) };
                     }
                 }
             }
-        }
+        })
     };
     let work = c_out * c_in * taps * l_out;
     spare::in_parts(l_out, tile, work, columns);
@@ -394,7 +402,7 @@ pub(super) fn conv1d_rows(
 
 /// Whether the input packing and the epilogue may use AVX-512 (F and BW), whichever block
 /// kind sums.
-fn avx512_vectors() -> bool {
+pub(super) fn avx512_vectors() -> bool {
     isa::avx512_bw()
 }
 
@@ -409,38 +417,96 @@ struct BlockArgs<'a> {
     dilation: usize,
 }
 
-/// `sums[r·COLS + j]` for the [`ROWS`] × [`COLS`] block, through the vector block of `isa`.
-fn run_block(isa: Int8Isa, a: &BlockArgs, sums: &mut [i32; ROWS * COLS]) {
+/// One block through the vector block of `isa`, its outputs written by `end`: from the
+/// accumulators for AVX-512 VNNI, from `sums[r·COLS + j]` for the others.
+///
+/// # Safety
+/// `end` must meet [`BlockEnd::write`]'s contract.
+unsafe fn run_block(isa: Int8Isa, a: &BlockArgs, sums: &mut [i32; ROWS * COLS], end: &BlockEnd) {
     assert!(a.weights.len() >= a.quads * a.taps * ROWS);
     assert!(a.x.len() >= (a.quads - 1) * a.x_stride + (a.taps - 1) * a.dilation + COLS);
+    assert!(end.rows() <= ROWS && end.cols <= COLS);
     #[cfg(target_arch = "x86_64")]
-    {
-        let (w, x) = (a.weights, a.x);
-        let (stride, quads, taps, d) = (a.x_stride, a.quads, a.taps, a.dilation);
-        // Each block's instruction set is `available()` (the caller's weights were packed for
-        // an available one, asserted in `conv1d_rows`); the operand bounds each block relies
-        // on are asserted above.
-        match isa {
-            Int8Isa::Avx512Vnni => {
-                // SAFETY: AVX-512 VNNI is available and the bounds hold (see above).
-                return unsafe { x86::block_avx512_vnni(w, x, stride, quads, taps, d, sums) };
-            }
-            Int8Isa::AvxVnni => {
-                // SAFETY: AVX-VNNI is available and the bounds hold (see above).
-                return unsafe { x86::block_avx_vnni(w, x, stride, quads, taps, d, sums) };
-            }
-            Int8Isa::Avx2 => {
-                // SAFETY: AVX2 is available and the bounds hold (see above).
-                return unsafe { x86::block_avx2(w, x, stride, quads, taps, d, sums) };
-            }
-            Int8Isa::Amx | Int8Isa::Portable => {}
+    let (w, x, stride, quads, taps, d) = (a.weights, a.x, a.x_stride, a.quads, a.taps, a.dilation);
+    // Each block's instruction set is `available()` (the caller's weights were packed for an
+    // available one, asserted in `conv1d_rows`); the operand bounds each block relies on are
+    // asserted above.
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        Int8Isa::Avx512Vnni => {
+            // SAFETY: AVX-512 VNNI is available and the bounds hold (see above); `end` meets
+            // `write`'s contract (the caller's promise).
+            return unsafe { x86::block_avx512_vnni(w, x, stride, quads, taps, d, end) };
         }
+        // SAFETY: AVX-VNNI is available and the bounds hold (see above).
+        #[cfg(target_arch = "x86_64")]
+        Int8Isa::AvxVnni => unsafe { x86::block_avx_vnni(w, x, stride, quads, taps, d, sums) },
+        // SAFETY: AVX2 is available and the bounds hold (see above).
+        #[cfg(target_arch = "x86_64")]
+        Int8Isa::Avx2 => unsafe { x86::block_avx2(w, x, stride, quads, taps, d, sums) },
+        Int8Isa::Portable => portable_block(a, sums),
+        _ => panic!("{isa:?} blocks go through their own path"),
     }
-    assert!(
-        isa == Int8Isa::Portable,
-        "{isa:?} blocks go through their own path"
-    );
-    portable_block(a, sums);
+    // SAFETY: the caller's promise.
+    unsafe { end.write(sums) };
+}
+
+/// The packed input tile, its `f32` rows before quantizing and a block's sums, kept per
+/// thread: the generator calls the kernel hundreds of times per utterance, and allocating
+/// (and zeroing) fresh buffers each time was 2 % of a synthesis.
+struct Scratch {
+    mapped: Aligned<f32>,
+    packed: Aligned<u32>,
+    sums: Aligned<i32>,
+}
+
+impl Scratch {
+    /// Buffers of at least these lengths; their contents are whatever the last call left.
+    fn take(
+        &mut self,
+        mapped: usize,
+        packed: usize,
+        sums: usize,
+    ) -> (&mut [f32], &mut [u32], &mut [i32]) {
+        (
+            self.mapped.at_least(mapped),
+            self.packed.at_least(packed),
+            self.sums.at_least(sums),
+        )
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = const {
+        std::cell::RefCell::new(Scratch {
+            mapped: Aligned::new(),
+            packed: Aligned::new(),
+            sums: Aligned::new(),
+        })
+    };
+}
+
+/// `dst = map(src)` for the samples from `t0`; returns the larger of `max` and max |dst|, in
+/// one pass.
+pub(super) fn map_with_max(
+    map: &SampleMap<'_>,
+    dst: &mut [f32],
+    src: &[f32],
+    t0: usize,
+    max: f32,
+    vector: bool,
+) -> f32 {
+    assert_eq!(dst.len(), src.len());
+    assert!(map.mask.is_none_or(|m| m.len() >= t0 + src.len()));
+    #[cfg(target_arch = "x86_64")]
+    if vector {
+        // SAFETY: `vector` is `avx512_vectors()` from the one caller: AVX-512F, all that
+        // `x86::map_with_max` enables; the lengths are asserted above.
+        return unsafe { x86::map_with_max(map, dst, src, t0, max) };
+    }
+    let _ = vector;
+    map.apply_slice(dst, src, t0);
+    dst.iter().fold(max, |m, v| m.max(v.abs()))
 }
 
 /// `u32` quads of `rows[0..4][j]` quantized (`round(v · inv_scale) + 128`), rows from `live`
@@ -464,42 +530,69 @@ fn quantize_quads(dst: &mut [u32], rows: [&[f32]; 4], live: usize, inv_scale: f3
     }
 }
 
-/// One output row of a block: `out[j] = (out[j]) + bias + Σ residuals[j] + (sums[j] −
-/// offset) · scale`.
-struct Epilogue<'a> {
-    sums: &'a [i32],
-    offset: i32,
-    scale: f32,
-    bias: f32,
-    residuals: &'a [&'a [f32]],
+/// Where a block's outputs go, and what turns its sums into them: `out[r][j] = (out[r][j]) +
+/// bias[r] + Σ residuals[r][j] + (sums[r][j] − offsets[r]) · scales[r] · s_x`.
+struct BlockEnd<'a> {
+    /// The block's first output (row, column); rows `out_stride` values apart.
+    out: *mut f32,
+    out_stride: usize,
+    /// (first value, row stride) of each residual, at the same row and column.
+    residuals: &'a [(*const f32, usize)],
+    /// `128 · Σ w_q` per row, where the sums include the inputs' offset.
+    offsets: Option<&'a [i32]>,
+    /// The weights' scales; one per live row.
+    scales: &'a [f32],
+    /// The input tile's scale.
+    s_x: f32,
+    bias: &'a [f32],
+    cols: usize,
+    accumulate: bool,
+    /// Whether AVX-512F may write it (`avx512_vectors()`).
+    vector: bool,
 }
 
-impl Epilogue<'_> {
+impl BlockEnd<'_> {
+    /// Live rows of the block (the last block of a layer may have fewer than the block's).
+    fn rows(&self) -> usize {
+        self.scales.len()
+    }
+
+    fn offset(&self, r: usize) -> i32 {
+        self.offsets.map_or(0, |o| o[r])
+    }
+
+    /// Writes the outputs from `sums[r·COLS + j]`.
+    ///
     /// # Safety
-    /// `out` must be valid for reads and writes of `sums.len()` values, initialized when
-    /// `accumulate`, and overlap neither `sums` nor the residuals. `vector` only where
-    /// AVX-512F exists.
-    unsafe fn write(&self, out: *mut f32, accumulate: bool, vector: bool) {
-        assert!(self.residuals.iter().all(|r| r.len() == self.sums.len()));
+    /// `out` and each residual must be valid for `rows()` rows of `cols` values at their
+    /// strides (`out` for reads and writes, initialized when `accumulate`), and `out` overlap
+    /// neither `sums` nor the residuals. `vector` only where AVX-512F exists.
+    unsafe fn write(&self, sums: &[i32]) {
+        assert!(sums.len() >= self.rows() * COLS && self.cols <= COLS);
+        assert_eq!(self.bias.len(), self.rows());
         #[cfg(target_arch = "x86_64")]
-        if vector {
-            // SAFETY: `vector` means AVX-512F and `out` is valid (the caller's promise); the
-            // residual lengths `x86::epilogue` relies on are asserted above.
-            return unsafe { x86::epilogue(self, out, accumulate) };
+        if self.vector {
+            // SAFETY: `vector` means AVX-512F, and the buffers are valid (the caller's
+            // promise); `sums` holds the rows read (asserted above).
+            return unsafe { x86::block_end(self, sums) };
         }
-        let _ = vector;
-        for (j, &s) in self.sums.iter().enumerate() {
-            let mut v = self.bias + (s - self.offset) as f32 * self.scale;
-            for r in self.residuals {
-                v += r[j];
-            }
-            // SAFETY: j < sums.len(), the values the caller made valid; `out` is read only
-            // when `accumulate`, when it is initialized.
-            unsafe {
-                if accumulate {
-                    v += out.add(j).read();
+        for r in 0..self.rows() {
+            let scale = self.scales[r] * self.s_x;
+            for (j, &s) in sums[r * COLS..][..self.cols].iter().enumerate() {
+                let mut v = self.bias[r] + (s - self.offset(r)) as f32 * scale;
+                // SAFETY: row r < rows() and column j < cols of each buffer, valid by the
+                // caller's promise; `out` is read only when `accumulate`, when it is
+                // initialized.
+                unsafe {
+                    for &(res, stride) in self.residuals {
+                        v += res.add(r * stride + j).read();
+                    }
+                    let out = self.out.add(r * self.out_stride + j);
+                    if self.accumulate {
+                        v += out.read();
+                    }
+                    out.write(v);
                 }
-                out.add(j).write(v);
             }
         }
     }

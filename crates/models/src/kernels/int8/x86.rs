@@ -1,6 +1,7 @@
 //! The int8 blocks and the input packing in x86 vector code: AVX-512 VNNI, AVX-VNNI and AVX2.
 
-use super::{Epilogue, COLS, ROWS};
+use super::{BlockEnd, COLS, ROWS};
+use crate::kernels::rows::SampleMap;
 use std::arch::x86_64::*;
 
 /// [`super::quantize_quads`] for whole groups of 16 columns; returns how many it packed.
@@ -53,49 +54,114 @@ pub(super) unsafe fn quantize_quads(
     n
 }
 
-/// [`super::Epilogue::write`] in 16-column vectors, the last one masked.
+/// [`super::map_with_max`] in 16-value vectors, the last one masked: the same operations in
+/// the same order as [`SampleMap::apply_slice`], so the same values.
 ///
 /// # Safety
-/// The CPU must have AVX-512F; `out` must meet [`super::Epilogue::write`]'s contract, and
-/// every residual hold `e.sums.len()` values (which `write` asserts).
+/// The CPU must have AVX-512F; `dst` and `src` must have one length, and a mask hold at
+/// least `t0 + src.len()` values (which the caller asserts).
 #[target_feature(enable = "avx512f")]
-pub(super) unsafe fn epilogue(e: &Epilogue, out: *mut f32, accumulate: bool) {
-    let n = e.sums.len();
-    let (offset, scale, bias) = (
-        _mm512_set1_epi32(e.offset),
-        _mm512_set1_ps(e.scale),
-        _mm512_set1_ps(e.bias),
-    );
-    // SAFETY: every lane read or written is at j + i < n = sums.len() (the mask clears
-    // the rest, and masked-off lanes are never accessed, so they cannot fault), inside
-    // `sums`, each residual and the values of `out` the caller made valid; `out` is read
-    // only when `accumulate`, when it is initialized.
+pub(super) unsafe fn map_with_max(
+    map: &SampleMap<'_>,
+    dst: &mut [f32],
+    src: &[f32],
+    t0: usize,
+    max: f32,
+) -> f32 {
+    let n = dst.len();
+    let scale = _mm512_set1_ps(map.scale);
+    // max(v, v · 1) = v: no LeakyReLU is a slope of one.
+    let slope = _mm512_set1_ps(map.leaky_slope.unwrap_or(1.0));
+    let mask = map.mask.map(|m| m[t0..].as_ptr());
+    let mut m = _mm512_set1_ps(max);
+    // SAFETY: every lane read or written is at j + i < n: inside `dst`, `src` and the mask
+    // (the caller's promise); masked-off lanes are never accessed, so they cannot fault.
     unsafe {
         for j in (0..n).step_by(16) {
-            let mask: __mmask16 = if n - j >= 16 {
-                0xFFFF
-            } else {
-                (1u16 << (n - j)) - 1
-            };
-            let sums = _mm512_maskz_loadu_epi32(mask, e.sums.as_ptr().add(j));
-            let sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, offset));
-            let mut v = _mm512_fmadd_ps(sums, scale, bias);
-            for r in e.residuals {
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, r.as_ptr().add(j)));
+            let k = lanes(n - j);
+            let v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, src.as_ptr().add(j)), scale);
+            let mut v = _mm512_max_ps(v, _mm512_mul_ps(v, slope));
+            if let Some(mask) = mask {
+                v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(k, mask.add(j)));
             }
-            if accumulate {
-                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out.add(j)));
+            _mm512_mask_storeu_ps(dst.as_mut_ptr().add(j), k, v);
+            m = _mm512_max_ps(m, _mm512_abs_ps(v));
+        }
+    }
+    _mm512_reduce_max_ps(m)
+}
+
+/// The lanes of a 16-value vector that hold the first `left` values.
+#[target_feature(enable = "avx512f")]
+fn lanes(left: usize) -> __mmask16 {
+    if left >= 16 {
+        0xFFFF
+    } else {
+        (1u16 << left) - 1
+    }
+}
+
+/// [`super::BlockEnd::write`] in 16-column vectors.
+///
+/// # Safety
+/// The CPU must have AVX-512F; `end` must meet [`super::BlockEnd::write`]'s contract, and
+/// `sums` hold `end.rows()` rows of [`COLS`] (which `write` asserts).
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn block_end(end: &BlockEnd, sums: &[i32]) {
+    for r in 0..end.rows() {
+        // SAFETY: row r < rows() of `sums` holds COLS values.
+        let row = unsafe {
+            [
+                _mm512_loadu_si512(sums.as_ptr().add(r * COLS).cast()),
+                _mm512_loadu_si512(sums.as_ptr().add(r * COLS + 16).cast()),
+            ]
+        };
+        // SAFETY: the caller's promise.
+        unsafe { end_row(end, r, row) };
+    }
+}
+
+/// Row `r` of a block's outputs from its two vectors of sums.
+///
+/// # Safety
+/// As [`block_end`], and r < `end.rows()`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn end_row(end: &BlockEnd, r: usize, sums: [__m512i; 2]) {
+    let offset = _mm512_set1_epi32(end.offset(r));
+    let scale = _mm512_set1_ps(end.scales[r] * end.s_x);
+    let bias = _mm512_set1_ps(end.bias[r]);
+    for (half, sums) in sums.into_iter().enumerate() {
+        let j = 16 * half;
+        if j >= end.cols {
+            break;
+        }
+        let k = lanes(end.cols - j);
+        let v = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums, offset));
+        let mut v = _mm512_fmadd_ps(v, scale, bias);
+        // SAFETY: row r and the columns j.. of `k` lie inside each buffer (the caller's
+        // promise); masked-off lanes are never accessed; `out` is read only when
+        // `accumulate`, when it is initialized.
+        unsafe {
+            for &(res, stride) in end.residuals {
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, res.add(r * stride + j)));
             }
-            _mm512_mask_storeu_ps(out.add(j), mask, v);
+            let out = end.out.add(r * end.out_stride + j);
+            if end.accumulate {
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, out));
+            }
+            _mm512_mask_storeu_ps(out, k, v);
         }
     }
 }
 
-/// 8 rows × 2 vectors of 16 columns, one `vpdpbusd` per quad, tap and row.
+/// 8 rows × 2 vectors of 16 columns, one `vpdpbusd` per quad, tap and row; the outputs
+/// written by `end`.
 ///
 /// # Safety
 /// The CPU must have AVX-512F and VNNI; `w` must hold at least `quads · taps · ROWS`
-/// words and `x` at least `(quads − 1)·x_stride + (taps − 1)·dilation + COLS`.
+/// words and `x` at least `(quads − 1)·x_stride + (taps − 1)·dilation + COLS`; `end` must
+/// meet [`super::BlockEnd::write`]'s contract.
 #[target_feature(enable = "avx512f,avx512vnni")]
 pub(super) unsafe fn block_avx512_vnni(
     w: &[u32],
@@ -104,7 +170,7 @@ pub(super) unsafe fn block_avx512_vnni(
     quads: usize,
     taps: usize,
     dilation: usize,
-    sums: &mut [i32; ROWS * COLS],
+    end: &BlockEnd,
 ) {
     let mut acc = [[_mm512_setzero_si512(); 2]; ROWS];
     let mut wp = w.as_ptr();
@@ -129,6 +195,9 @@ pub(super) unsafe fn block_avx512_vnni(
             }
         }
     }
+    // Through memory once per block: handing the accumulators themselves to `end_row` made
+    // the compiler store all 16 of them on every step of the loop above.
+    let mut sums = [0i32; ROWS * COLS];
     for (r, acc_r) in acc.iter().enumerate() {
         // SAFETY: r < ROWS, so both 16-value stores lie in `sums`' row r of COLS = 32.
         unsafe {
@@ -136,6 +205,9 @@ pub(super) unsafe fn block_avx512_vnni(
             _mm512_storeu_si512(sums.as_mut_ptr().add(r * COLS + 16).cast(), acc_r[1]);
         }
     }
+    // SAFETY: `end` meets `write`'s contract (the caller's promise), and `sums` holds ROWS
+    // rows.
+    unsafe { block_end(end, &sums) };
 }
 
 /// The AVX-VNNI block: [`block_avx512_vnni`]'s sums with 256-bit `vpdpbusd`, as four
