@@ -105,6 +105,7 @@ fn every_block_kind_sums_the_rounded_operands() {
                     scale: 1.0 / 3.0,
                     leaky_slope: Some(0.1),
                     mask: Some(&mask),
+                    channels: None,
                 }
             };
             let accumulate = n % 3 == 1;
@@ -179,6 +180,7 @@ fn bf16_entry_points_agree_with_f32_within_rounding() {
         scale: 0.5,
         leaky_slope: Some(0.1),
         mask: Some(&mask),
+        channels: None,
     };
     let padding = d * (k - 1) / 2;
     let fused = |cache: &PackedWeightCache| {
@@ -232,6 +234,7 @@ fn bf16_entry_points_agree_with_f32_within_rounding() {
             scale: 1.0 / 3.0,
             leaky_slope: Some(0.1),
             mask: None,
+            channels: None,
         };
         let padding = (k - stride) / 2;
         let run = |cache: Option<&PackedPhaseCache>| {

@@ -56,6 +56,16 @@ pub(super) fn conv1d_direct(
             &fresh
         }
     };
+    // Only the int8 kernel applies the channels' `Snake(AdaIN(·))` as it reads its input;
+    // for the others the whole map is applied to the tensor first.
+    let applied;
+    let (x, map) = match map.channels {
+        Some(_) if !matches!(packed, PackedConv::Int8(_)) => {
+            applied = map.apply(x)?;
+            (&applied, &InputMap::IDENTITY)
+        }
+        _ => (x, map),
+    };
     let mask = map
         .mask
         .map(|m| m.flatten_all()?.to_vec1::<f32>())
@@ -87,6 +97,7 @@ pub(super) fn conv1d_direct(
                         scale: map.scale as f32,
                         leaky_slope: map.leaky_slope.map(|v| v as f32),
                         mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
+                        channels: map.channels,
                     };
                     let item_residuals: Vec<&[f32]> = residuals
                         .iter()
@@ -171,6 +182,7 @@ pub(super) fn residual_stack_sum(
                             scale: 1.0,
                             leaky_slope: Some(slope),
                             mask: None,
+                            channels: None,
                         },
                     },
                     padding: c.padding,
@@ -264,6 +276,7 @@ pub(super) fn conv_transpose1d_direct(
                         scale: map.scale as f32,
                         leaky_slope: map.leaky_slope.map(|v| v as f32),
                         mask: mask.as_ref().map(|m| &m[b * s.l_in..(b + 1) * s.l_in]),
+                        channels: None,
                     };
                     let results: Vec<Vec<f32>> = phases
                         .iter()

@@ -113,6 +113,10 @@ pub(super) fn conv1d_rows(
         .iter()
         .all(|r| r.holds(c_out) && r.len == l_out && r.len <= r.stride));
     assert!(map.mask.is_none_or(|m| m.len() >= l_in));
+    assert!(
+        map.channels.is_none(),
+        "channel maps are the int8 kernel's (the routing applies them first for this one)"
+    );
     assert!(taps > 0 && dilation > 0);
     if l_out == 0 || c_out == 0 {
         return;
@@ -338,6 +342,7 @@ mod tests {
                     scale: 1.0 / 3.0,
                     leaky_slope: Some(0.1),
                     mask: Some(&mask),
+                    channels: None,
                 },
             ];
             for map in &maps {
@@ -381,6 +386,7 @@ mod tests {
             scale: 0.5,
             leaky_slope: Some(0.1),
             mask: None,
+            channels: None,
         };
         let want = reference(
             &x,

@@ -94,6 +94,19 @@ pub(crate) fn conv_transpose1d_fused(
     map: &InputMap<'_>,
     cache: Option<&PackedPhaseCache>,
 ) -> Result<Tensor> {
+    if map.channels.is_some() {
+        // No phase kernel applies the channels' `Snake(AdaIN(·))`: the tensor takes it first.
+        let x = map.apply(x)?;
+        return conv_transpose1d_fused(
+            &x,
+            weight,
+            bias,
+            stride,
+            padding,
+            &InputMap::IDENTITY,
+            cache,
+        );
+    }
     if let Some(shape) = ConvTranspose1dShape::for_fast_path(x, weight, bias, stride, padding) {
         let mask_ok = map
             .mask

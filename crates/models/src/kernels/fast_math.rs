@@ -231,17 +231,28 @@ pub(crate) struct Affine {
     pub shift: f32,
 }
 
+/// The instance norm's statistics of one channel's row: `[mean, 1/√(var + eps)]` (biased
+/// variance).
 #[inline(always)]
-fn adain_snake_slice(row: &mut [f32], affine: Affine, alpha: f32, inv_alpha: f32, eps: f32) {
+fn instance_stats_slice(row: &[f32], eps: f32, stats: &mut [f32; 2]) {
     let n = row.len() as f32;
     let mean = sum_lanes(row, |v| v) / n;
     let var = sum_lanes(row, |v| (v - mean) * (v - mean)) / n;
-    let inv_std = 1.0 / (var + eps).sqrt();
+    *stats = [mean, 1.0 / (var + eps).sqrt()];
+}
+
+#[inline(always)]
+fn channel_snake_slice(row: &mut [f32], c: ChannelSnake) {
+    let ChannelSnake {
+        mean,
+        inv_std,
+        params,
+    } = c;
     for v in row.iter_mut() {
         // Centred first: folding μ into the shift would cancel digits when |μ| ≫ σ.
-        let y = affine.scale * ((*v - mean) * inv_std) + affine.shift;
-        let s = sin(alpha * y);
-        *v = y + inv_alpha * (s * s);
+        let y = params.affine.scale * ((*v - mean) * inv_std) + params.affine.shift;
+        let s = sin(params.alpha * y);
+        *v = y + params.inv_alpha * (s * s);
     }
 }
 
@@ -305,19 +316,18 @@ widest_vectors! {
 }
 
 widest_vectors! {
-    /// Kokoro's `Snake(AdaIN(x))` on one channel `row` of a signal, in place: the instance
-    /// norm over the row (mean and biased variance), the style's `affine`, then
-    /// `y + sin²(α·y)/α` (`inv_alpha` = 1/α, as the graph stores it).
-    fn adain_snake_row(
-        row: &mut [f32],
-        affine: Affine,
-        alpha: f32,
-        inv_alpha: f32,
-        eps: f32
-    ) => adain_snake_slice
+    /// [`instance_stats_slice`] with the widest vectors this CPU has.
+    fn instance_stats_row(row: &[f32], eps: f32, stats: &mut [f32; 2]) => instance_stats_slice
 }
 
-/// One channel's parameters of Kokoro's `Snake(AdaIN(x))` ([`adain_snake_row`]).
+widest_vectors! {
+    /// Kokoro's `Snake(AdaIN(x))` on one channel `row` of a signal, in place, its statistics
+    /// taken ([`channel_snakes`]): the instance norm, the style's affine map, then
+    /// `y + sin²(α·y)/α` (`inv_alpha` = 1/α, as the graph stores it).
+    pub(super) fn channel_snake_row(row: &mut [f32], c: ChannelSnake) => channel_snake_slice
+}
+
+/// One channel's parameters of Kokoro's `Snake(AdaIN(x))`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AdainSnake {
     pub affine: Affine,
@@ -325,16 +335,65 @@ pub(crate) struct AdainSnake {
     pub inv_alpha: f32,
 }
 
-/// Kokoro's `Snake(AdaIN(x))` ([`adain_snake_row`]) of a CPU `f32` signal `x` [1, C, T],
-/// with channel `c`'s parameters `channels[c]`, into a new tensor. The channels are shared
-/// with a spare core, and each part copies its own rows out of `x`: the generator runs this
-/// before each of its 48 residual convolutions, and done on the caller's core alone, copy
-/// included, it was the longest stretch in which the other core idled.
-pub(crate) fn adain_snake(x: &Tensor, channels: &[AdainSnake], eps: f32) -> Result<Tensor> {
+/// One channel's `Snake(AdaIN(x))` with the instance norm's statistics of its input taken
+/// ([`channel_snakes`]): what is left is elementwise, so a convolution applies it to its input
+/// as it reads it ([`super::InputMap::channel_snakes`]) instead of a pass of its own that
+/// writes the whole signal once more.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChannelSnake {
+    mean: f32,
+    inv_std: f32,
+    params: AdainSnake,
+}
+
+/// The statistics of Kokoro's `Snake(AdaIN(x))` for each channel of a CPU `f32` signal `x`
+/// [1, C, T], with channel `c`'s parameters `channels[c]`. The channels are shared with a
+/// spare core.
+pub(crate) fn channel_snakes(
+    x: &Tensor,
+    channels: &[AdainSnake],
+    eps: f32,
+) -> Result<Vec<ChannelSnake>> {
     let (batch, c, len) = x.dims3()?;
     if batch != 1 || c != channels.len() || !is_cpu_f32(x) {
         candle_core::bail!(
-            "adain_snake: x {:?} ({:?}) for {} channels",
+            "channel_snakes: x {:?} ({:?}) for {} channels",
+            x.dims(),
+            x.dtype(),
+            channels.len()
+        );
+    }
+    let mut out: Vec<ChannelSnake> = channels
+        .iter()
+        .map(|&params| ChannelSnake {
+            mean: 0.0,
+            inv_std: 1.0,
+            params,
+        })
+        .collect();
+    if len > 0 {
+        with_contiguous_f32(x, |x| {
+            // Two sums per value, counted as multiply-adds.
+            crate::spare::rows_in_parts(&mut out, 1, 1, 2 * c * len, |rows, part| {
+                for (ch, snake) in rows.zip(part) {
+                    let mut stats = [0f32; 2];
+                    instance_stats_row(&x[ch * len..][..len], eps, &mut stats);
+                    [snake.mean, snake.inv_std] = stats;
+                }
+            })
+        })?;
+    }
+    Ok(out)
+}
+
+/// `x` [1, C, T] with each channel's `Snake(AdaIN(·))` applied, into a new tensor: for the
+/// convolutions that do not apply it as they read. The channels are shared with a spare
+/// core, each part copying its own rows out of `x`.
+pub(crate) fn apply_channel_snakes(x: &Tensor, channels: &[ChannelSnake]) -> Result<Tensor> {
+    let (batch, c, len) = x.dims3()?;
+    if batch != 1 || c != channels.len() || !is_cpu_f32(x) {
+        candle_core::bail!(
+            "apply_channel_snakes: x {:?} ({:?}) for {} channels",
             x.dims(),
             x.dtype(),
             channels.len()
@@ -343,12 +402,11 @@ pub(crate) fn adain_snake(x: &Tensor, channels: &[AdainSnake], eps: f32) -> Resu
     let mut out = vec![0f32; c * len];
     if len > 0 {
         with_contiguous_f32(x, |x| {
-            // About 40 operations per value (two sums, the norm, sin), counted as multiply-adds.
-            crate::spare::rows_in_parts(&mut out, len, 1, 40 * c * len, |rows, part| {
+            // About 30 operations per value (the norm, sin), counted as multiply-adds.
+            crate::spare::rows_in_parts(&mut out, len, 1, 30 * c * len, |rows, part| {
                 for (ch, row) in rows.zip(part.chunks_exact_mut(len)) {
                     row.copy_from_slice(&x[ch * len..(ch + 1) * len]);
-                    let p = channels[ch];
-                    adain_snake_row(row, p.affine, p.alpha, p.inv_alpha, eps);
+                    channel_snake_row(row, channels[ch]);
                 }
             })
         })?;
@@ -498,7 +556,15 @@ mod tests {
         assert!(worst <= 4e-7, "sin: max |Δ| {worst:.2e} on [−100, 100]");
     }
 
-    /// The kernel against the formula in f64, on rows that are not a multiple of the lanes.
+    /// `Snake(AdaIN(x))` of one row, from its statistics and the channel map.
+    fn adain_snake_row(row: &mut [f32], params: AdainSnake, eps: f32) {
+        let x = Tensor::from_slice(row, (1, 1, row.len()), &Device::Cpu).unwrap();
+        let snakes = channel_snakes(&x, &[params], eps).unwrap();
+        channel_snake_row(row, snakes[0]);
+    }
+
+    /// The statistics and the channel map against the formula in f64, on rows that are not
+    /// a multiple of the lanes.
     #[test]
     fn adain_snake_matches_its_definition() {
         for len in [1, 17, 1000] {
@@ -514,7 +580,12 @@ mod tests {
                 1e-5f32,
             );
             let mut got = x.clone();
-            adain_snake_row(&mut got, affine, alpha, 1.0 / alpha, eps);
+            let params = AdainSnake {
+                affine,
+                alpha,
+                inv_alpha: 1.0 / alpha,
+            };
+            adain_snake_row(&mut got, params, eps);
             let n = len as f64;
             let mean = x.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
             let var = x
@@ -535,14 +606,14 @@ mod tests {
         }
     }
 
-    /// The channels shared with a spare core give each channel exactly what the row kernel
-    /// gives it alone, with that channel's parameters (not a neighbour's), and leave the input
-    /// as it was.
+    /// The channels shared with a spare core give each channel exactly what one row alone
+    /// gives it, with that channel's parameters and statistics (not a neighbour's), and leave
+    /// the input as it was.
     #[test]
-    fn adain_snake_matches_the_row_kernel_with_a_spare_core() {
+    fn channel_snakes_match_one_row_at_a_time_with_a_spare_core() {
         let (channels, len) = (37, 3001);
         let x: Vec<f32> = (0..channels * len)
-            .map(|i| ((i * 7919 % 2003) as f32 - 1000.0) / 250.0)
+            .map(|i| ((i * 7919 % 2003) as f32 - 1000.0) / 250.0 + (i / len) as f32)
             .collect();
         let parameters: Vec<AdainSnake> = (0..channels)
             .map(|c| AdainSnake {
@@ -555,16 +626,18 @@ mod tests {
             })
             .collect();
         let mut want = x.clone();
-        for (row, p) in want.chunks_exact_mut(len).zip(&parameters) {
-            adain_snake_row(row, p.affine, p.alpha, p.inv_alpha, 1e-5);
+        for (row, &p) in want.chunks_exact_mut(len).zip(&parameters) {
+            adain_snake_row(row, p, 1e-5);
         }
         let input = Tensor::from_vec(x.clone(), (1, channels, len), &Device::Cpu).unwrap();
         let _lending = crate::spare::lending_always();
-        let got = adain_snake(&input, &parameters, 1e-5).unwrap();
+        let snakes = channel_snakes(&input, &parameters, 1e-5).unwrap();
+        let got = apply_channel_snakes(&input, &snakes).unwrap();
         assert_eq!(got.dims(), [1, channels, len]);
         assert_eq!(got.flatten_all().unwrap().to_vec1::<f32>().unwrap(), want);
         assert_eq!(input.flatten_all().unwrap().to_vec1::<f32>().unwrap(), x);
-        assert!(adain_snake(&input, &parameters[1..], 1e-5).is_err());
+        assert!(channel_snakes(&input, &parameters[1..], 1e-5).is_err());
+        assert!(apply_channel_snakes(&input, &snakes[1..]).is_err());
     }
 
     #[test]

@@ -58,6 +58,7 @@ impl Case {
             scale: 0.7,
             leaky_slope: Some(0.1),
             mask: Some(&self.mask),
+            channels: None,
         }
     }
 
@@ -249,6 +250,7 @@ fn the_map_with_its_maximum_matches_the_plain_map() {
             scale: 1.3,
             leaky_slope,
             mask,
+            channels: None,
         };
         for (len, t0) in [(1, 0), (16, 3), (37, 40), (64, 16)] {
             let src = random(&mut rng, len);
@@ -257,9 +259,66 @@ fn the_map_with_its_maximum_matches_the_plain_map() {
             let want_max = want.iter().fold(0.25f32, |m, v| m.max(v.abs()));
             let mut got = vec![f32::NAN; len];
             let got_max =
-                int8::map_with_max(&map, &mut got, &src, t0, 0.25, int8::avx512_vectors());
+                int8::map_with_max(&map, &mut got, &src, t0, 0, 0.25, int8::avx512_vectors());
             assert_eq!(got, want, "{map:?}, {len} values from {t0}");
             assert_eq!(got_max, want_max, "{map:?}, {len} values from {t0}");
+        }
+    }
+}
+
+/// The channels' `Snake(AdaIN(·))` applied as the int8 kernel reads its input gives, bit for
+/// bit, what the kernel gives on the input with the map applied to the whole tensor first (the
+/// other kernels' route), on every block kind; and it is not the identity.
+#[test]
+fn the_channel_map_in_the_kernel_matches_the_map_applied_first() {
+    use super::fast_math::{apply_channel_snakes, channel_snakes, AdainSnake, Affine};
+    use candle_core::{Device, Tensor};
+    let mut rng = StdRng::seed_from_u64(48);
+    for shape in SHAPES {
+        let case = Case::new(&mut rng, shape);
+        let parameters: Vec<AdainSnake> = (0..case.c_in)
+            .map(|c| AdainSnake {
+                affine: Affine {
+                    scale: 0.8 + c as f32 / 50.0,
+                    shift: c as f32 / 40.0 - 0.3,
+                },
+                alpha: 0.4 + c as f32 / 30.0,
+                inv_alpha: 1.0 / (0.4 + c as f32 / 30.0),
+            })
+            .collect();
+        let x = Tensor::from_vec(case.x.clone(), (1, case.c_in, case.l_in), &Device::Cpu).unwrap();
+        let snakes = channel_snakes(&x, &parameters, 1e-5).unwrap();
+        let mapped: Vec<f32> = apply_channel_snakes(&x, &snakes)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        assert_ne!(mapped, case.x);
+        let padding = (case.dilation * (case.taps - 1) / 2) as isize;
+        for isa in Int8Isa::ALL.into_iter().filter(|k| k.available()) {
+            let w = Int8Weights::new(&case.w, case.c_out, case.c_in, case.taps, isa);
+            let run = |input: &[f32], map: &SampleMap<'_>| {
+                let mut out = case.start.clone();
+                int8::conv1d_rows(
+                    RowsMut::new(&mut out, case.l_in, case.l_in),
+                    true,
+                    Rows::contiguous(input, case.l_in),
+                    -padding,
+                    &w,
+                    &case.bias,
+                    case.dilation,
+                    map,
+                    &[Rows::contiguous(&case.residual, case.l_in)],
+                );
+                out
+            };
+            let fused = SampleMap {
+                channels: Some(&snakes),
+                ..SampleMap::IDENTITY
+            };
+            let want = run(&mapped, &SampleMap::IDENTITY);
+            assert_eq!(run(&case.x, &fused), want, "{isa:?} on {shape:?}");
         }
     }
 }

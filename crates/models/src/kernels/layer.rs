@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use candle_core::{Result, Tensor};
 
+use super::fast_math::ChannelSnake;
 use super::precision::{PackedConv, Precision};
 
 /// An elementwise map fused into a convolution's input: `x ↦ LeakyReLU(x · scale) · mask`.
@@ -19,6 +20,10 @@ pub(crate) struct InputMap<'a> {
     pub leaky_slope: Option<f64>,
     /// `[B, 1, L_in]` sequence mask, if any.
     pub mask: Option<&'a Tensor>,
+    /// Kokoro's `Snake(AdaIN(·))` per input channel, applied last (see
+    /// [`super::fast_math::channel_snakes`]): fused into the int8 kernel's input, applied to
+    /// the tensor first on every other path.
+    pub channels: Option<&'a [ChannelSnake]>,
 }
 
 impl InputMap<'_> {
@@ -27,6 +32,7 @@ impl InputMap<'_> {
         scale: 1.0,
         leaky_slope: None,
         mask: None,
+        channels: None,
     };
 
     /// The map as tensor ops, for the paths that do not fuse it.
@@ -39,9 +45,24 @@ impl InputMap<'_> {
         if let Some(slope) = self.leaky_slope {
             x = x.maximum(&(&x * slope)?)?;
         }
-        match self.mask {
-            Some(m) => x.broadcast_mul(m),
+        if let Some(m) = self.mask {
+            x = x.broadcast_mul(m)?;
+        }
+        match self.channels {
+            // A host kernel: on another device the signal makes a round trip.
+            Some(channels) => {
+                let host = x.to_device(&candle_core::Device::Cpu)?;
+                super::fast_math::apply_channel_snakes(&host, channels)?.to_device(x.device())
+            }
             None => Ok(x),
+        }
+    }
+
+    /// Only the channels' `Snake(AdaIN(·))`.
+    pub(crate) fn channel_snakes(channels: &[ChannelSnake]) -> InputMap<'_> {
+        InputMap {
+            channels: Some(channels),
+            ..InputMap::IDENTITY
         }
     }
 }

@@ -95,7 +95,9 @@ pub(crate) mod transformer;
 pub(crate) use attention::relative_attention;
 pub use dispatch::{conv1d, conv_transpose1d};
 pub(crate) use dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
-pub(crate) use fast_math::{adain_snake, gated_tanh, gelu_tanh, snake, tanh, AdainSnake, Affine};
+pub(crate) use fast_math::{
+    channel_snakes, gated_tanh, gelu_tanh, snake, tanh, AdainSnake, Affine, ChannelSnake,
+};
 pub(crate) use layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
 pub(crate) use linear::Bf16Linear;
 pub use lstm::BiLstm;

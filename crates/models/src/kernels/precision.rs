@@ -289,6 +289,7 @@ fn time_avx512_against_f32() -> Bf16Timing {
                             scale: 1.0,
                             leaky_slope: Some(0.1),
                             mask: None,
+                            channels: None,
                         },
                     },
                     &[],

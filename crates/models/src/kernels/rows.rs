@@ -6,6 +6,8 @@
 
 use std::mem::MaybeUninit;
 
+use super::fast_math::ChannelSnake;
+
 /// What happens to each input value before the convolution sees it:
 /// `v ↦ LeakyReLU(v · scale) · mask[t]`.
 #[derive(Debug, Clone, Copy)]
@@ -15,6 +17,10 @@ pub(super) struct SampleMap<'a> {
     pub leaky_slope: Option<f32>,
     /// One weight per input sample, indexed like the input's columns, shared by all channels.
     pub mask: Option<&'a [f32]>,
+    /// Kokoro's `Snake(AdaIN(·))` per input channel, applied last, its statistics taken
+    /// beforehand (`channels[ci]` for channel `ci`). Only the int8 kernel applies it: the
+    /// routing ([`super::cpu`]) applies it to the tensor first for the others.
+    pub channels: Option<&'a [ChannelSnake]>,
 }
 
 impl SampleMap<'_> {
@@ -23,6 +29,7 @@ impl SampleMap<'_> {
         scale: 1.0,
         leaky_slope: None,
         mask: None,
+        channels: None,
     };
 
     /// `dst[j] = map(src[j])` for the samples starting at `t0`, one loop per case so each

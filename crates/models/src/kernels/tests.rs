@@ -79,6 +79,7 @@ fn residual_stack_sum_matches_layer_by_layer() {
         scale: 1.0,
         leaky_slope: Some(0.1),
         mask: Some(&mask),
+        channels: None,
     };
     let mut want: Option<Tensor> = None;
     for block in &blocks {
@@ -327,6 +328,7 @@ fn input_map_scales_then_leaks_then_masks() {
         scale: 0.5,
         leaky_slope: Some(0.1),
         mask: Some(&mask),
+        channels: None,
     };
     let y = map.apply(&x).unwrap().flatten_all().unwrap();
     assert_eq!(y.to_vec1::<f32>().unwrap(), vec![-0.1, 0., 1.5, 0.]);
@@ -352,6 +354,7 @@ fn conv1d_fused_matches_separate_ops() {
             scale: 1.0 / 3.0,
             leaky_slope: Some(0.1),
             mask: Some(&mask),
+            channels: None,
         };
         let l_out = len + 2 * padding - dilation * (k - 1);
         let residual = random(&mut rng, &[batch, c_out, l_out]);
@@ -379,6 +382,7 @@ fn conv1d_fused_matches_separate_ops() {
         scale: 1.0,
         leaky_slope: Some(0.01),
         mask: None,
+        channels: None,
     };
     let got = conv1d_fused(&x, &w, None, 1, 1, &map, &[], None).unwrap();
     let want = candle_conv1d(&map.apply(&x).unwrap(), &w, None, 1, 1, 1);
@@ -407,6 +411,7 @@ fn conv_transpose1d_fused_matches_separate_ops() {
             scale: 0.5,
             leaky_slope: Some(0.1),
             mask: Some(&mask),
+            channels: None,
         };
         // candle's reference one item at a time: for a batch of one-column inputs its own
         // batched transposed convolution mixes items up.
@@ -481,6 +486,7 @@ fn kernels_shared_with_a_spare_core_match_one_thread() {
             scale: 1.0,
             leaky_slope: Some(0.0),
             mask: Some(&mask),
+            channels: None,
         };
         let direct = || conv1d_fused(&x, &w, Some(&b), k / 2, 1, &map, &[&residual], None);
         let products = || fast_conv1d(&x, &w, Some(&b), k / 2, 1, 1);

@@ -138,21 +138,23 @@ fn scale_shift(adain: &AdaIn1d, s: &Tensor) -> Result<(Vec<f32>, Vec<f32>)> {
     ))
 }
 
-/// `Snake(AdaIN(x, s))` for `x` [1, C, T]: `y = (1 + γ)·(x − μ)/√(σ² + ε) + β` with the
-/// mean and biased variance over time, then `y + sin²(α·y)/α`, channel by channel in one
-/// vectorized kernel ([`kernels::adain_snake`]), because the generator runs it before
-/// every one of its 48 residual convolutions, on up to 128 × 120·F samples.
-fn adain_snake(
+/// `Snake(AdaIN(x, s))` for `x` [1, C, T], `y = (1 + γ)·(x − μ)/√(σ² + ε) + β` with the
+/// mean and biased variance over time, then `y + sin²(α·y)/α`, as the input map of the
+/// convolution that reads it: the statistics are taken here, and the rest is applied as the
+/// convolution reads its input ([`kernels::channel_snakes`]). The generator runs it before
+/// every one of its 48 residual convolutions, on up to 128 × 120·F samples, and a pass of its
+/// own wrote the whole signal once more each time.
+fn snake_map(
     x: &Tensor,
     scale: &[f32],
     shift: &[f32],
     snake: &Snake,
     eps: f32,
-) -> Result<Tensor> {
+) -> Result<Vec<kernels::ChannelSnake>> {
     let channels = scale.len();
     if shift.len() != channels || snake.alpha.len() != channels {
         candle_core::bail!(
-            "adain_snake: {channels} scales for {} alphas",
+            "snake_map: {channels} scales for {} alphas",
             snake.alpha.len()
         );
     }
@@ -167,8 +169,7 @@ fn adain_snake(
         })
         .collect();
     // A host kernel: on another device the signal makes a round trip.
-    let host = x.to_device(&Device::Cpu)?;
-    kernels::adain_snake(&host, &parameters, eps)?.to_device(x.device())
+    kernels::channel_snakes(&x.to_device(&Device::Cpu)?, &parameters, eps)
 }
 
 /// One step of `AdaINResBlock1`: `x + conv2(Snake(AdaIN2(conv1(Snake(AdaIN1(x))))))`.
@@ -233,13 +234,17 @@ impl SnakeResBlock {
         let mut x = x.clone();
         for (j, step) in self.steps.iter().enumerate() {
             let (g1, b1) = scale_shift(&step.adain1, s)?;
-            let xt = adain_snake(&x, &g1, &b1, &step.snake1, self.eps)?;
-            let xt = step.conv1.forward(&xt, &InputMap::IDENTITY, &[])?;
+            let snakes = snake_map(&x, &g1, &b1, &step.snake1, self.eps)?;
+            let xt = step
+                .conv1
+                .forward(&x, &InputMap::channel_snakes(&snakes), &[])?;
             let (g2, b2) = scale_shift(&step.adain2, s)?;
-            let xt = adain_snake(&xt, &g2, &b2, &step.snake2, self.eps)?;
+            let snakes = snake_map(&xt, &g2, &b2, &step.snake2, self.eps)?;
             let last = j + 1 == self.steps.len();
             let residuals: Vec<&Tensor> = std::iter::once(&x).chain(sum.filter(|_| last)).collect();
-            x = step.conv2.forward(&xt, &InputMap::IDENTITY, &residuals)?;
+            x = step
+                .conv2
+                .forward(&xt, &InputMap::channel_snakes(&snakes), &residuals)?;
         }
         Ok(x)
     }
@@ -443,6 +448,7 @@ impl Generator {
                 scale: 1.0 / count as f64,
                 leaky_slope: Some(LRELU_SLOPE),
                 mask: None,
+                channels: None,
             };
             let mut y = kernels::conv_transpose1d_fused(
                 &x,
@@ -468,6 +474,7 @@ impl Generator {
             scale: 1.0 / count as f64,
             leaky_slope: Some(POST_LRELU_SLOPE),
             mask: None,
+            channels: None,
         };
         self.conv_post.forward(&x, &map, &[])
     }

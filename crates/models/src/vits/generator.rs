@@ -92,6 +92,7 @@ impl ResBlock {
             scale: 1.0,
             leaky_slope: Some(LRELU_SLOPE),
             mask,
+            channels: None,
         };
         let mut x = x.clone();
         for (step, (dilated, plain)) in self.steps.iter().enumerate() {
@@ -144,6 +145,7 @@ impl Mean {
             scale: 1.0 / self.count as f64,
             leaky_slope: Some(slope),
             mask,
+            channels: None,
         }
     }
 }

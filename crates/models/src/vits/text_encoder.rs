@@ -168,6 +168,7 @@ impl FeedForward {
             scale: 1.0,
             leaky_slope,
             mask: Some(mask),
+            channels: None,
         };
         let y = self.conv_1.forward_fused(x, &masked(None), &[])?;
         self.conv_2

@@ -21,6 +21,7 @@ use std::sync::OnceLock;
 
 use super::aligned::Aligned;
 use super::amx;
+use super::fast_math;
 use super::isa::{self, Level};
 use super::rows::{Rows, RowsMut, SampleMap};
 use crate::spare::{self, SharedOut};
@@ -302,7 +303,7 @@ pub(super) fn conv1d_rows(
                     row[..j_lo].fill(0.0);
                     row[j_hi..].fill(0.0);
                     let src = &x.data[ci * x.stride + i_lo..][..j_hi - j_lo];
-                    max = map_with_max(map, &mut row[j_lo..j_hi], src, i_lo, max, vector);
+                    max = map_with_max(map, &mut row[j_lo..j_hi], src, i_lo, ci, max, vector);
                 }
                 let s_x = if max > 0.0 { max / 127.0 } else { 1.0 };
                 for g in 0..quads {
@@ -486,9 +487,35 @@ thread_local! {
     };
 }
 
-/// `dst = map(src)` for the samples from `t0`; returns the larger of `max` and max |dst|, in
-/// one pass.
+/// `dst = map(src)` for channel `ci`'s samples from `t0`; returns the larger of `max` and
+/// max |dst|. Without a channel map in one pass.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn map_with_max(
+    map: &SampleMap<'_>,
+    dst: &mut [f32],
+    src: &[f32],
+    t0: usize,
+    ci: usize,
+    max: f32,
+    vector: bool,
+) -> f32 {
+    assert_eq!(dst.len(), src.len());
+    assert!(map.mask.is_none_or(|m| m.len() >= t0 + src.len()));
+    let Some(channels) = map.channels else {
+        return sample_map_with_max(map, dst, src, t0, max, vector);
+    };
+    sample_map_with_max(map, dst, src, t0, 0.0, vector);
+    fast_math::channel_snake_row(dst, channels[ci]);
+    #[cfg(target_arch = "x86_64")]
+    if vector {
+        // SAFETY: `vector` is `avx512_vectors()`: AVX-512F, all `x86::max_abs` enables.
+        return unsafe { x86::max_abs(dst, max) };
+    }
+    dst.iter().fold(max, |m, v| m.max(v.abs()))
+}
+
+/// [`map_with_max`] without the channel map, in one pass.
+fn sample_map_with_max(
     map: &SampleMap<'_>,
     dst: &mut [f32],
     src: &[f32],
@@ -496,12 +523,10 @@ pub(super) fn map_with_max(
     max: f32,
     vector: bool,
 ) -> f32 {
-    assert_eq!(dst.len(), src.len());
-    assert!(map.mask.is_none_or(|m| m.len() >= t0 + src.len()));
     #[cfg(target_arch = "x86_64")]
     if vector {
         // SAFETY: `vector` is `avx512_vectors()` from the one caller: AVX-512F, all that
-        // `x86::map_with_max` enables; the lengths are asserted above.
+        // `x86::map_with_max` enables; the lengths are asserted by `map_with_max`.
         return unsafe { x86::map_with_max(map, dst, src, t0, max) };
     }
     let _ = vector;

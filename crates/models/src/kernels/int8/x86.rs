@@ -91,6 +91,21 @@ pub(super) unsafe fn map_with_max(
     _mm512_reduce_max_ps(m)
 }
 
+/// The larger of `max` and max |v| over `values`.
+///
+/// # Safety
+/// The CPU must have AVX-512F.
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn max_abs(values: &[f32], max: f32) -> f32 {
+    let mut m = _mm512_set1_ps(max);
+    for j in (0..values.len()).step_by(16) {
+        // SAFETY: the lanes of `k` lie inside `values`; masked-off lanes are never accessed.
+        let v = unsafe { _mm512_maskz_loadu_ps(lanes(values.len() - j), values.as_ptr().add(j)) };
+        m = _mm512_max_ps(m, _mm512_abs_ps(v));
+    }
+    _mm512_reduce_max_ps(m)
+}
+
 /// The lanes of a 16-value vector that hold the first `left` values.
 #[target_feature(enable = "avx512f")]
 fn lanes(left: usize) -> __mmask16 {
