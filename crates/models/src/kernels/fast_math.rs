@@ -8,6 +8,7 @@
 //! Hand-written rather than a crate: the few math crates with vector `exp` bring whole SIMD
 //! abstraction layers for these twenty lines.
 
+use super::rows::{AdainSnake, ChannelSnake};
 use super::tensor::{is_cpu_f32, with_contiguous_f32};
 use candle_core::{Device, Result, Tensor};
 
@@ -224,13 +225,6 @@ fn snake_slice(row: &mut [f32], alpha: f32, inv_alpha: f32) {
 /// Where [`sin`]'s range reduction stops being exact.
 const SIN_EXACT_BELOW: f32 = 5e4;
 
-/// A per-channel affine map `x ↦ scale·x + shift`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Affine {
-    pub scale: f32,
-    pub shift: f32,
-}
-
 /// The instance norm's statistics of one channel's row: `[mean, 1/√(var + eps)]` (biased
 /// variance).
 #[inline(always)]
@@ -242,17 +236,29 @@ fn instance_stats_slice(row: &[f32], eps: f32, stats: &mut [f32; 2]) {
 }
 
 #[inline(always)]
-fn channel_snake_slice(row: &mut [f32], c: ChannelSnake) {
+fn channel_snake(v: f32, c: ChannelSnake) -> f32 {
     let ChannelSnake {
         mean,
         inv_std,
         params,
     } = c;
+    // Centred first: folding μ into the shift would cancel digits when |μ| ≫ σ.
+    let y = params.affine.scale * ((v - mean) * inv_std) + params.affine.shift;
+    let s = sin(params.alpha * y);
+    y + params.inv_alpha * (s * s)
+}
+
+#[inline(always)]
+fn channel_snake_slice(row: &mut [f32], c: ChannelSnake) {
     for v in row.iter_mut() {
-        // Centred first: folding μ into the shift would cancel digits when |μ| ≫ σ.
-        let y = params.affine.scale * ((*v - mean) * inv_std) + params.affine.shift;
-        let s = sin(params.alpha * y);
-        *v = y + params.inv_alpha * (s * s);
+        *v = channel_snake(*v, c);
+    }
+}
+
+#[inline(always)]
+fn channel_snake_copy_slice(dst: &mut [f32], src: &[f32], c: ChannelSnake) {
+    for (d, &v) in dst.iter_mut().zip(src) {
+        *d = channel_snake(v, c);
     }
 }
 
@@ -262,26 +268,44 @@ fn has_avx2() -> bool {
     super::isa::avx2_fma()
 }
 
+/// Whether they take their AVX-512 copies (the same arithmetic in vectors twice as wide).
+fn has_avx512() -> bool {
+    super::isa::avx512f() && has_avx2()
+}
+
 /// The widest vectors the elementwise functions use.
 pub(super) fn level() -> super::isa::Level {
-    if has_avx2() {
+    if has_avx512() {
+        super::isa::Level::Avx512
+    } else if has_avx2() {
         super::isa::Level::Avx2
     } else {
         super::isa::Level::Portable
     }
 }
 
-/// `$vis fn $name(args)`: the plain-arithmetic `$body` compiled once more with AVX2 + FMA
-/// enabled, which is what vectorizes it, and that copy taken when the CPU has them.
+/// `$vis fn $name(args)`: the plain-arithmetic `$body` compiled once more with AVX-512 and
+/// once with AVX2 + FMA enabled, which is what vectorizes it, and the widest copy the CPU
+/// runs taken. Every copy computes the same values: the arithmetic is the same operations in
+/// the same order (no fused multiply-adds are formed), and the reductions fold a fixed number
+/// of lanes whatever the vector width.
 macro_rules! widest_vectors {
     ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),*) => $body:ident) => {
         $(#[$doc])*
         $vis fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
             {
+                #[target_feature(enable = "avx512f,avx2,fma")]
+                fn wide512($($arg: $ty),*) {
+                    $body($($arg),*)
+                }
                 #[target_feature(enable = "avx2,fma")]
                 fn wide($($arg: $ty),*) {
                     $body($($arg),*)
+                }
+                if has_avx512() {
+                    // SAFETY: the CPU has AVX-512F, AVX2 and FMA.
+                    return unsafe { wide512($($arg),*) };
                 }
                 if has_avx2() {
                     // SAFETY: the CPU has AVX2 and FMA.
@@ -327,23 +351,9 @@ widest_vectors! {
     pub(super) fn channel_snake_row(row: &mut [f32], c: ChannelSnake) => channel_snake_slice
 }
 
-/// One channel's parameters of Kokoro's `Snake(AdaIN(x))`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AdainSnake {
-    pub affine: Affine,
-    pub alpha: f32,
-    pub inv_alpha: f32,
-}
-
-/// One channel's `Snake(AdaIN(x))` with the instance norm's statistics of its input taken
-/// ([`channel_snakes`]): what is left is elementwise, so a convolution applies it to its input
-/// as it reads it ([`super::InputMap::channel_snakes`]) instead of a pass of its own that
-/// writes the whole signal once more.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ChannelSnake {
-    mean: f32,
-    inv_std: f32,
-    params: AdainSnake,
+widest_vectors! {
+    /// [`channel_snake_row`] from `src` into `dst` (of one length).
+    pub(super) fn channel_snake_into(dst: &mut [f32], src: &[f32], c: ChannelSnake) => channel_snake_copy_slice
 }
 
 /// The statistics of Kokoro's `Snake(AdaIN(x))` for each channel of a CPU `f32` signal `x`
@@ -388,7 +398,7 @@ pub(crate) fn channel_snakes(
 
 /// `x` [1, C, T] with each channel's `Snake(AdaIN(·))` applied, into a new tensor: for the
 /// convolutions that do not apply it as they read. The channels are shared with a spare
-/// core, each part copying its own rows out of `x`.
+/// core, each part reading its own rows of `x`.
 pub(crate) fn apply_channel_snakes(x: &Tensor, channels: &[ChannelSnake]) -> Result<Tensor> {
     let (batch, c, len) = x.dims3()?;
     if batch != 1 || c != channels.len() || !is_cpu_f32(x) {
@@ -405,8 +415,7 @@ pub(crate) fn apply_channel_snakes(x: &Tensor, channels: &[ChannelSnake]) -> Res
             // About 30 operations per value (the norm, sin), counted as multiply-adds.
             crate::spare::rows_in_parts(&mut out, len, 1, 30 * c * len, |rows, part| {
                 for (ch, row) in rows.zip(part.chunks_exact_mut(len)) {
-                    row.copy_from_slice(&x[ch * len..(ch + 1) * len]);
-                    channel_snake_row(row, channels[ch]);
+                    channel_snake_into(row, &x[ch * len..(ch + 1) * len], channels[ch]);
                 }
             })
         })?;
@@ -509,6 +518,7 @@ pub(crate) fn gelu_tanh(x: &Tensor) -> Result<Tensor> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::rows::Affine;
 
     #[test]
     fn scalar_functions_match_libm() {

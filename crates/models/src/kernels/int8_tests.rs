@@ -271,7 +271,8 @@ fn the_map_with_its_maximum_matches_the_plain_map() {
 /// other kernels' route), on every block kind; and it is not the identity.
 #[test]
 fn the_channel_map_in_the_kernel_matches_the_map_applied_first() {
-    use super::fast_math::{apply_channel_snakes, channel_snakes, AdainSnake, Affine};
+    use super::fast_math::{apply_channel_snakes, channel_snakes};
+    use super::rows::{AdainSnake, Affine};
     use candle_core::{Device, Tensor};
     let mut rng = StdRng::seed_from_u64(48);
     for shape in SHAPES {
@@ -286,14 +287,27 @@ fn the_channel_map_in_the_kernel_matches_the_map_applied_first() {
                 inv_alpha: 1.0 / (0.4 + c as f32 / 30.0),
             })
             .collect();
-        let x = Tensor::from_vec(case.x.clone(), (1, case.c_in, case.l_in), &Device::Cpu).unwrap();
-        let snakes = channel_snakes(&x, &parameters, 1e-5).unwrap();
-        let mapped: Vec<f32> = apply_channel_snakes(&x, &snakes)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
+        // The channel map alone, and after a sample map (scale, LeakyReLU and mask).
+        let sample_map = case.map();
+        let mut after_map = case.x.clone();
+        for (dst, src) in after_map
+            .chunks_exact_mut(case.l_in)
+            .zip(case.x.chunks_exact(case.l_in))
+        {
+            sample_map.apply_slice(dst, src, 0);
+        }
+        let tensor =
+            |v: &[f32]| Tensor::from_slice(v, (1, case.c_in, case.l_in), &Device::Cpu).unwrap();
+        let snakes = channel_snakes(&tensor(&case.x), &parameters, 1e-5).unwrap();
+        let applied = |v: &[f32]| -> Vec<f32> {
+            apply_channel_snakes(&tensor(v), &snakes)
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1()
+                .unwrap()
+        };
+        let (mapped, mapped_after) = (applied(&case.x), applied(&after_map));
         assert_ne!(mapped, case.x);
         let padding = (case.dilation * (case.taps - 1) / 2) as isize;
         for isa in Int8Isa::ALL.into_iter().filter(|k| k.available()) {
@@ -319,6 +333,16 @@ fn the_channel_map_in_the_kernel_matches_the_map_applied_first() {
             };
             let want = run(&mapped, &SampleMap::IDENTITY);
             assert_eq!(run(&case.x, &fused), want, "{isa:?} on {shape:?}");
+            let fused_after = SampleMap {
+                channels: Some(&snakes),
+                ..sample_map
+            };
+            let want = run(&mapped_after, &SampleMap::IDENTITY);
+            assert_eq!(
+                run(&case.x, &fused_after),
+                want,
+                "{isa:?} on {shape:?}, after a sample map"
+            );
         }
     }
 }

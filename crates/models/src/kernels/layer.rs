@@ -9,8 +9,8 @@ use std::sync::{Arc, OnceLock};
 
 use candle_core::{Result, Tensor};
 
-use super::fast_math::ChannelSnake;
 use super::precision::{PackedConv, Precision};
+use super::rows::ChannelSnake;
 
 /// An elementwise map fused into a convolution's input: `x ↦ LeakyReLU(x · scale) · mask`.
 #[derive(Debug, Clone, Copy)]

@@ -95,9 +95,7 @@ pub(crate) mod transformer;
 pub(crate) use attention::relative_attention;
 pub use dispatch::{conv1d, conv_transpose1d};
 pub(crate) use dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
-pub(crate) use fast_math::{
-    channel_snakes, gated_tanh, gelu_tanh, snake, tanh, AdainSnake, Affine, ChannelSnake,
-};
+pub(crate) use fast_math::{channel_snakes, gated_tanh, gelu_tanh, snake, tanh};
 pub(crate) use layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
 pub(crate) use linear::Bf16Linear;
 pub use lstm::BiLstm;
@@ -105,6 +103,7 @@ pub(crate) use norm::channel_norm;
 pub use paths::isa_report;
 pub use precision::Precision;
 pub(crate) use row_linear::RowLinear;
+pub(crate) use rows::{AdainSnake, Affine, ChannelSnake};
 pub(crate) use tile_gemm::Output as LinearOutput;
 
 /// The CPU paths forced one by one, for `benches/conv.rs`; not part of the production surface.

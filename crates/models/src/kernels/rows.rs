@@ -6,8 +6,6 @@
 
 use std::mem::MaybeUninit;
 
-use super::fast_math::ChannelSnake;
-
 /// What happens to each input value before the convolution sees it:
 /// `v ↦ LeakyReLU(v · scale) · mask[t]`.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +29,11 @@ impl SampleMap<'_> {
         mask: None,
         channels: None,
     };
+
+    /// Whether everything before the channel map leaves a value as it is.
+    pub(super) fn is_identity_before_channels(&self) -> bool {
+        self.scale == 1.0 && self.leaky_slope.is_none() && self.mask.is_none()
+    }
 
     /// `dst[j] = map(src[j])` for the samples starting at `t0`, one loop per case so each
     /// vectorizes.
@@ -166,4 +169,30 @@ pub(super) fn as_uninit(out: &mut [f32]) -> &mut [MaybeUninit<f32>] {
     // SAFETY: `MaybeUninit<f32>` has `f32`'s layout, and every value of `out` is initialised;
     // the kernels given the result write only initialised values into it.
     unsafe { &mut *(out as *mut [f32] as *mut [MaybeUninit<f32>]) }
+}
+
+/// A per-channel affine map `x ↦ scale·x + shift`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Affine {
+    pub scale: f32,
+    pub shift: f32,
+}
+
+/// One channel's parameters of Kokoro's `Snake(AdaIN(x))`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AdainSnake {
+    pub affine: Affine,
+    pub alpha: f32,
+    pub inv_alpha: f32,
+}
+
+/// One channel's `Snake(AdaIN(x))` with the instance norm's statistics of its input taken
+/// ([`super::fast_math::channel_snakes`]): what is left is elementwise, so a convolution applies it to its input
+/// as it reads it ([`super::InputMap::channel_snakes`]) instead of a pass of its own that
+/// writes the whole signal once more.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ChannelSnake {
+    pub(super) mean: f32,
+    pub(super) inv_std: f32,
+    pub(super) params: AdainSnake,
 }

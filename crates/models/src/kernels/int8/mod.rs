@@ -504,8 +504,12 @@ pub(super) fn map_with_max(
     let Some(channels) = map.channels else {
         return sample_map_with_max(map, dst, src, t0, max, vector);
     };
-    sample_map_with_max(map, dst, src, t0, 0.0, vector);
-    fast_math::channel_snake_row(dst, channels[ci]);
+    if map.is_identity_before_channels() {
+        fast_math::channel_snake_into(dst, src, channels[ci]);
+    } else {
+        sample_map_with_max(map, dst, src, t0, 0.0, vector);
+        fast_math::channel_snake_row(dst, channels[ci]);
+    }
     #[cfg(target_arch = "x86_64")]
     if vector {
         // SAFETY: `vector` is `avx512_vectors()`: AVX-512F, all `x86::max_abs` enables.
