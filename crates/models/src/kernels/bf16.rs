@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 
 use super::aligned::Aligned;
 use super::amx;
+use super::fast_math;
 use super::isa::{self, avx512_bf16};
 use super::rows::{Rows, RowsMut, SampleMap};
 use crate::spare::{self, SharedOut};
@@ -221,10 +222,6 @@ pub(super) fn conv1d_rows(
         .iter()
         .all(|r| r.holds(c_out) && r.len == l_out && r.len <= r.stride));
     assert!(map.mask.is_none_or(|m| m.len() >= l_in));
-    assert!(
-        map.channels.is_none(),
-        "channel maps are the int8 kernel's (the routing applies them first for this one)"
-    );
     assert!(taps > 0 && dilation > 0);
     if l_out == 0 || c_out == 0 {
         return;
@@ -280,7 +277,7 @@ pub(super) fn conv1d_rows(
                     let lo = &x.data[2 * p * x.stride..][i_lo..i_hi];
                     let hi =
                         (2 * p + 1 < c_in).then(|| &x.data[(2 * p + 1) * x.stride..][i_lo..i_hi]);
-                    pack_pairs(&mut row[j_lo..j_hi], lo, hi, map, i_lo, vector);
+                    pack_pairs(&mut row[j_lo..j_hi], lo, hi, map, i_lo, 2 * p, vector);
                 }
                 for j0 in (0..width).step_by(cols) {
                     let n_cols = cols.min(width - j0);
@@ -387,6 +384,8 @@ impl Scratch {
 }
 
 thread_local! {
+    /// Two input rows with a channel map applied ([`pack_pairs`]).
+    static MAPPED: std::cell::RefCell<Aligned<f32>> = const { std::cell::RefCell::new(Aligned::new()) };
     static SCRATCH: std::cell::RefCell<Scratch> = const {
         std::cell::RefCell::new(Scratch { packed: Aligned::new(), sums: Aligned::new() })
     };
@@ -445,18 +444,33 @@ impl Epilogue<'_> {
 }
 
 /// `dst[j] = pair(map(lo[j]), map(hi[j]))` for the samples starting at input column `i0`
-/// (`hi` absent: zero).
+/// (`hi` absent: zero), `lo` being channel `ci` and `hi` channel `ci + 1`.
+#[allow(clippy::too_many_arguments)]
 fn pack_pairs(
     dst: &mut [u32],
     lo: &[f32],
     hi: Option<&[f32]>,
     map: &SampleMap<'_>,
     i0: usize,
+    ci: usize,
     vector: bool,
 ) {
     assert_eq!(dst.len(), lo.len());
     assert!(hi.is_none_or(|h| h.len() == lo.len()));
     assert!(map.mask.is_none_or(|m| m.len() >= i0 + lo.len()));
+    if map.channels.is_some() {
+        // The channels' `Snake(AdaIN(·))` into rows of this thread's own, then packed as
+        // they are.
+        return MAPPED.with_borrow_mut(|mapped| {
+            let (mapped_lo, mapped_hi) = mapped.at_least(2 * lo.len()).split_at_mut(lo.len());
+            fast_math::apply_sample_map(map, mapped_lo, lo, i0, ci);
+            let hi = hi.map(|hi| {
+                fast_math::apply_sample_map(map, mapped_hi, hi, i0, ci + 1);
+                &*mapped_hi
+            });
+            pack_pairs(dst, mapped_lo, hi, &SampleMap::IDENTITY, 0, ci, vector);
+        });
+    }
     #[cfg(target_arch = "x86_64")]
     if vector {
         // SAFETY: `vector` is true only where `avx512_bf16()` holds (its two
@@ -745,8 +759,8 @@ mod tests {
             for hi in [Some(&hi[..]), None] {
                 let mut vector = vec![0u32; n];
                 let mut scalar = vec![0u32; n];
-                pack_pairs(&mut vector, &lo, hi, map, 5, true);
-                pack_pairs(&mut scalar, &lo, hi, map, 5, false);
+                pack_pairs(&mut vector, &lo, hi, map, 5, 0, true);
+                pack_pairs(&mut scalar, &lo, hi, map, 5, 0, false);
                 assert_eq!(vector, scalar);
             }
         }

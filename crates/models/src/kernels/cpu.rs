@@ -56,11 +56,11 @@ pub(super) fn conv1d_direct(
             &fresh
         }
     };
-    // Only the int8 kernel applies the channels' `Snake(AdaIN(·))` as it reads its input;
-    // for the others the whole map is applied to the tensor first.
+    // The int8 and bf16 kernels apply the channels' `Snake(AdaIN(·))` as they read their
+    // input; for the `f32` ones the whole map is applied to the tensor first.
     let applied;
     let (x, map) = match map.channels {
-        Some(_) if !matches!(packed, PackedConv::Int8(_)) => {
+        Some(_) if matches!(packed, PackedConv::F32(_) | PackedConv::Spectral(_)) => {
             applied = map.apply(x)?;
             (&applied, &InputMap::IDENTITY)
         }

@@ -115,7 +115,7 @@ pub(super) fn conv1d_rows(
     assert!(map.mask.is_none_or(|m| m.len() >= l_in));
     assert!(
         map.channels.is_none(),
-        "channel maps are the int8 kernel's (the routing applies them first for this one)"
+        "the routing applies channel maps before the f32 kernels"
     );
     assert!(taps > 0 && dilation > 0);
     if l_out == 0 || c_out == 0 {

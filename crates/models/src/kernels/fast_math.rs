@@ -8,7 +8,7 @@
 //! Hand-written rather than a crate: the few math crates with vector `exp` bring whole SIMD
 //! abstraction layers for these twenty lines.
 
-use super::rows::{AdainSnake, ChannelSnake};
+use super::rows::{AdainSnake, ChannelSnake, SampleMap};
 use super::tensor::{is_cpu_f32, with_contiguous_f32};
 use candle_core::{Device, Result, Tensor};
 
@@ -354,6 +354,27 @@ widest_vectors! {
 widest_vectors! {
     /// [`channel_snake_row`] from `src` into `dst` (of one length).
     pub(super) fn channel_snake_into(dst: &mut [f32], src: &[f32], c: ChannelSnake) => channel_snake_copy_slice
+}
+
+/// `dst = map(src)` for channel `ci`'s samples from input column `t0`, the map's channel
+/// `Snake(AdaIN(·))` included: what a kernel that applies it as it reads its input calls.
+pub(super) fn apply_sample_map(
+    map: &SampleMap<'_>,
+    dst: &mut [f32],
+    src: &[f32],
+    t0: usize,
+    ci: usize,
+) {
+    match map.channels {
+        Some(channels) if map.is_identity_before_channels() => {
+            channel_snake_into(dst, src, channels[ci]);
+        }
+        Some(channels) => {
+            map.apply_slice(dst, src, t0);
+            channel_snake_row(dst, channels[ci]);
+        }
+        None => map.apply_slice(dst, src, t0),
+    }
 }
 
 /// The statistics of Kokoro's `Snake(AdaIN(x))` for each channel of a CPU `f32` signal `x`

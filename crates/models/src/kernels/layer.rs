@@ -21,8 +21,8 @@ pub(crate) struct InputMap<'a> {
     /// `[B, 1, L_in]` sequence mask, if any.
     pub mask: Option<&'a Tensor>,
     /// Kokoro's `Snake(AdaIN(·))` per input channel, applied last (see
-    /// [`super::fast_math::channel_snakes`]): fused into the int8 kernel's input, applied to
-    /// the tensor first on every other path.
+    /// [`super::fast_math::channel_snakes`]): fused into the int8 and bf16 kernels' input,
+    /// applied to the tensor first on every other path.
     pub channels: Option<&'a [ChannelSnake]>,
 }
 

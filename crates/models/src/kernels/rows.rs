@@ -16,13 +16,14 @@ pub(super) struct SampleMap<'a> {
     /// One weight per input sample, indexed like the input's columns, shared by all channels.
     pub mask: Option<&'a [f32]>,
     /// Kokoro's `Snake(AdaIN(·))` per input channel, applied last, its statistics taken
-    /// beforehand (`channels[ci]` for channel `ci`). Only the int8 kernel applies it: the
-    /// routing ([`super::cpu`]) applies it to the tensor first for the others.
+    /// beforehand (`channels[ci]` for channel `ci`). The int8 and bf16 kernels apply it as
+    /// they read their input; the routing ([`super::cpu`]) applies it to the tensor first
+    /// for the `f32` ones.
     pub channels: Option<&'a [ChannelSnake]>,
 }
 
 impl SampleMap<'_> {
-    #[cfg(test)]
+    /// The map that leaves every value as it is.
     pub const IDENTITY: SampleMap<'static> = SampleMap {
         scale: 1.0,
         leaky_slope: None,

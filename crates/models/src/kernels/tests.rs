@@ -334,6 +334,64 @@ fn input_map_scales_then_leaks_then_masks() {
     assert_eq!(y.to_vec1::<f32>().unwrap(), vec![-0.1, 0., 1.5, 0.]);
 }
 
+/// A channel map (`Snake(AdaIN(·))`) through every precision's route — applied to the tensor
+/// first for `f32`, as the bf16 and int8 kernels read their input — gives, bit for bit, what
+/// the same convolution gives on the input with the map applied first; and conv_transpose's
+/// route applies it too.
+#[test]
+fn a_channel_map_gives_what_applying_it_first_gives_in_every_precision() {
+    use super::fast_math::{apply_channel_snakes, channel_snakes};
+    use super::precision::Precision;
+    use super::rows::{AdainSnake, Affine};
+    let mut rng = StdRng::seed_from_u64(31);
+    let (c_in, c_out, len, taps, dilation) = (40, 24, 700, 5, 3);
+    let x = (random(&mut rng, &[1, c_in, len]) * 3.0).unwrap();
+    let w = (random(&mut rng, &[c_out, c_in, taps]) * 0.2).unwrap();
+    let b = random(&mut rng, &[c_out]);
+    let residual = random(&mut rng, &[1, c_out, len]);
+    let parameters: Vec<AdainSnake> = (0..c_in)
+        .map(|c| AdainSnake {
+            affine: Affine {
+                scale: 0.7 + c as f32 / 30.0,
+                shift: c as f32 / 20.0 - 1.0,
+            },
+            alpha: 0.5 + c as f32 / 25.0,
+            inv_alpha: 1.0 / (0.5 + c as f32 / 25.0),
+        })
+        .collect();
+    let snakes = channel_snakes(&x, &parameters, 1e-5).unwrap();
+    let applied = apply_channel_snakes(&x, &snakes).unwrap();
+    let map = InputMap::channel_snakes(&snakes);
+    let padding = dilation * (taps - 1) / 2;
+    for precision in [Precision::F32, Precision::Bf16, Precision::Int8] {
+        let cache = PackedWeightCache::new(precision);
+        let conv = |x: &Tensor, map: &InputMap| {
+            let y = conv1d_fused(
+                x,
+                &w,
+                Some(&b),
+                padding,
+                dilation,
+                map,
+                &[&residual],
+                Some(&cache),
+            );
+            y.unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+        };
+        let want = conv(&applied, &InputMap::IDENTITY);
+        assert_eq!(conv(&x, &map), want, "{precision:?}");
+    }
+    let wt = (random(&mut rng, &[c_in, c_out, 8]) * 0.2).unwrap();
+    let transposed = |x: &Tensor, map: &InputMap| {
+        let y = conv_transpose1d_fused(x, &wt, None, 4, 2, map, None).unwrap();
+        y.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    };
+    assert_eq!(
+        transposed(&x, &map),
+        transposed(&applied, &InputMap::IDENTITY)
+    );
+}
+
 #[test]
 fn conv1d_fused_matches_separate_ops() {
     let mut rng = StdRng::seed_from_u64(29);

@@ -501,15 +501,10 @@ pub(super) fn map_with_max(
 ) -> f32 {
     assert_eq!(dst.len(), src.len());
     assert!(map.mask.is_none_or(|m| m.len() >= t0 + src.len()));
-    let Some(channels) = map.channels else {
+    if map.channels.is_none() {
         return sample_map_with_max(map, dst, src, t0, max, vector);
-    };
-    if map.is_identity_before_channels() {
-        fast_math::channel_snake_into(dst, src, channels[ci]);
-    } else {
-        sample_map_with_max(map, dst, src, t0, 0.0, vector);
-        fast_math::channel_snake_row(dst, channels[ci]);
     }
+    fast_math::apply_sample_map(map, dst, src, t0, ci);
     #[cfg(target_arch = "x86_64")]
     if vector {
         // SAFETY: `vector` is `avx512_vectors()`: AVX-512F, all `x86::max_abs` enables.
