@@ -35,9 +35,14 @@ fn sentences() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The ideographs of a text, what the error rate counts.
+/// The ideographs of a text in simplified characters, what the error rate counts: Whisper
+/// writes some sentences in traditional characters and some in simplified, on either side,
+/// and "氣" for "气" is a spelling, not a misheard word. Counted as errors, those made most
+/// of both sides' errors and moved with any change in the audio (measured on an AVX-512 Xeon:
+/// 34 errors of 118 for the routed voice, of which about 20 were only the script).
 fn ideographs(text: &str) -> Vec<char> {
-    text.chars()
+    zhconv::zhconv(text, zhconv::Variant::ZhCN)
+        .chars()
         .filter(|&c| omnivoice_server::text::writing::is_ideograph(c))
         .collect()
 }
