@@ -60,7 +60,9 @@ impl Precision {
     /// block is AVX-512 VNNI (measured 1.7× `f32` and 2.6× bf16 per Kokoro sentence on an
     /// Intel core, docs/performance.md §11a′), else `auto`'s choice. With AMX, bf16 stays:
     /// int8 on AMX-INT8 was measured slower than bf16 on AMX per sentence (its input passes and
-    /// epilogue outweigh the faster products); AVX-VNNI and plain AVX2 were not measured.
+    /// epilogue outweigh the faster products). On plain AVX2 `f32` stays: there int8's
+    /// `vpmaddubsw` block was measured slower than `f32` with its spectra (1.96 against 1.59 s
+    /// per Kokoro sentence on one AMD Zen 3 core, §11h). AVX-VNNI was not measured.
     pub fn auto_allowing_int8() -> Precision {
         choose_allowing_int8(bf16_isa(), int8_isa(), Precision::auto)
     }
