@@ -134,9 +134,9 @@ async fn whisper_hears_our_mandarin_as_well_as_kokoro_onnx_with_misaki() {
     // The routed voice is the one routing picks, none of the two compared below, and Whisper
     // base hears voices several points apart on these 118 characters (a Zen 3 run: ours 7.2 %
     // and kokoro-onnx 8.5 % over the two voices, the routed one 11.0 %; one sentence heard
-    // with digits costs 4 points on every voice). Parity is held by the
-    // same-voice comparison below; this bound catches a wrong voice or spelled-out letters,
-    // which Whisper hears as near 100 %.
+    // with digits costs 4 points on every voice). Parity is held by the same-voice comparison
+    // below; this bound catches a wrong voice or spelled-out letters, which Whisper hears as
+    // near 100 %.
     let bar = cer(errors_theirs).max(cer(errors_ours)) + 5.0;
     assert!(
         routed_cer <= bar,
