@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{get_json, get_text, metric, Binary};
+use common::{get_json, get_text, metric, Binary, UNHURRIED_TIMEOUT_S};
 use futures::StreamExt;
 use serde_json::{json, Value};
 
@@ -17,12 +17,6 @@ fn long_input() -> String {
     let sentence = "A long request keeps the server busy with one sentence after another. ";
     sentence.repeat(4096 / sentence.len() + 1)[..4096].to_string()
 }
-
-/// The time limit for the servers whose tests are not about it: long enough that a slow CPU's
-/// pace (the server weighs a request by the real-time factor its start-up warm-up measured,
-/// which on a 2-core AVX2 EPYC with other tests' servers starting beside it put 4,096
-/// characters past the default 60 s and refused them) never turns the long request away.
-const UNHURRIED: &str = "900";
 
 async fn start_stream(url: &str, input: &str) -> reqwest::Response {
     let body = json!({"model": "tts-1", "voice": "alloy", "input": input, "response_format": "pcm", "cache": false});
@@ -61,8 +55,13 @@ async fn until_idle(url: &str, limit: Duration) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_length_request_fits_a_small_queue_and_leaves_nothing_behind_when_dropped() {
-    let server =
-        Binary::ready(&["--batch-queue-size", "16", "--request-timeout-s", UNHURRIED]).await;
+    let server = Binary::ready(&[
+        "--batch-queue-size",
+        "16",
+        "--request-timeout-s",
+        UNHURRIED_TIMEOUT_S,
+    ])
+    .await;
     let response = start_stream(&server.url, &long_input()).await;
     let mut chunks = response.bytes_stream();
     let first = chunks.next().await.expect("audio").expect("a chunk");
@@ -89,7 +88,7 @@ async fn a_full_length_request_fits_a_small_queue_and_leaves_nothing_behind_when
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_short_request_is_answered_while_a_long_one_streams() {
-    let server = Binary::ready(&["--request-timeout-s", UNHURRIED]).await;
+    let server = Binary::ready(&["--request-timeout-s", UNHURRIED_TIMEOUT_S]).await;
     let response = start_stream(&server.url, &long_input()).await;
     let mut chunks = response.bytes_stream();
     chunks.next().await.expect("audio").expect("a chunk");

@@ -18,7 +18,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::decode::decode;
-use common::{get_json, get_text, metric, openai_error, post_speech, Binary};
+use common::{get_json, get_text, metric, openai_error, post_speech, Binary, UNHURRIED_TIMEOUT_S};
 use omnivoice_server::audio::AudioFormat;
 use omnivoice_server::engine::kokoro::split::PASS_TOKENS;
 use omnivoice_server::engine::piper::MAX_IDS_PER_PASS;
@@ -517,14 +517,24 @@ async fn sigterm_drains_while_a_long_kokoro_utterance_computes() {
 async fn sigterm_while_computing(args: &[&str], model: &str, voice: &str, input: &str) {
     const GRACE_S: u64 = 2;
     let grace = GRACE_S.to_string();
-    let mut all = vec!["--no-cache", "--shutdown-timeout-s", &grace];
+    // The long utterance is what SIGTERM must interrupt, not work the time limit turns away.
+    let mut all = vec![
+        "--no-cache",
+        "--shutdown-timeout-s",
+        &grace,
+        "--request-timeout-s",
+        UNHURRIED_TIMEOUT_S,
+    ];
     all.extend_from_slice(args);
     let mut server = Binary::ready(&all).await;
     let url = server.url.clone();
     let body = json!({"model": model, "voice": voice, "input": input,
                       "response_format": "pcm", "stream": true});
     let response = post_speech(&url, &body).await;
-    assert_eq!(response.status(), 200);
+    let status = response.status();
+    if status != 200 {
+        panic!("{status}: {}", response.text().await.unwrap_or_default());
+    }
     let mut stream = response.bytes_stream();
     use futures::StreamExt;
     let first = stream.next().await.expect("a first chunk").expect("bytes");

@@ -18,6 +18,14 @@ use omnivoice_server::config::{Cli, Settings};
 use omnivoice_server::engine::Engine;
 use tokio::sync::oneshot;
 
+/// `--request-timeout-s` for the servers whose tests send long work but are not about the
+/// time limit. A server weighs each request by the real-time factor its start-up warm-up
+/// measured, and on a 2-core CPU with other tests' servers warming up beside it that pace is
+/// several times the idle one: on an AVX2 EPYC (Zen 3) it put 4,096 characters of Piper, and
+/// a 4,000-letter word spelled out, past the default 120 s and refused them with a 400. The
+/// limit's own tests set theirs.
+pub const UNHURRIED_TIMEOUT_S: &str = "3600";
+
 /// A server running inside the test process.
 pub struct InProcess {
     pub url: String,
