@@ -93,6 +93,14 @@ impl FusedConv1d {
         Self { cache, ..self }
     }
 
+    /// Packs the weights now and keeps only the packed copy (see
+    /// [`kernels::packed_and_released`]): every call of this layer goes through the fused
+    /// kernel with its cache. The precision is fixed from here on.
+    pub(crate) fn release_unpacked(&mut self) -> Result<()> {
+        self.weight = kernels::packed_and_released(&self.weight, &self.cache)?;
+        Ok(())
+    }
+
     /// `Σ residuals + conv(map(x))`: [B, C_in, L] → [B, C_out, L].
     pub(crate) fn forward_fused(
         &self,

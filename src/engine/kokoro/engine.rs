@@ -140,8 +140,9 @@ impl KokoroEngine {
         // ModelError names the file in every load error.
         let loaded = Weights::from_onnx(path, &self.device)
             .and_then(|weights| Kokoro::load(&Config::v1_0(), weights))
-            .map_err(|e| EngineError::load(voice, e))?
-            .with_precision(self.precision);
+            .map(|model| model.with_precision(self.precision))
+            .and_then(Kokoro::with_unpacked_released)
+            .map_err(|e| EngineError::load(voice, e))?;
         let loaded = Arc::new(loaded);
         // The Japanese dictionary opened with the engine, before the settings were all checked
         // (when a bad one must be the only line on stderr); its size is reported here.

@@ -10,7 +10,7 @@ use super::precision::{self, PackedConv, Precision};
 use super::rows::SampleMap;
 use super::shape::{Conv1dShape, ConvTranspose1dShape};
 use super::strips;
-use super::tensor::{bias_or_zero, with_contiguous_f32};
+use super::tensor::{bias_or_zero, is_stand_in, with_contiguous_f32, RELEASED};
 use candle_core::{Result, Storage, Tensor};
 use std::mem::MaybeUninit;
 
@@ -123,7 +123,7 @@ pub(super) fn conv1d_direct(
 }
 
 /// The layer's packed weights, packed on first use in the cache's precision.
-fn cached_pack<'c>(
+pub(super) fn cached_pack<'c>(
     weight: &Tensor,
     cache: &'c PackedWeightCache,
     c_out: usize,
@@ -132,6 +132,9 @@ fn cached_pack<'c>(
 ) -> Result<&'c PackedConv> {
     let cell = &cache.packed;
     if cell.get().is_none() {
+        if is_stand_in(weight) {
+            candle_core::bail!("{RELEASED}, in another precision");
+        }
         let packed = with_contiguous_f32(weight, |w| {
             if cache.spectral {
                 PackedConv::allowing_spectra(w, c_out, c_in, taps, cache.precision)

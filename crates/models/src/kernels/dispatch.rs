@@ -13,6 +13,31 @@ use super::precision::Precision;
 use super::shape::{Conv1dShape, ConvTranspose1dShape};
 use super::{cpu, gemm, strips, tensor};
 
+/// Fails on a weight that was packed and released ([`packed_and_released`]): the paths
+/// below read its values, and a stand-in has none.
+fn has_values(weight: &Tensor) -> Result<()> {
+    if tensor::is_stand_in(weight) {
+        candle_core::bail!("{}", tensor::RELEASED);
+    }
+    Ok(())
+}
+
+/// Packs `weight` [C_out, C_in, K] into `cache` now, as the first CPU call would, and returns
+/// what the layer keeps in its place: a stand-in of the same shape with no values. The packed
+/// copy is all the direct kernel reads, and the tensor beside it was as large again (Kokoro's
+/// convolutions: about 200 MB of `f32`). Only for a layer every call of which goes through
+/// [`conv1d_fused`] or [`residual_stack_sum`] with this cache: a call that would need the
+/// values (a path of candle's, another cache) is an error, never a convolution of zeros. A
+/// weight the CPU kernels do not take (another device or type) is returned as it is.
+pub(crate) fn packed_and_released(weight: &Tensor, cache: &PackedWeightCache) -> Result<Tensor> {
+    if !tensor::is_cpu_f32(weight) || weight.elem_count() <= 1 {
+        return Ok(weight.clone());
+    }
+    let (c_out, c_in, taps) = weight.dims3()?;
+    cpu::cached_pack(weight, cache, c_out, c_in, taps)?;
+    tensor::stand_in(weight.shape())
+}
+
 /// `x` [B, C_in, L], `weight` [C_out, C_in / groups, K], `bias` [C_out]; stride 1.
 /// Returns [B, C_out, L + 2·padding − dilation·(K − 1)].
 pub fn conv1d(
@@ -23,6 +48,7 @@ pub fn conv1d(
     dilation: usize,
     groups: usize,
 ) -> Result<Tensor> {
+    has_values(weight)?;
     if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups) {
         if shape.prefers_direct() {
             return cpu::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, &[], None);
@@ -42,6 +68,7 @@ pub fn conv_transpose1d(
     stride: usize,
     padding: usize,
 ) -> Result<Tensor> {
+    has_values(weight)?;
     if let Some(shape) = ConvTranspose1dShape::for_fast_path(x, weight, bias, stride, padding) {
         return gemm::conv_transpose1d(x, weight, bias, &shape);
     }
@@ -64,6 +91,9 @@ pub(crate) fn conv1d_fused(
     residuals: &[&Tensor],
     cache: Option<&PackedWeightCache>,
 ) -> Result<Tensor> {
+    if cache.is_none() {
+        has_values(weight)?;
+    }
     if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, 1) {
         let (b, c, l) = (shape.batch, shape.c_out, shape.l_out);
         let residuals_ok = residuals
@@ -94,6 +124,9 @@ pub(crate) fn conv_transpose1d_fused(
     map: &InputMap<'_>,
     cache: Option<&PackedPhaseCache>,
 ) -> Result<Tensor> {
+    // Transposed convolutions keep their tensors: their short inputs go through candle's
+    // products.
+    has_values(weight)?;
     if map.channels.is_some() {
         // No phase kernel applies the channels' `Snake(AdaIN(·))`: the tensor takes it first.
         let x = map.apply(x)?;

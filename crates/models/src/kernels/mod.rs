@@ -94,7 +94,9 @@ pub(crate) mod transformer;
 
 pub(crate) use attention::relative_attention;
 pub use dispatch::{conv1d, conv_transpose1d};
-pub(crate) use dispatch::{conv1d_fused, conv_transpose1d_fused, residual_stack_sum};
+pub(crate) use dispatch::{
+    conv1d_fused, conv_transpose1d_fused, packed_and_released, residual_stack_sum,
+};
 pub(crate) use fast_math::{channel_snakes, gated_tanh, gelu_tanh, snake, tanh};
 pub(crate) use layer::{InputMap, PackedPhaseCache, PackedWeightCache, StackConv};
 pub(crate) use linear::Bf16Linear;

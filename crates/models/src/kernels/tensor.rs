@@ -11,6 +11,23 @@ pub(super) fn is_cpu_f32(t: &Tensor) -> bool {
     matches!(t.device(), candle_core::Device::Cpu) && t.dtype() == candle_core::DType::F32
 }
 
+/// A tensor with a weight's shape and no values: one zero broadcast to `shape`, which takes
+/// four bytes whatever the shape. A layer keeps it in place of weights it has packed and
+/// released ([`super::dispatch::packed_and_released`]): the routing still reads the shape.
+pub(super) fn stand_in(shape: &candle_core::Shape) -> Result<Tensor> {
+    Tensor::zeros((), candle_core::DType::F32, &candle_core::Device::Cpu)?.broadcast_as(shape)
+}
+
+/// Why a call on a [`stand_in`] fails: the values it would need are gone.
+pub(super) const RELEASED: &str = "this convolution's weights were packed for the CPU kernels \
+     and released, and this call needs them (another device, or a path the kernels do not take)";
+
+/// Whether `t` is a [`stand_in`]: every stride zero over more than one element, which no
+/// tensor read from a file has.
+pub(super) fn is_stand_in(t: &Tensor) -> bool {
+    t.elem_count() > 1 && t.stride().iter().all(|&s| s == 0)
+}
+
 /// Runs `f` on the tensor's elements in row-major order, without a copy when the tensor is
 /// already contiguous.
 pub(super) fn with_contiguous_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {

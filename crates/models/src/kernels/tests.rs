@@ -681,3 +681,90 @@ fn module_imports_form_no_circle() {
     eprintln!("kernel modules, lowest layer first: {}", done.join(", "));
     assert!(imports["dispatch"].contains(&"cpu") && imports["rows"].is_empty());
 }
+
+/// A layer that let go of its tensor after packing computes what it computed before, in every
+/// precision and through the spectra, in a single convolution and in a residual stack; every
+/// call that would need the values it no longer has is an error, never zeros.
+#[test]
+fn released_weights_compute_the_same_and_paths_that_need_them_fail() {
+    use super::dispatch::packed_and_released;
+    use super::Precision;
+    let mut rng = StdRng::seed_from_u64(45);
+    // 128 channels at 7 taps: wide enough for the spectra.
+    let (c, taps, len) = (128, 7, 300);
+    let x = random(&mut rng, &[1, c, len]);
+    let w = (random(&mut rng, &[c, c, taps]) * 0.1).unwrap();
+    let b = random(&mut rng, &[c]);
+    let caches = [
+        PackedWeightCache::new(Precision::F32),
+        PackedWeightCache::spectral(Precision::F32),
+        PackedWeightCache::new(Precision::Bf16),
+        PackedWeightCache::new(Precision::Int8),
+    ];
+    let map = InputMap {
+        leaky_slope: Some(0.1),
+        ..InputMap::IDENTITY
+    };
+    for cache in caches {
+        let run = |w: &Tensor| {
+            conv1d_fused(&x, w, Some(&b), 3, 1, &map, &[], Some(&cache))
+                .unwrap()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let want = run(&w);
+        let stand_in = packed_and_released(&w, &cache).unwrap();
+        assert_eq!(stand_in.dims(), w.dims());
+        assert!(stand_in.elem_count() > 1 && stand_in.stride() == [0, 0, 0]);
+        assert!(run(&stand_in) == want, "{:?}", cache.precision());
+        let stack = [vec![vec![StackConv {
+            weight: &stand_in,
+            bias: Some(&b),
+            padding: 3,
+            dilation: 1,
+            cache: &cache,
+        }]]];
+        // Long enough for the strip-wise stage; its sum is the block's residual unit.
+        let long = random(&mut rng, &[1, c, 40_000]);
+        assert!(residual_stack_sum(&long, &stack, 0.1, None)
+            .unwrap()
+            .is_some());
+    }
+    let cache = PackedWeightCache::new(Precision::F32);
+    let stand_in = packed_and_released(&w, &cache).unwrap();
+    let needs_values = [
+        conv1d(&x, &stand_in, Some(&b), 3, 1, 1),
+        conv1d_fused(&x, &stand_in, Some(&b), 3, 1, &map, &[], None),
+        conv1d_fused(
+            &x,
+            &stand_in,
+            Some(&b),
+            3,
+            1,
+            &map,
+            &[],
+            Some(&PackedWeightCache::new(Precision::Int8)),
+        ),
+        // Another device's input (an f64 tensor stands in for it) goes to candle's path.
+        conv1d_fused(
+            &x.to_dtype(DType::F64).unwrap(),
+            &stand_in,
+            Some(&b),
+            3,
+            1,
+            &map,
+            &[],
+            Some(&cache),
+        ),
+    ];
+    for (i, result) in needs_values.into_iter().enumerate() {
+        let error = result.expect_err("no values to compute with").to_string();
+        assert!(error.contains("released"), "call {i}: {error}");
+    }
+    // A weight the CPU kernels do not take stays as it is.
+    let f64_weight = w.to_dtype(DType::F64).unwrap();
+    let kept = packed_and_released(&f64_weight, &PackedWeightCache::default()).unwrap();
+    assert_eq!(kept.stride(), f64_weight.stride());
+}

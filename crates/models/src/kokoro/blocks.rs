@@ -143,12 +143,26 @@ impl Conv1d {
         self.cache = PackedWeightCache::new(precision);
     }
 
+    /// Whether every call goes through the direct kernel with the cache: the only kernel
+    /// with reduced precisions, and in `f32` the faster from 3 taps (pointwise convolutions
+    /// are one matrix product either way).
+    fn runs_packed(&self) -> bool {
+        let reduced = self.cache.precision() != Precision::F32;
+        self.stride == 1 && self.groups == 1 && (self.weight.dims()[2] >= 3 || reduced)
+    }
+
+    /// Packs the weights now and keeps only the packed copy, where every call reads that
+    /// alone ([`kernels::packed_and_released`]). The precision is fixed from here on.
+    pub fn release_unpacked(&mut self) -> Result<()> {
+        if self.runs_packed() {
+            self.weight = kernels::packed_and_released(&self.weight, &self.cache)?;
+        }
+        Ok(())
+    }
+
     /// `x` `[1, in, T]` → `[1, out, T']`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        // The direct kernel (the only one with reduced precisions) keeps its packed weights
-        // in the cache; pointwise f32 convolutions are one matrix product either way.
-        let reduced = self.cache.precision() != Precision::F32;
-        if self.stride == 1 && self.groups == 1 && (self.weight.dim(2)? >= 3 || reduced) {
+        if self.runs_packed() {
             return kernels::conv1d_fused(
                 x,
                 &self.weight,
@@ -328,6 +342,16 @@ impl AdainResBlk1d {
         if let Some(c) = &mut self.conv1x1 {
             c.in_precision(precision);
         }
+    }
+
+    /// See [`Conv1d::release_unpacked`].
+    pub fn release_unpacked(&mut self) -> Result<()> {
+        self.conv1.release_unpacked()?;
+        self.conv2.release_unpacked()?;
+        if let Some(c) = &mut self.conv1x1 {
+            c.release_unpacked()?;
+        }
+        Ok(())
     }
 
     /// `x` `[1, dim_in, T]`, `s` `[1, style]` → `[1, dim_out, T]` (`2T` when upsampling).

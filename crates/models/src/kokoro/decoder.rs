@@ -87,6 +87,17 @@ impl Decoder {
         self.generator.in_precision(precision);
     }
 
+    /// Packs the convolutions the direct kernel runs and keeps only their packed copies
+    /// ([`Generator::release_unpacked`]).
+    pub(crate) fn release_unpacked(&mut self) -> Result<()> {
+        self.asr_res.release_unpacked()?;
+        self.encode.release_unpacked()?;
+        for block in &mut self.decode {
+            block.release_unpacked()?;
+        }
+        self.generator.release_unpacked()
+    }
+
     /// `asr` [1, 512, F], `f0` and `n` [1, 2F] (F0 in Hz), `style` [1, 128] (the decoder half
     /// of the voice vector) → samples [600·F].
     pub(crate) fn forward(

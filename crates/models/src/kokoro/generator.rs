@@ -89,6 +89,10 @@ impl Conv {
         self.0.forward_fused(x, map, residuals)
     }
 
+    fn release_unpacked(&mut self) -> Result<()> {
+        self.0.release_unpacked()
+    }
+
     /// The same convolution with its weights packed for `precision` (on first use).
     fn in_precision(&mut self, precision: Precision) {
         self.0 = self
@@ -249,6 +253,14 @@ impl SnakeResBlock {
         Ok(x)
     }
 
+    fn release_unpacked(&mut self) -> Result<()> {
+        for step in &mut self.steps {
+            step.conv1.release_unpacked()?;
+            step.conv2.release_unpacked()?;
+        }
+        Ok(())
+    }
+
     fn in_precision(&mut self, precision: Precision) {
         for step in &mut self.steps {
             step.conv1.in_precision(precision);
@@ -406,6 +418,19 @@ impl Generator {
                 block.in_precision(precision);
             }
         }
+    }
+
+    /// Packs the stride-1 convolutions now and keeps only their packed copies (see
+    /// [`crate::kernels::packed_and_released`]); the upsampling ones keep their tensors
+    /// (their short inputs go through candle's products in `f32`).
+    pub(super) fn release_unpacked(&mut self) -> Result<()> {
+        for stage in &mut self.stages {
+            stage.noise_res.release_unpacked()?;
+            for block in &mut stage.resblocks {
+                block.release_unpacked()?;
+            }
+        }
+        self.conv_post.release_unpacked()
     }
 
     /// The harmonic source's spectrum `[|X|; ∠X]` [1, 2·bins, 120F + 1] from the excitation

@@ -73,7 +73,8 @@ pub(crate) struct Predicted {
     pub asr: Tensor,
 }
 
-/// A loaded Kokoro v1.0 model.
+/// A loaded Kokoro v1.0 model. Clones share the weights.
+#[derive(Clone)]
 pub struct Kokoro {
     config: Config,
     albert: Albert,
@@ -123,6 +124,28 @@ impl Kokoro {
             self.precision = precision;
         }
         self
+    }
+
+    /// The same model with every convolution the direct kernel runs packed now, in the
+    /// model's precision, and their unpacked tensors let go: from the first call on, the
+    /// packed copies are all those layers read, and the tensors beside them were as large
+    /// again (≈ 200 MB of `f32` here: the decoder, the generator, the text encoder and the
+    /// F0/N branches). A server calls it once the precision is chosen; the precision is fixed
+    /// from here on ([`Kokoro::with_precision`] after it fails at the first call, never
+    /// computing with missing weights). On other devices nothing changes.
+    pub fn with_unpacked_released(mut self) -> Result<Self, ModelError> {
+        if !matches!(self.device, Device::Cpu) {
+            return Ok(self);
+        }
+        let file = self.file.clone();
+        let load = |source| ModelError::Load {
+            file: file.clone(),
+            source,
+        };
+        self.text_encoder.release_unpacked().map_err(load)?;
+        self.prosody.release_unpacked().map_err(load)?;
+        self.decoder.release_unpacked().map_err(load)?;
+        Ok(self)
     }
 
     /// What the decoder's and generator's convolutions run in.

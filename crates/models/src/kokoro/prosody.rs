@@ -77,6 +77,13 @@ impl CurveBranch {
         Ok(Self { blocks, proj })
     }
 
+    fn release_unpacked(&mut self) -> Result<()> {
+        for block in &mut self.blocks {
+            block.release_unpacked()?;
+        }
+        self.proj.release_unpacked()
+    }
+
     /// `x` `[1, 512, F]`, `s` `[1, 128]` → `[2F]`.
     fn forward(&self, x: &Tensor, s: &Tensor) -> Result<Tensor> {
         let mut x = x.clone();
@@ -131,6 +138,13 @@ impl Prosody {
             f0: CurveBranch::load(w, "F0", c)?,
             n: CurveBranch::load(w, "N", c)?,
         })
+    }
+
+    /// The F0 and N branches' convolutions packed, their tensors released (see
+    /// [`Conv1d::release_unpacked`]).
+    pub fn release_unpacked(&mut self) -> Result<()> {
+        self.f0.release_unpacked()?;
+        self.n.release_unpacked()
     }
 
     /// The duration encoder: `d_en` `[T, 512]` (projected PL-BERT), `s` `[1, 128]` →

@@ -271,3 +271,37 @@ fn synthesize_speaks_emma_as_the_oracle() {
     eprintln!("emma end to end: SNR {snr:.1} dB");
     assert!(snr >= 25.0, "{snr:.1} dB");
 }
+
+/// Once a model has let go of its unpacked weights, no sample changes, in each precision:
+/// the kernels read the packed copies alone. A precision asked for after that is an error at
+/// the first call, never audio computed from weights that are gone.
+#[test]
+fn released_weights_change_no_sample_and_a_later_precision_is_refused() {
+    use crate::kernels::Precision;
+    let case = Case::load("emma");
+    let ids = case.ids().to_vec1::<u32>().unwrap();
+    let tokens = &ids[1..ids.len() - 1];
+    let style = case.get("style").to_vec1::<f32>().unwrap();
+    for precision in [Precision::F32, Precision::Bf16, Precision::Int8] {
+        let kept = model().clone().with_precision(precision);
+        let released = model()
+            .clone()
+            .with_precision(precision)
+            .with_unpacked_released()
+            .unwrap();
+        let speak = |m: &Kokoro| m.synthesize(tokens, &style, case.speed()).unwrap();
+        let (want, got) = (speak(&kept), speak(&released));
+        assert_eq!(got.durations, want.durations, "{precision:?}");
+        assert!(got.audio == want.audio, "{precision:?}: the audio changed");
+    }
+    let changed = model()
+        .clone()
+        .with_unpacked_released()
+        .unwrap()
+        .with_precision(Precision::Int8);
+    let error = changed
+        .synthesize(tokens, &style, case.speed())
+        .expect_err("no weights to pack in another precision")
+        .to_string();
+    assert!(error.contains("released"), "{error}");
+}

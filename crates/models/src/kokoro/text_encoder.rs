@@ -54,6 +54,14 @@ impl TextEncoder {
         })
     }
 
+    /// See [`Conv1d::release_unpacked`].
+    pub fn release_unpacked(&mut self) -> Result<()> {
+        for layer in &mut self.cnn {
+            layer.conv.release_unpacked()?;
+        }
+        Ok(())
+    }
+
     /// `ids` `[T]` (pads included) → `t_en` `[1, 512, T]`.
     pub fn forward(&self, ids: &Tensor) -> Result<Tensor> {
         let mut x = self.embedding.index_select(ids, 0)?.t()?.unsqueeze(0)?; // [1, C, T]
