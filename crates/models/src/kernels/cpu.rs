@@ -10,7 +10,7 @@ use super::precision::{self, PackedConv, Precision};
 use super::rows::SampleMap;
 use super::shape::{Conv1dShape, ConvTranspose1dShape};
 use super::strips;
-use super::tensor::{bias_or_zero, is_stand_in, with_contiguous_f32, RELEASED};
+use super::tensor::{bias_or_zero, has_values, with_contiguous_f32};
 use candle_core::{Result, Storage, Tensor};
 use std::mem::MaybeUninit;
 
@@ -132,9 +132,8 @@ pub(super) fn cached_pack<'c>(
 ) -> Result<&'c PackedConv> {
     let cell = &cache.packed;
     if cell.get().is_none() {
-        if is_stand_in(weight) {
-            candle_core::bail!("{RELEASED}, in another precision");
-        }
+        // A released layer's cache in another precision has nothing to pack from.
+        has_values(weight)?;
         let packed = with_contiguous_f32(weight, |w| {
             if cache.spectral {
                 PackedConv::allowing_spectra(w, c_out, c_in, taps, cache.precision)

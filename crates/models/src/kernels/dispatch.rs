@@ -13,15 +13,6 @@ use super::precision::Precision;
 use super::shape::{Conv1dShape, ConvTranspose1dShape};
 use super::{cpu, gemm, strips, tensor};
 
-/// Fails on a weight that was packed and released ([`packed_and_released`]): the paths
-/// below read its values, and a stand-in has none.
-fn has_values(weight: &Tensor) -> Result<()> {
-    if tensor::is_stand_in(weight) {
-        candle_core::bail!("{}", tensor::RELEASED);
-    }
-    Ok(())
-}
-
 /// Packs `weight` [C_out, C_in, K] into `cache` now, as the first CPU call would, and returns
 /// what the layer keeps in its place: a stand-in of the same shape with no values. The packed
 /// copy is all the direct kernel reads, and the tensor beside it was as large again (Kokoro's
@@ -48,7 +39,7 @@ pub fn conv1d(
     dilation: usize,
     groups: usize,
 ) -> Result<Tensor> {
-    has_values(weight)?;
+    tensor::has_values(weight)?;
     if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, groups) {
         if shape.prefers_direct() {
             return cpu::conv1d_direct(x, weight, bias, &shape, &InputMap::IDENTITY, &[], None);
@@ -68,7 +59,7 @@ pub fn conv_transpose1d(
     stride: usize,
     padding: usize,
 ) -> Result<Tensor> {
-    has_values(weight)?;
+    tensor::has_values(weight)?;
     if let Some(shape) = ConvTranspose1dShape::for_fast_path(x, weight, bias, stride, padding) {
         return gemm::conv_transpose1d(x, weight, bias, &shape);
     }
@@ -92,7 +83,7 @@ pub(crate) fn conv1d_fused(
     cache: Option<&PackedWeightCache>,
 ) -> Result<Tensor> {
     if cache.is_none() {
-        has_values(weight)?;
+        tensor::has_values(weight)?;
     }
     if let Some(shape) = Conv1dShape::for_fast_path(x, weight, bias, padding, dilation, 1) {
         let (b, c, l) = (shape.batch, shape.c_out, shape.l_out);
@@ -126,7 +117,7 @@ pub(crate) fn conv_transpose1d_fused(
 ) -> Result<Tensor> {
     // Transposed convolutions keep their tensors: their short inputs go through candle's
     // products.
-    has_values(weight)?;
+    tensor::has_values(weight)?;
     if map.channels.is_some() {
         // No phase kernel applies the channels' `Snake(AdaIN(·))`: the tensor takes it first.
         let x = map.apply(x)?;

@@ -18,14 +18,17 @@ pub(super) fn stand_in(shape: &candle_core::Shape) -> Result<Tensor> {
     Tensor::zeros((), candle_core::DType::F32, &candle_core::Device::Cpu)?.broadcast_as(shape)
 }
 
-/// Why a call on a [`stand_in`] fails: the values it would need are gone.
-pub(super) const RELEASED: &str = "this convolution's weights were packed for the CPU kernels \
-     and released, and this call needs them (another device, or a path the kernels do not take)";
-
-/// Whether `t` is a [`stand_in`]: every stride zero over more than one element, which no
-/// tensor read from a file has.
-pub(super) fn is_stand_in(t: &Tensor) -> bool {
-    t.elem_count() > 1 && t.stride().iter().all(|&s| s == 0)
+/// Fails on a [`stand_in`], recognised by every stride zero over more than one element
+/// (which no tensor read from a file has): every path that reads a weight's values calls it,
+/// so a released layer is an error there, never a convolution of zeros.
+pub(super) fn has_values(weight: &Tensor) -> Result<()> {
+    if weight.elem_count() > 1 && weight.stride().iter().all(|&s| s == 0) {
+        candle_core::bail!(
+            "this convolution's weights were packed for the CPU kernels and released, and this \
+             call needs them (another device or precision, or a path the kernels do not take)"
+        );
+    }
+    Ok(())
 }
 
 /// Runs `f` on the tensor's elements in row-major order, without a copy when the tensor is
